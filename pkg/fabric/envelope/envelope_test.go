@@ -1,0 +1,228 @@
+package envelope
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func mustNew(t *testing.T, typ, tenant string) Envelope {
+	t.Helper()
+	e, err := New(typ, tenant, "test", map[string]any{"k": "v"})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return e
+}
+
+func TestValidate(t *testing.T) {
+	base := mustNew(t, "request.submitted.v1", "org-a")
+	tests := []struct {
+		name           string
+		mutate         func(*Envelope)
+		tenantRequired bool
+		want           error
+	}{
+		{"valid", func(*Envelope) {}, true, nil},
+		{"missing id", func(e *Envelope) { e.ID = "" }, true, ErrMissingField},
+		{"uuid v4 id", func(e *Envelope) { e.ID = "3b241101-e2bb-4255-8caf-4136c566a962" }, true, ErrInvalidField},
+		{"missing type", func(e *Envelope) { e.Type = "" }, true, ErrMissingField},
+		{"unversioned type", func(e *Envelope) { e.Type = "request.submitted" }, true, ErrInvalidField},
+		{"version mismatch", func(e *Envelope) { e.Version = "2" }, true, ErrInvalidField},
+		{"missing tenant", func(e *Envelope) { e.TenantID = "" }, true, ErrMissingField},
+		{"missing tenant, global type", func(e *Envelope) { e.TenantID = "" }, false, nil},
+		{"bad tenant", func(e *Envelope) { e.TenantID = "Org A/../b" }, true, ErrInvalidField},
+		{"missing correlation", func(e *Envelope) { e.CorrelationID = "" }, true, ErrMissingField},
+		{"missing producer", func(e *Envelope) { e.Producer = "" }, true, ErrMissingField},
+		{"null payload", func(e *Envelope) { e.Payload = json.RawMessage("null") }, true, ErrMissingField},
+		{"array payload", func(e *Envelope) { e.Payload = json.RawMessage("[1]") }, true, ErrInvalidField},
+		{"non-UTC time", func(e *Envelope) { e.OccurredAt = e.OccurredAt.In(time.FixedZone("BRT", -3*3600)) }, true, ErrInvalidField},
+		{"zero time", func(e *Envelope) { e.OccurredAt = time.Time{} }, true, ErrMissingField},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := base
+			tt.mutate(&e)
+			err := e.Validate(tt.tenantRequired)
+			if tt.want == nil && err != nil {
+				t.Fatalf("Validate() = %v, want nil", err)
+			}
+			if tt.want != nil && !errors.Is(err, tt.want) {
+				t.Fatalf("Validate() = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecode(t *testing.T) {
+	good, err := mustNew(t, "request.submitted.v1", "org-a").Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		data string
+		max  int
+		want error
+	}{
+		{"round trip", string(good), 0, nil},
+		{"unknown field", strings.Replace(string(good), `"id"`, `"extra":1,"id"`, 1), 0, ErrMalformed},
+		{"trailing data", string(good) + `{}`, 0, ErrMalformed},
+		{"not json", `not json`, 0, ErrMalformed},
+		{"too large", string(good), 10, ErrTooLarge},
+		{"bad time", strings.Replace(string(good), `"occurredAt":"`, `"occurredAt":"x`, 1), 0, ErrMalformed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Decode([]byte(tt.data), tt.max)
+			if tt.want == nil && err != nil {
+				t.Fatalf("Decode() = %v, want nil", err)
+			}
+			if tt.want != nil && !errors.Is(err, tt.want) {
+				t.Fatalf("Decode() = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestRoundTripKeepsEverything(t *testing.T) {
+	parent := mustNew(t, "request.submitted.v1", "org-a")
+	child, err := Derive(parent, "workflow.process-started.v1", "workflow", map[string]int{"n": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := child.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(b, 0)
+	if err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	if got.ID != child.ID || !got.OccurredAt.Equal(child.OccurredAt) || got.CausationID != parent.ID || len(got.CausationChain) != 1 {
+		t.Fatalf("round trip = %+v, want %+v", got, child)
+	}
+	if err := got.Validate(true); err != nil {
+		t.Fatalf("Validate after round trip: %v", err)
+	}
+}
+
+func TestDerive(t *testing.T) {
+	root := mustNew(t, "request.submitted.v1", "org-a")
+	child, err := Derive(root, "workflow.process-started.v1", "workflow", struct{}{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grand, err := Derive(child, "communication.notification-sent.v1", "communication", struct{}{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if grand.CorrelationID != root.ID {
+		t.Errorf("correlationId = %s, want root id %s", grand.CorrelationID, root.ID)
+	}
+	if grand.CausationID != child.ID {
+		t.Errorf("causationId = %s, want %s", grand.CausationID, child.ID)
+	}
+	if grand.TenantID != "org-a" {
+		t.Errorf("tenantId = %q, want org-a", grand.TenantID)
+	}
+	want := []Link{{root.Type, root.ID}, {child.Type, child.ID}}
+	if len(grand.CausationChain) != 2 || grand.CausationChain[0] != want[0] || grand.CausationChain[1] != want[1] {
+		t.Errorf("chain = %v, want %v", grand.CausationChain, want)
+	}
+	if len(child.CausationChain) != 1 {
+		t.Errorf("deriving a grandchild changed the child's chain: %v", child.CausationChain)
+	}
+	if err := grand.CheckCausation(0); err != nil {
+		t.Errorf("CheckCausation = %v, want nil", err)
+	}
+}
+
+func TestCheckCausation(t *testing.T) {
+	chainOf := func(n int) Envelope {
+		e := mustNew(t, "request.submitted.v1", "org-a")
+		for i := 0; i < n; i++ {
+			c, err := Derive(e, "request.submitted.v1", "test", struct{}{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e = c
+		}
+		return e
+	}
+	cyclic := chainOf(3)
+	cyclic.CausationChain[2].ID = cyclic.CausationChain[0].ID
+	cyclic.CausationID = cyclic.CausationChain[0].ID
+	self := mustNew(t, "request.submitted.v1", "org-a")
+	self.CausationID = self.ID
+	selfInChain := chainOf(2)
+	selfInChain.CausationChain[0].ID = selfInChain.ID
+	broken := chainOf(2)
+	broken.CausationID = "0192d3a0-0000-7000-8000-000000000000"
+	tests := []struct {
+		name string
+		env  Envelope
+		max  int
+		want error
+	}{
+		{"no chain", chainOf(0), 0, nil},
+		{"depth 16 ok", chainOf(16), 0, nil},
+		{"depth 17 refused", chainOf(17), 0, ErrReactionDepth},
+		{"custom limit", chainOf(3), 2, ErrReactionDepth},
+		{"repeated ancestor", cyclic, 0, ErrCausationCycle},
+		{"self causation", self, 0, ErrCausationCycle},
+		{"own id in chain", selfInChain, 0, ErrCausationCycle},
+		{"chain not ending in causationId", broken, 0, ErrInvalidField},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.env.CheckCausation(tt.max)
+			if tt.want == nil && err != nil {
+				t.Fatalf("CheckCausation() = %v, want nil", err)
+			}
+			if tt.want != nil && !errors.Is(err, tt.want) {
+				t.Fatalf("CheckCausation() = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestVersionOf(t *testing.T) {
+	for in, want := range map[string]string{"request.submitted.v1": "1", "ai.knowledge.index.v12": "12", "plain": ""} {
+		if got := VersionOf(in); got != want {
+			t.Errorf("VersionOf(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// FuzzDecodeEnvelope checks that decoding never panics and that whatever
+// decodes and validates survives an encode/decode round trip unchanged.
+func FuzzDecodeEnvelope(f *testing.F) {
+	f.Add([]byte(`{"id":"0192d3a0-0000-7000-8000-000000000000","type":"request.submitted.v1","version":"1","occurredAt":"2026-01-01T00:00:00Z","tenantId":"org-a","correlationId":"c","producer":"p","schemaVersion":"1","payload":{}}`))
+	f.Add([]byte(`{"id":1}`))
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e, err := Decode(data, 4096)
+		if err != nil {
+			return
+		}
+		_ = e.CheckCausation(0)
+		if e.Validate(false) != nil {
+			return
+		}
+		b, err := e.Encode()
+		if err != nil {
+			t.Fatalf("Encode of a valid envelope: %v", err)
+		}
+		again, err := Decode(b, 1<<20)
+		if err != nil {
+			t.Fatalf("re-Decode: %v", err)
+		}
+		if again.ID != e.ID || again.Type != e.Type || again.TenantID != e.TenantID || !again.OccurredAt.Equal(e.OccurredAt) {
+			t.Fatalf("round trip changed the envelope: %+v vs %+v", again, e)
+		}
+	})
+}

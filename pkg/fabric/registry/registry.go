@@ -1,0 +1,236 @@
+// Package registry knows every message type the platform carries: its kind,
+// scope, sensitivity, owner and the JSON Schema its payload must satisfy.
+package registry
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"gopkg.in/yaml.v3"
+
+	"github.com/agora-platform/agora/pkg/fabric/catalog"
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+)
+
+// Kind says which exchange a message travels on.
+type Kind string
+
+// Kinds of message.
+const (
+	KindEvent   Kind = "event"
+	KindCommand Kind = "command"
+	KindJob     Kind = "job"
+)
+
+// Scope says what a message is about; GLOBAL messages carry no tenant.
+type Scope string
+
+// Scopes.
+const (
+	ScopeGlobal   Scope = "GLOBAL"
+	ScopeTenant   Scope = "TENANT"
+	ScopeUser     Scope = "USER"
+	ScopeResource Scope = "RESOURCE"
+	ScopeWorkflow Scope = "WORKFLOW"
+)
+
+// Sensitivity drives masking in DLQ inspection and logs.
+type Sensitivity string
+
+// Sensitivities, from least to most sensitive.
+const (
+	Public       Sensitivity = "PUBLIC"
+	Internal     Sensitivity = "INTERNAL"
+	Confidential Sensitivity = "CONFIDENTIAL"
+	Restricted   Sensitivity = "RESTRICTED"
+)
+
+// Definition describes one versioned message type.
+type Definition struct {
+	Type        string      `yaml:"type" json:"type"`
+	Version     string      `yaml:"-" json:"version"`
+	Kind        Kind        `yaml:"kind" json:"kind"`
+	Domain      string      `yaml:"domain" json:"domain"`
+	Owner       string      `yaml:"owner" json:"owner"`
+	Scope       Scope       `yaml:"scope" json:"scope"`
+	Sensitivity Sensitivity `yaml:"sensitivity" json:"sensitivity"`
+	Replayable  bool        `yaml:"replayable" json:"replayable"`
+	Description string      `yaml:"description" json:"description"`
+	// SchemaFile is the schema's path inside the catalogue.
+	SchemaFile string `yaml:"-" json:"schemaFile"`
+	// Schema is the raw JSON Schema document.
+	Schema []byte `yaml:"-" json:"-"`
+	// SensitiveFields are the payload properties marked "x-sensitive".
+	SensitiveFields []string `yaml:"-" json:"sensitiveFields,omitempty"`
+
+	compiled *jsonschema.Schema
+}
+
+// TenantRequired reports whether envelopes of this type must carry a tenant.
+func (d Definition) TenantRequired() bool { return d.Scope != ScopeGlobal }
+
+// Errors returned by Check and ValidatePayload.
+var (
+	ErrUnknownType   = errors.New("unknown message type")
+	ErrSchema        = errors.New("payload fails its schema")
+	ErrBadDefinition = errors.New("bad catalogue definition")
+)
+
+// Registry is an immutable set of definitions, safe for concurrent use.
+type Registry struct {
+	defs map[string]Definition
+}
+
+// Default loads the catalogue embedded in the fabric.
+func Default() (*Registry, error) { return Load(catalog.FS) }
+
+// Load reads catalog.yaml and the schema files from fsys and compiles every
+// schema. It fails on the first malformed definition or schema.
+func Load(fsys fs.FS) (*Registry, error) {
+	raw, err := fs.ReadFile(fsys, "catalog.yaml")
+	if err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	var doc struct {
+		Definitions []Definition `yaml:"definitions"`
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("registry: parse catalog.yaml: %w", err)
+	}
+	r := &Registry{defs: make(map[string]Definition, len(doc.Definitions))}
+	for _, d := range doc.Definitions {
+		d.SchemaFile = path.Join(d.Domain, d.Type+".json")
+		if d.Schema, err = fs.ReadFile(fsys, d.SchemaFile); err != nil {
+			return nil, fmt.Errorf("registry: %s: %w", d.Type, err)
+		}
+		if err := r.add(d); err != nil {
+			return nil, fmt.Errorf("registry: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// New builds a registry from definitions whose Schema is set; tests and
+// services with private types use it.
+func New(defs ...Definition) (*Registry, error) {
+	r := &Registry{defs: make(map[string]Definition, len(defs))}
+	for _, d := range defs {
+		if err := r.add(d); err != nil {
+			return nil, fmt.Errorf("registry: %w", err)
+		}
+	}
+	return r, nil
+}
+
+func (r *Registry) add(d Definition) error {
+	bad := func(why string) error { return fmt.Errorf("%w %q: %s", ErrBadDefinition, d.Type, why) }
+	if !envelope.ValidType(d.Type) {
+		return bad("type is not <domain>.<name>.v<N>")
+	}
+	if _, dup := r.defs[d.Type]; dup {
+		return bad("defined twice")
+	}
+	d.Version = envelope.VersionOf(d.Type)
+	switch d.Kind {
+	case KindEvent, KindCommand, KindJob:
+	default:
+		return bad(fmt.Sprintf("kind %q is not event|command|job", d.Kind))
+	}
+	switch d.Scope {
+	case ScopeGlobal, ScopeTenant, ScopeUser, ScopeResource, ScopeWorkflow:
+	default:
+		return bad(fmt.Sprintf("scope %q is not GLOBAL|TENANT|USER|RESOURCE|WORKFLOW", d.Scope))
+	}
+	switch d.Sensitivity {
+	case Public, Internal, Confidential, Restricted:
+	default:
+		return bad(fmt.Sprintf("sensitivity %q is not PUBLIC|INTERNAL|CONFIDENTIAL|RESTRICTED", d.Sensitivity))
+	}
+	if d.Owner == "" || d.Domain == "" || d.Description == "" {
+		return bad("owner, domain and description are required")
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(d.Schema))
+	if err != nil {
+		return bad("schema is not JSON: " + err.Error())
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.AssertFormat()
+	url := "mem:///" + d.Type + ".json"
+	if err := c.AddResource(url, doc); err != nil {
+		return bad(err.Error())
+	}
+	if d.compiled, err = c.Compile(url); err != nil {
+		return bad("schema: " + err.Error())
+	}
+	if obj, ok := doc.(map[string]any); ok {
+		props, _ := obj["properties"].(map[string]any)
+		for name, p := range props {
+			if pm, ok := p.(map[string]any); ok && pm["x-sensitive"] == true {
+				d.SensitiveFields = append(d.SensitiveFields, name)
+			}
+		}
+		sort.Strings(d.SensitiveFields)
+	}
+	r.defs[d.Type] = d
+	return nil
+}
+
+// Lookup returns the definition of typ.
+func (r *Registry) Lookup(typ string) (Definition, bool) {
+	d, ok := r.defs[typ]
+	return d, ok
+}
+
+// All returns every definition ordered by type.
+func (r *Registry) All() []Definition {
+	out := make([]Definition, 0, len(r.defs))
+	for _, d := range r.defs {
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
+	return out
+}
+
+// ValidatePayload checks payload against the schema of typ. It returns
+// ErrUnknownType or an error wrapping ErrSchema that names the failing path.
+func (r *Registry) ValidatePayload(typ string, payload []byte) error {
+	d, ok := r.defs[typ]
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrUnknownType, typ)
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(payload))
+	if err != nil {
+		return fmt.Errorf("%w: %s: not JSON: %v", ErrSchema, typ, err)
+	}
+	if err := d.compiled.Validate(v); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrSchema, typ, err)
+	}
+	return nil
+}
+
+// Check validates a whole envelope: known type, required fields (tenant
+// unless GLOBAL) and payload schema. It returns the type's definition.
+func (r *Registry) Check(e envelope.Envelope) (Definition, error) {
+	d, ok := r.defs[e.Type]
+	if !ok {
+		return Definition{}, fmt.Errorf("%w: %s", ErrUnknownType, e.Type)
+	}
+	if err := e.Validate(d.TenantRequired()); err != nil {
+		return d, err
+	}
+	if d.Scope == ScopeGlobal && e.TenantID != "" {
+		return d, fmt.Errorf("%w: tenantId: %s is GLOBAL and must not carry a tenant", envelope.ErrInvalidField, e.Type)
+	}
+	if err := r.ValidatePayload(e.Type, e.Payload); err != nil {
+		return d, err
+	}
+	return d, nil
+}

@@ -1,0 +1,157 @@
+package registry
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"testing/fstest"
+
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+)
+
+func TestDefaultCatalogHasArchitectureTypes(t *testing.T) {
+	r, err := Default()
+	if err != nil {
+		t.Fatalf("Default: %v", err)
+	}
+	// Every type ARCHITECTURE.md and the seed chapter name.
+	want := map[string]Kind{
+		"request.submitted.v1": KindEvent, "document.uploaded.v1": KindEvent, "document.processed.v1": KindEvent,
+		"ai.knowledge-indexed.v1": KindEvent, "task.sla-breached.v1": KindEvent, "workflow.task-completed.v1": KindEvent,
+		"workflow.process-completed.v1": KindEvent, "citizen.updated.v1": KindEvent, "appointment.scheduled.v1": KindEvent,
+		"appointment.cancelled.v1": KindEvent, "ai.knowledge.index.v1": KindCommand, "workflow.start.v1": KindCommand,
+		"communication.send.v1": KindCommand, "document.process.v1": KindCommand, "integration.sei.register.v1": KindCommand,
+		"document.ocr.v1": KindJob, "report.export.v1": KindJob, "document.metadata.extract.v1": KindJob,
+		"ai.embedding.generate.v1": KindJob, "datalake.ingest.v1": KindJob,
+	}
+	for typ, kind := range want {
+		d, ok := r.Lookup(typ)
+		if !ok {
+			t.Errorf("Lookup(%q) missing", typ)
+			continue
+		}
+		if d.Kind != kind {
+			t.Errorf("Lookup(%q).Kind = %s, want %s", typ, d.Kind, kind)
+		}
+		if d.Version != "1" || len(d.Schema) == 0 {
+			t.Errorf("Lookup(%q) = version %q, schema %d bytes", typ, d.Version, len(d.Schema))
+		}
+	}
+	if n := len(r.All()); n < len(want) {
+		t.Errorf("All() has %d definitions, want at least %d", n, len(want))
+	}
+}
+
+func TestCheck(t *testing.T) {
+	r, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	submitted := map[string]any{
+		"requestId": "0192d3a0-0000-7000-8000-000000000001", "protocol": "AGR-2026-000001",
+		"serviceId": "alvara", "formId": "f1", "formVersion": 1, "channel": "web",
+		"citizenId": "c-1", "submittedAt": "2026-11-30T10:00:00Z",
+	}
+	env := func(typ, tenant string, payload any) envelope.Envelope {
+		e, err := envelope.New(typ, tenant, "test", payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	with := func(k string, v any) map[string]any {
+		m := map[string]any{}
+		for kk, vv := range submitted {
+			m[kk] = vv
+		}
+		if v == nil {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+		return m
+	}
+	tests := []struct {
+		name string
+		env  envelope.Envelope
+		want error
+	}{
+		{"valid", env("request.submitted.v1", "org-a", submitted), nil},
+		{"unknown type", env("request.exploded.v1", "org-a", submitted), ErrUnknownType},
+		{"missing tenant", env("request.submitted.v1", "", submitted), envelope.ErrMissingField},
+		{"missing payload field", env("request.submitted.v1", "org-a", with("protocol", nil)), ErrSchema},
+		{"extra payload field", env("request.submitted.v1", "org-a", with("cpf", "123")), ErrSchema},
+		{"bad enum", env("request.submitted.v1", "org-a", with("channel", "fax")), ErrSchema},
+		{"bad date-time format", env("request.submitted.v1", "org-a", with("submittedAt", "yesterday")), ErrSchema},
+		{"global without tenant", env("catalog.service-published.v1", "", map[string]any{"serviceId": "s", "name": "n"}), nil},
+		{"global with tenant", env("catalog.service-published.v1", "org-a", map[string]any{"serviceId": "s", "name": "n"}), envelope.ErrInvalidField},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := r.Check(tt.env)
+			if tt.want == nil && err != nil {
+				t.Fatalf("Check() = %v, want nil", err)
+			}
+			if tt.want != nil && !errors.Is(err, tt.want) {
+				t.Fatalf("Check() = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestSensitiveFields(t *testing.T) {
+	r, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := r.Lookup("request.submitted.v1")
+	if len(d.SensitiveFields) != 1 || d.SensitiveFields[0] != "citizenId" {
+		t.Fatalf("SensitiveFields = %v, want [citizenId]", d.SensitiveFields)
+	}
+}
+
+func TestLoadRejectsBadDefinitions(t *testing.T) {
+	schema := []byte(`{"type":"object"}`)
+	tests := []struct {
+		name string
+		yaml string
+		want error
+	}{
+		{"unknown yaml field", "definitions:\n- type: a.b.v1\n  kind: event\n  colour: red\n", nil},
+		{"bad kind", "definitions:\n- {type: a.b.v1, kind: fact, domain: a, owner: o, scope: TENANT, sensitivity: PUBLIC, description: d}\n", ErrBadDefinition},
+		{"bad scope", "definitions:\n- {type: a.b.v1, kind: event, domain: a, owner: o, scope: PLANET, sensitivity: PUBLIC, description: d}\n", ErrBadDefinition},
+		{"unversioned", "definitions:\n- {type: a.b, kind: event, domain: a, owner: o, scope: TENANT, sensitivity: PUBLIC, description: d}\n", ErrBadDefinition},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fsys := fstest.MapFS{
+				"catalog.yaml": {Data: []byte(tt.yaml)},
+				"a/a.b.v1.json": {Data: schema},
+				"a/a.b.json":    {Data: schema},
+			}
+			_, err := Load(fsys)
+			if err == nil {
+				t.Fatal("Load() = nil, want an error")
+			}
+			if tt.want != nil && !errors.Is(err, tt.want) {
+				t.Fatalf("Load() = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestSchemasAreDraft2020(t *testing.T) {
+	r, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range r.All() {
+		var doc map[string]any
+		if err := json.Unmarshal(d.Schema, &doc); err != nil {
+			t.Fatalf("%s: %v", d.Type, err)
+		}
+		if doc["$schema"] != "https://json-schema.org/draft/2020-12/schema" {
+			t.Errorf("%s: $schema = %v, want draft 2020-12", d.Type, doc["$schema"])
+		}
+	}
+}
