@@ -1,0 +1,426 @@
+package fabric
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/agora-platform/agora/pkg/fabric/broker"
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/registry"
+	"github.com/agora-platform/agora/pkg/fabric/telemetry"
+	"github.com/agora-platform/agora/pkg/fabric/tenant"
+	"github.com/agora-platform/agora/pkg/fabric/topology"
+)
+
+// Handler processes one validated envelope. ctx carries the tenant (see
+// package tenant) and the trace of the publisher. Returning nil acks the
+// message; an error is classified with ClassOf to retry or dead-letter it.
+type Handler func(ctx context.Context, env envelope.Envelope) error
+
+// ConsumerOptions tune a Consumer. The zero value is usable.
+type ConsumerOptions struct {
+	// Prefetch is the broker-side window of unacked deliveries (default 32).
+	Prefetch int
+	// Concurrency is the number of handlers running at once (default 4).
+	Concurrency int
+	// UnknownRetries caps retries of unclassified errors (default 2; never
+	// more than the consumer's retry tiers).
+	UnknownRetries int
+	// MaxDepth is the reaction-depth limit (default 16).
+	MaxDepth int
+	// MaxSize is the largest envelope accepted (default 1 MiB).
+	MaxSize int
+	// ShutdownTimeout bounds how long Run waits for in-flight handlers after
+	// its context ends before cancelling theirs (default 30 s).
+	ShutdownTimeout time.Duration
+	// Tag names the consumer on the broker (default <queue>-<random>).
+	Tag     string
+	Tracer  trace.TracerProvider
+	Metrics *telemetry.Metrics
+	Logger  *slog.Logger
+}
+
+// Consumer consumes one queue with manual acks. Several Consumers (in one
+// process or many) on the same queue compete for its messages.
+type Consumer struct {
+	conn    *broker.Conn
+	pub     *Publisher
+	reg     *registry.Registry
+	spec    topology.Consumer
+	tiers   []time.Duration
+	h       Handler
+	opts    ConsumerOptions
+	tracer  trace.Tracer
+	metrics *telemetry.Metrics
+	log     *slog.Logger
+}
+
+// NewConsumer returns a consumer of spec.Queue. pub sends retries and dead
+// letters (with confirms) before the original is acked.
+func NewConsumer(conn *broker.Conn, pub *Publisher, reg *registry.Registry, spec topology.Consumer, h Handler, opts ConsumerOptions) (*Consumer, error) {
+	if conn == nil || pub == nil || reg == nil || h == nil {
+		return nil, errors.New("fabric: NewConsumer needs a connection, publisher, registry and handler")
+	}
+	if spec.Queue == "" {
+		return nil, errors.New("fabric: NewConsumer: queue name is empty")
+	}
+	if opts.Prefetch <= 0 {
+		opts.Prefetch = 32
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 4
+	}
+	if opts.UnknownRetries <= 0 {
+		opts.UnknownRetries = 2
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = 30 * time.Second
+	}
+	if opts.Tag == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		opts.Tag = spec.Queue + "-" + hex.EncodeToString(b[:])
+	}
+	tp := opts.Tracer
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := opts.Metrics
+	if m == nil {
+		var err error
+		if m, err = telemetry.NewMetrics(nil); err != nil {
+			return nil, err
+		}
+	}
+	return &Consumer{
+		conn: conn, pub: pub, reg: reg, spec: spec, tiers: spec.Tiers(), h: h, opts: opts,
+		tracer: tp.Tracer("github.com/agora-platform/agora/pkg/fabric"), metrics: m,
+		log: log.With("consumer", spec.Queue),
+	}, nil
+}
+
+// Run consumes until ctx ends, resubscribing after every connection or
+// channel loss. On cancellation it stops taking deliveries, lets in-flight
+// handlers finish (up to ShutdownTimeout), lets their acks reach the broker
+// and returns nil. Unacked messages return to the queue: nothing is lost.
+func (c *Consumer) Run(ctx context.Context) error {
+	// Handlers outlive a cancelled Run ctx so a shutdown does not fail work
+	// half done; hardStop cuts them off after ShutdownTimeout.
+	handlerCtx, hardStop := context.WithCancel(context.WithoutCancel(ctx))
+	defer hardStop()
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		err := c.session(ctx, handlerCtx, hardStop)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, broker.ErrClosed) {
+			return fmt.Errorf("consumer %s: %w", c.spec.Queue, err)
+		}
+		c.log.Warn("consumer session ended, resubscribing", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Consumer) session(ctx, handlerCtx context.Context, hardStop context.CancelFunc) error {
+	ch, err := c.conn.Channel(ctx)
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	if err := ch.Qos(c.opts.Prefetch, 0, false); err != nil {
+		return fmt.Errorf("qos: %w", err)
+	}
+	deliveries, err := ch.Consume(c.spec.Queue, c.opts.Tag, false, false, false, false, nil)
+	if err != nil {
+		return fmt.Errorf("consume %s: %w", c.spec.Queue, err)
+	}
+	var wg sync.WaitGroup
+	for range c.opts.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for d := range deliveries {
+				c.process(handlerCtx, d)
+			}
+		}()
+	}
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+
+	select {
+	case <-finished:
+		// The delivery channel closed: the channel or connection died.
+		// Unacked messages go back to the queue; the inbox absorbs repeats.
+		return errors.New("delivery channel closed")
+	case <-ctx.Done():
+	}
+	// Stop new deliveries; prefetched ones still in the channel are handled.
+	if err := ch.Cancel(c.opts.Tag, false); err != nil {
+		c.log.Warn("cancel consumer", "err", err)
+	}
+	select {
+	case <-finished:
+	case <-time.After(c.opts.ShutdownTimeout):
+		c.log.Error("handlers still running after shutdown timeout; cancelling them")
+		hardStop()
+		<-finished
+	}
+	// Acks are asynchronous frames: closing the channel right after the
+	// last one can lose them (FIELD-NOTES). Give them time to flush.
+	time.Sleep(100 * time.Millisecond)
+	return nil
+}
+
+func headerString(h amqp.Table, k string) string {
+	s, _ := h[k].(string)
+	return s
+}
+
+func headerInt(h amqp.Table, k string) int {
+	switch v := h[k].(type) {
+	case int32:
+		return int(v)
+	case int64:
+		return int(v)
+	case int:
+		return v
+	case int16:
+		return int(v)
+	case int8:
+		return int(v)
+	}
+	return 0
+}
+
+// Attempts returns how many times the fabric has retried a delivery.
+func Attempts(h amqp.Table) int { return headerInt(h, HeaderAttempts) }
+
+// refusal is a message the fabric rejects before any handler runs.
+type refusal struct {
+	reason string
+	err    error
+}
+
+// admit decodes and checks a delivery. It returns the envelope or why it
+// must go to the DLQ at once.
+func (c *Consumer) admit(d amqp.Delivery) (envelope.Envelope, *refusal) {
+	env, err := envelope.Decode(d.Body, c.opts.MaxSize)
+	if err != nil {
+		return env, &refusal{ReasonInvalidEnvelope, err}
+	}
+	if _, err := c.reg.Check(env); err != nil {
+		switch {
+		case errors.Is(err, registry.ErrUnknownType):
+			return env, &refusal{ReasonUnknownType, err}
+		case errors.Is(err, registry.ErrSchema):
+			return env, &refusal{ReasonSchema, err}
+		case errors.Is(err, envelope.ErrMissingField) && strings.Contains(err.Error(), "tenantId"):
+			return env, &refusal{ReasonTenantMissing, err}
+		default:
+			return env, &refusal{ReasonInvalidEnvelope, err}
+		}
+	}
+	if h := headerString(d.Headers, HeaderTenant); h != env.TenantID {
+		return env, &refusal{ReasonTenantMismatch,
+			fmt.Errorf("header %s=%q, envelope tenantId=%q", HeaderTenant, h, env.TenantID)}
+	}
+	if err := env.CheckCausation(c.opts.MaxDepth); err != nil {
+		switch {
+		case errors.Is(err, envelope.ErrReactionDepth):
+			return env, &refusal{ReasonDepth, err}
+		case errors.Is(err, envelope.ErrCausationCycle):
+			return env, &refusal{ReasonCycle, err}
+		default:
+			return env, &refusal{ReasonInvalidEnvelope, err}
+		}
+	}
+	return env, nil
+}
+
+func (c *Consumer) process(ctx context.Context, d amqp.Delivery) {
+	start := time.Now()
+	typ := d.Type
+	env, ref := c.admit(d)
+	if env.Type != "" {
+		typ = env.Type
+	}
+	attrs := telemetry.Attrs(c.spec.Queue, typ)
+	if !d.Timestamp.IsZero() {
+		c.metrics.Lag.Record(ctx, max(0, start.Sub(d.Timestamp).Seconds()), attrs)
+	}
+	if ref != nil {
+		c.metrics.Failed.Add(ctx, 1, telemetry.Attrs(c.spec.Queue, typ, attribute.String("class", string(ClassInvalid))))
+		c.deadLetter(ctx, d, env.ID, ClassInvalid, ref.reason, ref.err)
+		return
+	}
+
+	ctx = telemetry.Propagator().Extract(ctx, telemetry.HeaderCarrier(d.Headers))
+	ctx, span := c.tracer.Start(ctx, "process "+env.Type, trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "rabbitmq"),
+			attribute.String("messaging.destination.name", c.spec.Queue),
+			attribute.String("messaging.message.id", env.ID),
+			attribute.String("messaging.message.conversation_id", env.CorrelationID),
+			attribute.String("agora.tenant", env.TenantID),
+		))
+	defer span.End()
+	if env.TenantID != "" {
+		ctx = tenant.With(ctx, env.TenantID)
+	}
+	err := c.call(ctx, env)
+	c.metrics.Duration.Record(ctx, time.Since(start).Seconds(), attrs)
+	if err == nil {
+		if aerr := d.Ack(false); aerr != nil {
+			c.log.Warn("ack failed; the message will be redelivered", "id", env.ID, "err", aerr)
+		}
+		c.metrics.Processed.Add(ctx, 1, attrs)
+		return
+	}
+	span.RecordError(err)
+	span.SetStatus(codes.Error, err.Error())
+	class := ClassOf(err)
+	c.metrics.Failed.Add(ctx, 1, telemetry.Attrs(c.spec.Queue, typ, attribute.String("class", string(class))))
+	attempts := Attempts(d.Headers)
+	switch class {
+	case ClassInvalid:
+		c.deadLetter(ctx, d, env.ID, class, ReasonHandlerInvalid, err)
+	case ClassPermanent:
+		c.deadLetter(ctx, d, env.ID, class, ReasonPermanent, err)
+	default:
+		limit := len(c.tiers)
+		if class == ClassUnknown {
+			limit = min(limit, c.opts.UnknownRetries)
+		}
+		if attempts < limit {
+			c.retry(ctx, d, env.ID, attempts+1, class, err)
+			return
+		}
+		c.deadLetter(ctx, d, env.ID, class, ReasonRetriesExhausted, err)
+	}
+}
+
+// call runs the handler, turning a panic into an unknown-class error so one
+// bad message cannot take the consumer down.
+func (c *Consumer) call(ctx context.Context, env envelope.Envelope) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("handler panic: %v", r)
+		}
+	}()
+	return c.h(ctx, env)
+}
+
+// brokerHeaders are owned by RabbitMQ; copying them onto a republished
+// message is refused by 4.x and misleading on 3.x.
+func forwardHeaders(h amqp.Table) amqp.Table {
+	out := amqp.Table{}
+	for k, v := range h {
+		switch {
+		case k == "x-death", k == "x-delivery-count", strings.HasPrefix(k, "x-first-death"), strings.HasPrefix(k, "x-last-death"):
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+func (c *Consumer) forward(ctx context.Context, d amqp.Delivery, exchange, key string, headers amqp.Table) error {
+	pd, err := c.pub.Send(ctx, Message{
+		Exchange: exchange, RoutingKey: key, Body: d.Body, MessageID: d.MessageId,
+		CorrelationID: d.CorrelationId, Type: d.Type, Headers: headers, Timestamp: d.Timestamp,
+	})
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return pd.Wait(wctx)
+}
+
+func (c *Consumer) retry(ctx context.Context, d amqp.Delivery, id string, attempt int, class Class, cause error) {
+	h := forwardHeaders(d.Headers)
+	h[HeaderAttempts] = int32(attempt)
+	h[HeaderError] = truncate(cause.Error(), 1000)
+	h[HeaderErrorClass] = string(class)
+	h[HeaderLastAttempt] = time.Now().UTC().Format(time.RFC3339Nano)
+	if _, ok := h[HeaderOrigExchange]; !ok {
+		h[HeaderOrigExchange] = d.Exchange
+		h[HeaderOrigRouting] = d.RoutingKey
+	}
+	if err := c.forward(ctx, d, "", c.spec.RetryQueue(attempt), h); err != nil {
+		c.requeue(d, id, "retry publish failed", err)
+		return
+	}
+	c.metrics.Retried.Add(ctx, 1, telemetry.Attrs(c.spec.Queue, d.Type))
+	c.log.Info("message scheduled for retry", "id", id, "attempt", attempt, "class", class, "err", cause)
+	if err := d.Ack(false); err != nil {
+		c.log.Warn("ack after retry failed; the message will be redelivered", "id", id, "err", err)
+	}
+}
+
+func (c *Consumer) deadLetter(ctx context.Context, d amqp.Delivery, id string, class Class, reason string, cause error) {
+	if id == "" {
+		id = d.MessageId
+	}
+	h := forwardHeaders(d.Headers)
+	h[HeaderEventID] = id
+	h[HeaderConsumer] = c.spec.Queue
+	h[HeaderAttempts] = int32(Attempts(d.Headers) + 1)
+	h[HeaderError] = truncate(cause.Error(), 1000)
+	h[HeaderErrorClass] = string(class)
+	h[HeaderReason] = reason
+	h[HeaderLastAttempt] = time.Now().UTC().Format(time.RFC3339Nano)
+	if _, ok := h[HeaderOrigExchange]; !ok {
+		h[HeaderOrigExchange] = d.Exchange
+		h[HeaderOrigRouting] = d.RoutingKey
+	}
+	if err := c.forward(ctx, d, topology.DeadLetterExchange, c.spec.Queue, h); err != nil {
+		c.requeue(d, id, "dead-letter publish failed", err)
+		return
+	}
+	c.metrics.DeadLettered.Add(ctx, 1, telemetry.Attrs(c.spec.Queue, d.Type, attribute.String("reason", reason)))
+	c.log.Warn("message dead-lettered", "id", id, "reason", reason, "class", class, "err", cause)
+	if err := d.Ack(false); err != nil {
+		c.log.Warn("ack after dead-letter failed; the message will be redelivered", "id", id, "err", err)
+	}
+}
+
+// requeue hands a message back when it could not be moved. The queue's
+// delivery limit stops this from looping forever.
+func (c *Consumer) requeue(d amqp.Delivery, id, why string, err error) {
+	c.log.Error(why+"; returning message to the queue", "id", id, "err", err)
+	if nerr := d.Nack(false, true); nerr != nil {
+		c.log.Warn("nack failed; the broker requeues on channel close", "id", id, "err", nerr)
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,104 @@
+// Package fabric is the platform's event fabric: confirmed publishing and
+// supervised consuming of envelopes over RabbitMQ, with failure
+// classification, retry tiers and per-consumer dead-letter queues.
+//
+// Domain code sees envelopes, handlers and errors; it never touches an AMQP
+// channel.
+package fabric
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Class is how the consumer treats a handler error.
+type Class string
+
+// Failure classes (ARCHITECTURE.md §3).
+const (
+	// ClassTransient errors are retried through the retry tiers, then
+	// dead-lettered.
+	ClassTransient Class = "transient"
+	// ClassPermanent errors are business failures: no retry, DLQ.
+	ClassPermanent Class = "permanent"
+	// ClassInvalid marks a malformed message: DLQ at once.
+	ClassInvalid Class = "invalid"
+	// ClassUnknown is any unclassified error: a limited number of retries,
+	// then DLQ.
+	ClassUnknown Class = "unknown"
+)
+
+type classified struct {
+	class Class
+	err   error
+}
+
+func (c *classified) Error() string { return fmt.Sprintf("%s: %v", c.class, c.err) }
+func (c *classified) Unwrap() error { return c.err }
+
+// Transient marks err as worth retrying later (a dependency is down).
+func Transient(err error) error { return &classified{ClassTransient, err} }
+
+// Permanent marks err as a business failure that retrying cannot fix.
+func Permanent(err error) error { return &classified{ClassPermanent, err} }
+
+// Invalid marks err as caused by a malformed message.
+func Invalid(err error) error { return &classified{ClassInvalid, err} }
+
+// ClassOf returns the class err was marked with, or ClassUnknown.
+func ClassOf(err error) Class {
+	var c *classified
+	if errors.As(err, &c) {
+		return c.class
+	}
+	return ClassUnknown
+}
+
+// Publish errors. A publish that returns any error was not confirmed: the
+// caller must treat the message as not sent (and may send it again).
+var (
+	// ErrUnroutable: the broker returned the message (mandatory): no queue
+	// is bound for its routing key.
+	ErrUnroutable = errors.New("fabric: message unroutable (returned by broker)")
+	// ErrNacked: the broker refused the message.
+	ErrNacked = errors.New("fabric: message nacked by broker")
+	// ErrConnectionLost: the channel closed before the confirm arrived.
+	ErrConnectionLost = errors.New("fabric: channel closed before confirm")
+	// ErrConfirmTimeout: no confirm within the publisher's timeout.
+	ErrConfirmTimeout = errors.New("fabric: confirm timed out")
+	// ErrClosed: the publisher was closed.
+	ErrClosed = errors.New("fabric: publisher closed")
+)
+
+// Header names the fabric sets on messages.
+const (
+	HeaderTenant       = "x-tenant-id"
+	HeaderCorrelation  = "x-correlation-id"
+	HeaderAttempts     = "x-fabric-attempts"
+	HeaderEventID      = "x-fabric-event-id"
+	HeaderConsumer     = "x-fabric-consumer"
+	HeaderError        = "x-fabric-error"
+	HeaderErrorClass   = "x-fabric-error-class"
+	HeaderReason       = "x-fabric-reason"
+	HeaderLastAttempt  = "x-fabric-last-attempt"
+	HeaderOrigExchange = "x-fabric-original-exchange"
+	HeaderOrigRouting  = "x-fabric-original-routing-key"
+	HeaderReplayedBy   = "x-fabric-replayed-by"
+	HeaderReplayedAt   = "x-fabric-replayed-at"
+)
+
+// Dead-letter reasons recorded in HeaderReason.
+const (
+	ReasonInvalidEnvelope   = "INVALID_ENVELOPE"
+	ReasonUnknownType       = "UNKNOWN_TYPE"
+	ReasonSchema            = "SCHEMA_INVALID"
+	ReasonTenantMissing     = "TENANT_MISSING"
+	ReasonTenantMismatch    = "TENANT_MISMATCH"
+	ReasonDepth             = "REACTION_DEPTH_EXCEEDED"
+	ReasonCycle             = "CAUSATION_CYCLE"
+	ReasonHandlerInvalid    = "HANDLER_INVALID"
+	ReasonPermanent         = "PERMANENT_FAILURE"
+	ReasonRetriesExhausted  = "RETRIES_EXHAUSTED"
+	ReasonDeliveryLimit     = "DELIVERY_LIMIT"
+	ReasonDuplicateConflict = "INBOX_CONFLICT"
+)

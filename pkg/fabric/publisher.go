@@ -1,0 +1,473 @@
+package fabric
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/agora-platform/agora/pkg/fabric/broker"
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/registry"
+	"github.com/agora-platform/agora/pkg/fabric/telemetry"
+	"github.com/agora-platform/agora/pkg/fabric/topology"
+)
+
+// Message is a raw AMQP message the fabric publishes with confirms. Domain
+// code publishes envelopes; Message serves retry routing, dead-lettering and
+// replay, which must forward bodies untouched.
+type Message struct {
+	Exchange      string
+	RoutingKey    string
+	Body          []byte
+	MessageID     string
+	CorrelationID string
+	Type          string
+	Headers       amqp.Table
+	Timestamp     time.Time
+}
+
+// PublisherOptions tune a Publisher. The zero value is usable.
+type PublisherOptions struct {
+	// Window bounds unconfirmed messages in flight (default 256).
+	Window int
+	// ConfirmTimeout bounds Publish's wait for a confirm (default 30 s).
+	ConfirmTimeout time.Duration
+	Tracer         trace.TracerProvider
+	Metrics        *telemetry.Metrics
+	Logger         *slog.Logger
+}
+
+// Publisher publishes with publisher confirms, mandatory routing and a
+// bounded pipeline of unconfirmed messages. It is safe for concurrent use.
+// A nil error from Publish or Pending.Wait means the broker confirmed the
+// message and routed it to at least one queue; any error means it did not.
+type Publisher struct {
+	conn    *broker.Conn
+	reg     *registry.Registry
+	opts    PublisherOptions
+	tracer  trace.Tracer
+	metrics *telemetry.Metrics
+	window  chan struct{}
+
+	pubMu sync.Mutex // serialises sequence numbers and frames on the channel
+	cur   *pubChannel
+	done  chan struct{}
+	once  sync.Once
+}
+
+// pubChannel is one confirm-mode channel and the publishes awaiting its
+// confirms; it dies with the channel.
+type pubChannel struct {
+	ch *amqp.Channel
+
+	mu      sync.Mutex
+	pending map[uint64]*Pending
+	byID    map[string][]uint64
+	dead    error
+}
+
+// Pending is a publish awaiting its confirm.
+type Pending struct {
+	msgID    string
+	done     chan struct{}
+	err      error
+	returned *amqp.Return
+	release  func()
+}
+
+// Wait blocks until the broker confirms (nil), refuses, returns or loses the
+// message (an error), or ctx ends (ctx's error: the outcome is unknown and
+// the message must be treated as not sent).
+func (p *Pending) Wait(ctx context.Context) error {
+	select {
+	case <-p.done:
+		return p.err
+	case <-ctx.Done():
+		return fmt.Errorf("publish %s: waiting for confirm: %w", p.msgID, ctx.Err())
+	}
+}
+
+// Done is closed when the outcome is known.
+func (p *Pending) Done() <-chan struct{} { return p.done }
+
+// Err returns the outcome once Done is closed.
+func (p *Pending) Err() error { return p.err }
+
+func (p *Pending) resolve(err error) {
+	p.err = err
+	close(p.done)
+	p.release()
+}
+
+// NewPublisher returns a publisher on conn. reg validates envelopes before
+// they leave (unknown types and schema failures are refused).
+func NewPublisher(conn *broker.Conn, reg *registry.Registry, opts PublisherOptions) (*Publisher, error) {
+	if opts.Window <= 0 {
+		opts.Window = 256
+	}
+	if opts.ConfirmTimeout <= 0 {
+		opts.ConfirmTimeout = 30 * time.Second
+	}
+	tp := opts.Tracer
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	m := opts.Metrics
+	if m == nil {
+		var err error
+		if m, err = telemetry.NewMetrics(nil); err != nil {
+			return nil, err
+		}
+	}
+	return &Publisher{
+		conn:    conn,
+		reg:     reg,
+		opts:    opts,
+		tracer:  tp.Tracer("github.com/agora-platform/agora/pkg/fabric"),
+		metrics: m,
+		window:  make(chan struct{}, opts.Window),
+		done:    make(chan struct{}),
+	}, nil
+}
+
+// Route returns the exchange and routing key for a definition: events on
+// platform.events, commands on platform.commands, jobs on platform.work,
+// each keyed by type.
+func Route(d registry.Definition) (exchange, key string) {
+	switch d.Kind {
+	case registry.KindCommand:
+		return topology.CommandsExchange, d.Type
+	case registry.KindJob:
+		return topology.WorkExchange, d.Type
+	default:
+		return topology.EventsExchange, d.Type
+	}
+}
+
+// EnvelopeMessage validates e against the registry and builds its AMQP
+// message: body, routing, message id, correlation id, type and tenant headers.
+func EnvelopeMessage(reg *registry.Registry, e envelope.Envelope) (Message, error) {
+	def, err := reg.Check(e)
+	if err != nil {
+		return Message{}, fmt.Errorf("publish %s %s: %w", e.Type, e.ID, err)
+	}
+	body, err := e.Encode()
+	if err != nil {
+		return Message{}, err
+	}
+	ex, key := Route(def)
+	h := amqp.Table{HeaderCorrelation: e.CorrelationID}
+	if e.TenantID != "" {
+		h[HeaderTenant] = e.TenantID
+	}
+	return Message{
+		Exchange: ex, RoutingKey: key, Body: body, MessageID: e.ID,
+		CorrelationID: e.CorrelationID, Type: e.Type, Headers: h, Timestamp: e.OccurredAt,
+	}, nil
+}
+
+// Publish validates e, publishes it and waits for the confirm.
+func (p *Publisher) Publish(ctx context.Context, e envelope.Envelope) error {
+	pd, err := p.PublishAsync(ctx, e)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, p.opts.ConfirmTimeout)
+	defer cancel()
+	if err := pd.Wait(wctx); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return fmt.Errorf("publish %s: %w", e.ID, ErrConfirmTimeout)
+		}
+		return err
+	}
+	return nil
+}
+
+// PublishAsync validates e and sends it, returning before the confirm so
+// callers can pipeline; Wait on the result. It blocks while the in-flight
+// window is full.
+func (p *Publisher) PublishAsync(ctx context.Context, e envelope.Envelope) (*Pending, error) {
+	m, err := EnvelopeMessage(p.reg, e)
+	if err != nil {
+		return nil, err
+	}
+	ctx, span := p.tracer.Start(ctx, "publish "+e.Type, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "rabbitmq"),
+			attribute.String("messaging.destination.name", m.Exchange),
+			attribute.String("messaging.rabbitmq.destination.routing_key", m.RoutingKey),
+			attribute.String("messaging.message.id", e.ID),
+			attribute.String("messaging.message.conversation_id", e.CorrelationID),
+		))
+	pd, err := p.Send(ctx, m)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		span.End()
+		return nil, err
+	}
+	go func() {
+		<-pd.done
+		if pd.err != nil {
+			span.SetStatus(codes.Error, pd.err.Error())
+		}
+		span.End()
+	}()
+	return pd, nil
+}
+
+// Send publishes a raw message (mandatory, persistent) and returns its
+// pending confirm. The trace context of ctx is injected into its headers.
+func (p *Publisher) Send(ctx context.Context, m Message) (*Pending, error) {
+	select {
+	case p.window <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("publish %s: waiting for window: %w", m.MessageID, ctx.Err())
+	case <-p.done:
+		return nil, ErrClosed
+	}
+	var once sync.Once
+	release := func() { once.Do(func() { <-p.window }) }
+
+	headers := amqp.Table{}
+	for k, v := range m.Headers {
+		headers[k] = v
+	}
+	telemetry.Propagator().Inject(ctx, telemetry.HeaderCarrier(headers))
+	ts := m.Timestamp
+	if ts.IsZero() {
+		ts = time.Now()
+	}
+	pub := amqp.Publishing{
+		ContentType:   "application/json",
+		DeliveryMode:  amqp.Persistent,
+		MessageId:     m.MessageID,
+		CorrelationId: m.CorrelationID,
+		Type:          m.Type,
+		Timestamp:     ts.UTC(),
+		Headers:       headers,
+		Body:          m.Body,
+	}
+	for {
+		pc, err := p.channel(ctx)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		pd := &Pending{msgID: m.MessageID, done: make(chan struct{}), release: release}
+		p.pubMu.Lock()
+		seq := pc.ch.GetNextPublishSeqNo()
+		if !pc.track(seq, pd) {
+			p.pubMu.Unlock()
+			continue // channel died between channel() and track(): take a new one
+		}
+		err = pc.ch.PublishWithContext(ctx, m.Exchange, m.RoutingKey, true, false, pub)
+		p.pubMu.Unlock()
+		if err != nil {
+			pc.untrack(seq)
+			release()
+			if errors.Is(err, amqp.ErrClosed) && ctx.Err() == nil {
+				continue
+			}
+			return nil, fmt.Errorf("publish %s to %s/%s: %w", m.MessageID, m.Exchange, m.RoutingKey, err)
+		}
+		return pd, nil
+	}
+}
+
+// channel returns the live confirm channel, opening one when needed.
+func (p *Publisher) channel(ctx context.Context) (*pubChannel, error) {
+	p.pubMu.Lock()
+	defer p.pubMu.Unlock()
+	select {
+	case <-p.done:
+		return nil, ErrClosed
+	default:
+	}
+	if p.cur != nil && !p.cur.isDead() {
+		return p.cur, nil
+	}
+	ch, err := p.conn.Channel(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("publisher: %w", err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		ch.Close()
+		return nil, fmt.Errorf("publisher: confirm mode: %w", err)
+	}
+	pc := &pubChannel{ch: ch, pending: map[uint64]*Pending{}, byID: map[string][]uint64{}}
+	// Confirms buffer holds a full window so the client's reader never waits
+	// on us (it drops a notification after 5 s). Returns are unbuffered on
+	// purpose: the reader hands us a basic.return before it processes the
+	// basic.ack that follows it, so by the time we see the ack we have
+	// recorded the return. One goroutine handles both, in that order.
+	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, p.opts.Window+16))
+	returns := ch.NotifyReturn(make(chan amqp.Return))
+	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	go pc.listen(confirms, returns, closed, p.metrics)
+	p.cur = pc
+	return pc, nil
+}
+
+func (pc *pubChannel) isDead() bool {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	return pc.dead != nil
+}
+
+func (pc *pubChannel) track(seq uint64, pd *Pending) bool {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pc.dead != nil {
+		return false
+	}
+	pc.pending[seq] = pd
+	pc.byID[pd.msgID] = append(pc.byID[pd.msgID], seq)
+	return true
+}
+
+func (pc *pubChannel) untrack(seq uint64) {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pd, ok := pc.pending[seq]; ok {
+		delete(pc.pending, seq)
+		pc.dropID(pd.msgID, seq)
+	}
+}
+
+func (pc *pubChannel) dropID(id string, seq uint64) {
+	seqs := pc.byID[id]
+	for i, s := range seqs {
+		if s == seq {
+			seqs = append(seqs[:i], seqs[i+1:]...)
+			break
+		}
+	}
+	if len(seqs) == 0 {
+		delete(pc.byID, id)
+	} else {
+		pc.byID[id] = seqs
+	}
+}
+
+func (pc *pubChannel) listen(confirms <-chan amqp.Confirmation, returns <-chan amqp.Return, closed <-chan *amqp.Error, m *telemetry.Metrics) {
+	for {
+		select {
+		case r, ok := <-returns:
+			if !ok {
+				pc.drain(confirms, m)
+				pc.fail(ErrConnectionLost, m)
+				return
+			}
+			pc.mu.Lock()
+			// The oldest unconfirmed publish with this id is the one returned:
+			// the broker returns and confirms in publish order.
+			for _, seq := range pc.byID[r.MessageId] {
+				if pd := pc.pending[seq]; pd != nil && pd.returned == nil {
+					ret := r
+					pd.returned = &ret
+					break
+				}
+			}
+			pc.mu.Unlock()
+		case c, ok := <-confirms:
+			if !ok {
+				pc.fail(ErrConnectionLost, m)
+				return
+			}
+			pc.confirm(c, m)
+		case err := <-closed:
+			cause := error(ErrConnectionLost)
+			if err != nil {
+				cause = fmt.Errorf("%w: %v", ErrConnectionLost, err)
+			}
+			pc.drain(confirms, m)
+			pc.fail(cause, m)
+			return
+		}
+	}
+}
+
+// drain settles confirms that arrived before the channel closed, so a
+// message the broker did confirm is not reported lost.
+func (pc *pubChannel) drain(confirms <-chan amqp.Confirmation, m *telemetry.Metrics) {
+	for {
+		select {
+		case c, ok := <-confirms:
+			if !ok {
+				return
+			}
+			pc.confirm(c, m)
+		default:
+			return
+		}
+	}
+}
+
+func (pc *pubChannel) confirm(c amqp.Confirmation, m *telemetry.Metrics) {
+	pc.mu.Lock()
+	pd := pc.pending[c.DeliveryTag]
+	if pd != nil {
+		delete(pc.pending, c.DeliveryTag)
+		pc.dropID(pd.msgID, c.DeliveryTag)
+	}
+	pc.mu.Unlock()
+	if pd == nil {
+		return
+	}
+	switch {
+	case !c.Ack:
+		m.PublishFail.Add(context.Background(), 1)
+		pd.resolve(fmt.Errorf("publish %s: %w", pd.msgID, ErrNacked))
+	case pd.returned != nil:
+		m.PublishFail.Add(context.Background(), 1)
+		pd.resolve(fmt.Errorf("publish %s to %s/%s: %w: %d %s", pd.msgID, pd.returned.Exchange,
+			pd.returned.RoutingKey, ErrUnroutable, pd.returned.ReplyCode, pd.returned.ReplyText))
+	default:
+		m.Published.Add(context.Background(), 1)
+		pd.resolve(nil)
+	}
+}
+
+// fail resolves every pending publish with err: without a confirm, none of
+// them may be reported as sent.
+func (pc *pubChannel) fail(err error, m *telemetry.Metrics) {
+	pc.mu.Lock()
+	if pc.dead == nil {
+		pc.dead = err
+	}
+	pending := pc.pending
+	pc.pending = map[uint64]*Pending{}
+	pc.byID = map[string][]uint64{}
+	pc.mu.Unlock()
+	for _, pd := range pending {
+		m.PublishFail.Add(context.Background(), 1)
+		pd.resolve(fmt.Errorf("publish %s: %w", pd.msgID, err))
+	}
+}
+
+// Close fails publishes still waiting and closes the channel.
+func (p *Publisher) Close() error {
+	p.once.Do(func() { close(p.done) })
+	p.pubMu.Lock()
+	pc := p.cur
+	p.cur = nil
+	p.pubMu.Unlock()
+	if pc == nil {
+		return nil
+	}
+	err := pc.ch.Close()
+	pc.fail(ErrClosed, p.metrics)
+	if err != nil && !errors.Is(err, amqp.ErrClosed) {
+		return fmt.Errorf("publisher close: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+// Package telemetry wires the fabric into OpenTelemetry: W3C trace context
+// carried in AMQP headers, the fabric's consumer and publisher metrics, and a
+// Prometheus endpoint backed by the OTel Prometheus exporter.
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"go.opentelemetry.io/otel/attribute"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+)
+
+// Propagator is the W3C trace-context propagator the fabric uses for
+// traceparent/tracestate headers.
+func Propagator() propagation.TextMapPropagator { return propagation.TraceContext{} }
+
+// HeaderCarrier adapts AMQP headers to a propagation.TextMapCarrier.
+type HeaderCarrier amqp.Table
+
+// Get implements propagation.TextMapCarrier.
+func (c HeaderCarrier) Get(key string) string {
+	if v, ok := c[key].(string); ok {
+		return v
+	}
+	return ""
+}
+
+// Set implements propagation.TextMapCarrier.
+func (c HeaderCarrier) Set(key, value string) { c[key] = value }
+
+// Keys implements propagation.TextMapCarrier.
+func (c HeaderCarrier) Keys() []string {
+	out := make([]string, 0, len(c))
+	for k := range c {
+		out = append(out, k)
+	}
+	return out
+}
+
+// Metrics are the fabric's instruments. All carry attributes consumer and type.
+type Metrics struct {
+	Processed    metric.Int64Counter
+	Failed       metric.Int64Counter
+	Retried      metric.Int64Counter
+	DeadLettered metric.Int64Counter
+	Duplicates   metric.Int64Counter
+	Duration     metric.Float64Histogram
+	Lag          metric.Float64Histogram
+	Published    metric.Int64Counter
+	PublishFail  metric.Int64Counter
+}
+
+// NewMetrics creates the instruments on mp (a no-op provider when nil).
+func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
+	m := mp.Meter("github.com/agora-platform/agora/pkg/fabric")
+	var err error
+	var errs []error
+	counter := func(name, desc string) metric.Int64Counter {
+		c, e := m.Int64Counter(name, metric.WithDescription(desc))
+		errs = append(errs, e)
+		return c
+	}
+	out := &Metrics{
+		Processed:    counter("fabric.consumer.processed", "Messages handled successfully and acked."),
+		Failed:       counter("fabric.consumer.failed", "Handler failures, by error class."),
+		Retried:      counter("fabric.consumer.retried", "Messages sent to a retry tier."),
+		DeadLettered: counter("fabric.consumer.dead_lettered", "Messages sent to the consumer's DLQ, by reason."),
+		Duplicates:   counter("fabric.consumer.duplicates", "Messages skipped by the inbox as already processed."),
+		Published:    counter("fabric.publisher.confirmed", "Messages confirmed by the broker."),
+		PublishFail:  counter("fabric.publisher.failed", "Publishes that were nacked, returned or lost."),
+	}
+	out.Duration, err = m.Float64Histogram("fabric.consumer.duration", metric.WithUnit("s"),
+		metric.WithDescription("Handler processing time."))
+	errs = append(errs, err)
+	out.Lag, err = m.Float64Histogram("fabric.consumer.lag", metric.WithUnit("s"),
+		metric.WithDescription("Age of a message when its consumer received it (publish to delivery)."))
+	errs = append(errs, err)
+	for _, e := range errs {
+		if e != nil {
+			return nil, fmt.Errorf("telemetry: %w", e)
+		}
+	}
+	return out, nil
+}
+
+// Attrs returns the standard attribute set for a consumer and message type.
+func Attrs(consumer, typ string, extra ...attribute.KeyValue) metric.MeasurementOption {
+	kv := append([]attribute.KeyValue{attribute.String("consumer", consumer), attribute.String("type", typ)}, extra...)
+	return metric.WithAttributes(kv...)
+}
+
+// Since returns seconds elapsed since t.
+func Since(t time.Time) float64 { return time.Since(t).Seconds() }
+
+// Prometheus returns a meter provider whose instruments are served by the
+// returned handler in the Prometheus text format. Each call has its own
+// registry, so tests and services never share state.
+func Prometheus() (*sdkmetric.MeterProvider, http.Handler, error) {
+	reg := prometheus.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
+	if err != nil {
+		return nil, nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	return mp, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), nil
+}
+
+// Shutdown flushes a meter provider, ignoring a nil one.
+func Shutdown(ctx context.Context, mp *sdkmetric.MeterProvider) error {
+	if mp == nil {
+		return nil
+	}
+	return mp.Shutdown(ctx)
+}

@@ -1,0 +1,269 @@
+// Package topology declares the platform's exchanges, consumer queues, retry
+// tiers and dead-letter queues from a description (a Go value or YAML).
+package topology
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"gopkg.in/yaml.v3"
+)
+
+// Platform exchange names (ARCHITECTURE.md §3).
+const (
+	EventsExchange     = "platform.events"
+	CommandsExchange   = "platform.commands"
+	WorkExchange       = "platform.work"
+	DeadLetterExchange = "platform.dead-letter"
+)
+
+// DefaultRetryTiers are the delays of the retry queues when a consumer names none.
+var defaultRetryTiers = []time.Duration{30 * time.Second, 5 * time.Minute, 30 * time.Minute}
+
+// DefaultRetryTiers returns the platform's default retry delays: 30 s, 5 min, 30 min.
+func DefaultRetryTiers() []time.Duration { return append([]time.Duration(nil), defaultRetryTiers...) }
+
+// DefaultDeliveryLimit bounds broker-side redeliveries of one message on a
+// consumer queue. The fabric counts attempts in its own header; this is the
+// backstop for a consumer that crashes on a message again and again, set
+// explicitly so RabbitMQ 3.10 and 4.x (default 20) behave the same.
+const DefaultDeliveryLimit = 10
+
+// Description is a whole topology.
+type Description struct {
+	Exchanges []Exchange `yaml:"exchanges"`
+	Consumers []Consumer `yaml:"consumers"`
+}
+
+// Exchange is a durable exchange.
+type Exchange struct {
+	Name string `yaml:"name"`
+	Type string `yaml:"type"`
+}
+
+// Binding binds a consumer queue to an exchange with a routing key (or
+// pattern, on topic exchanges).
+type Binding struct {
+	Exchange string `yaml:"exchange"`
+	Key      string `yaml:"key"`
+}
+
+// Consumer is one consumer queue `<consumer>.<purpose>` with its bindings,
+// retry tiers (Q.retry.<n>) and dead-letter queue (Q.dlq).
+type Consumer struct {
+	Queue         string     `yaml:"queue"`
+	Service       string     `yaml:"service"`
+	Bindings      []Binding  `yaml:"bindings"`
+	RetryTiers    []Duration `yaml:"retryTiers"`
+	DeliveryLimit int        `yaml:"deliveryLimit"`
+}
+
+// Duration is a time.Duration that reads "30s" / "5m" in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("duration %q: %w", n.Value, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML implements yaml.Marshaler.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// Tiers returns the consumer's retry delays, or the defaults.
+func (c Consumer) Tiers() []time.Duration {
+	if len(c.RetryTiers) == 0 {
+		return DefaultRetryTiers()
+	}
+	out := make([]time.Duration, len(c.RetryTiers))
+	for i, d := range c.RetryTiers {
+		out[i] = time.Duration(d)
+	}
+	return out
+}
+
+// RetryQueue returns the name of retry tier n (1-based).
+func (c Consumer) RetryQueue(n int) string { return RetryQueueName(c.Queue, n) }
+
+// DLQ returns the consumer's dead-letter queue name.
+func (c Consumer) DLQ() string { return DLQName(c.Queue) }
+
+// RetryQueueName is `<queue>.retry.<n>`.
+func RetryQueueName(queue string, n int) string { return queue + ".retry." + strconv.Itoa(n) }
+
+// DLQName is `<queue>.dlq`.
+func DLQName(queue string) string { return queue + ".dlq" }
+
+// Limit returns the consumer's delivery limit or the default.
+func (c Consumer) Limit() int {
+	if c.DeliveryLimit <= 0 {
+		return DefaultDeliveryLimit
+	}
+	return c.DeliveryLimit
+}
+
+// Consumer returns the consumer named queue.
+func (d Description) Consumer(queue string) (Consumer, bool) {
+	for _, c := range d.Consumers {
+		if c.Queue == queue {
+			return c, true
+		}
+	}
+	return Consumer{}, false
+}
+
+// PlatformExchanges are the four exchanges every topology has.
+func PlatformExchanges() []Exchange {
+	return []Exchange{
+		{Name: EventsExchange, Type: amqp.ExchangeTopic},
+		{Name: CommandsExchange, Type: amqp.ExchangeDirect},
+		{Name: WorkExchange, Type: amqp.ExchangeDirect},
+		{Name: DeadLetterExchange, Type: amqp.ExchangeDirect},
+	}
+}
+
+// Platform returns the platform's initial topology: the four exchanges and
+// the six initial consumer queues with default retry tiers.
+func Platform() Description {
+	ev := func(key string) []Binding { return []Binding{{Exchange: EventsExchange, Key: key}} }
+	return Description{
+		Exchanges: PlatformExchanges(),
+		Consumers: []Consumer{
+			{Queue: "workflow.request-submitted", Service: "workflow", Bindings: ev("request.submitted.v1")},
+			{Queue: "communication.request-submitted", Service: "communication", Bindings: ev("request.submitted.v1")},
+			{Queue: "analytics.request-events", Service: "analytics", Bindings: ev("request.#")},
+			{Queue: "datalake.request-events", Service: "datalake-ingestion", Bindings: ev("request.#")},
+			{Queue: "document.processing", Service: "document-worker", Bindings: ev("document.uploaded.v1")},
+			{Queue: "ai.knowledge-builder", Service: "ai-builder", Bindings: []Binding{{Exchange: CommandsExchange, Key: "ai.knowledge.index.v1"}}},
+		},
+	}
+}
+
+// Load reads a YAML description. Exchanges default to the platform's four
+// when the file lists none.
+func Load(data []byte) (Description, error) {
+	var d Description
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&d); err != nil {
+		return Description{}, fmt.Errorf("topology: parse: %w", err)
+	}
+	if len(d.Exchanges) == 0 {
+		d.Exchanges = PlatformExchanges()
+	}
+	if err := d.Validate(); err != nil {
+		return Description{}, err
+	}
+	return d, nil
+}
+
+// LoadFile reads a YAML description from path.
+func LoadFile(path string) (Description, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Description{}, fmt.Errorf("topology: %w", err)
+	}
+	d, err := Load(data)
+	if err != nil {
+		return Description{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return d, nil
+}
+
+var queuePattern = regexp.MustCompile(`^[a-z][a-z0-9-]*(\.[a-z][a-z0-9-]*)+$`)
+
+// ErrInvalid is wrapped by every validation error.
+var ErrInvalid = errors.New("invalid topology")
+
+// Validate checks names, exchange references and tiers.
+func (d Description) Validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("topology: %w: %s", ErrInvalid, fmt.Sprintf(format, a...))
+	}
+	ex := map[string]bool{}
+	for _, e := range d.Exchanges {
+		switch e.Type {
+		case amqp.ExchangeTopic, amqp.ExchangeDirect, amqp.ExchangeFanout, amqp.ExchangeHeaders:
+		default:
+			return bad("exchange %q: type %q", e.Name, e.Type)
+		}
+		ex[e.Name] = true
+	}
+	if !ex[DeadLetterExchange] {
+		return bad("exchange %s is required: every DLQ is bound to it", DeadLetterExchange)
+	}
+	seen := map[string]bool{}
+	for _, c := range d.Consumers {
+		if !queuePattern.MatchString(c.Queue) {
+			return bad("queue %q is not <consumer>.<purpose>", c.Queue)
+		}
+		if strings.HasSuffix(c.Queue, ".dlq") || strings.Contains(c.Queue, ".retry.") {
+			return bad("queue %q uses a reserved suffix", c.Queue)
+		}
+		if seen[c.Queue] {
+			return bad("queue %q declared twice", c.Queue)
+		}
+		seen[c.Queue] = true
+		if len(c.Bindings) == 0 {
+			return bad("queue %q has no binding", c.Queue)
+		}
+		for _, b := range c.Bindings {
+			if !ex[b.Exchange] {
+				return bad("queue %q binds to undeclared exchange %q", c.Queue, b.Exchange)
+			}
+			if b.Key == "" {
+				return bad("queue %q: binding to %q has no key", c.Queue, b.Exchange)
+			}
+		}
+		for i, t := range c.RetryTiers {
+			if t <= 0 {
+				return bad("queue %q: retry tier %d must be positive", c.Queue, i+1)
+			}
+		}
+	}
+	return nil
+}
+
+// QueueSpec is one queue to declare with its arguments.
+type QueueSpec struct {
+	Name string
+	Args amqp.Table
+}
+
+// Queues returns, for consumer c, its DLQ, retry tiers and main queue, in
+// declaration order, with their exact arguments.
+func (c Consumer) Queues() []QueueSpec {
+	// At-least-once dead-lettering (quorum only) needs reject-publish
+	// overflow; without it the broker may drop a message while moving it.
+	safeDLX := func(exchange, key string) amqp.Table {
+		return amqp.Table{
+			"x-queue-type":              "quorum",
+			"x-dead-letter-exchange":    exchange,
+			"x-dead-letter-routing-key": key,
+			"x-dead-letter-strategy":    "at-least-once",
+			"x-overflow":                "reject-publish",
+		}
+	}
+	out := []QueueSpec{{Name: c.DLQ(), Args: amqp.Table{"x-queue-type": "quorum"}}}
+	for i, d := range c.Tiers() {
+		// Back to Q alone through the default exchange: never through
+		// platform.events, which would hand it to every other consumer.
+		args := safeDLX("", c.Queue)
+		args["x-message-ttl"] = int64(d / time.Millisecond)
+		out = append(out, QueueSpec{Name: c.RetryQueue(i + 1), Args: args})
+	}
+	main := safeDLX(DeadLetterExchange, c.Queue)
+	main["x-delivery-limit"] = int64(c.Limit())
+	return append(out, QueueSpec{Name: c.Queue, Args: main})
+}
