@@ -53,6 +53,8 @@ OCR_PACKAGES=(tesseract-ocr tesseract-ocr-por tesseract-ocr-eng poppler-utils)
 INFRA_SKIP="${INFRA_SKIP:-}"
 
 export DEBIAN_FRONTEND=noninteractive
+# Go lives in /usr/local/go/bin on these machines, which a bare environment may lack in PATH.
+if ! command -v go >/dev/null && [[ -x /usr/local/go/bin/go ]]; then PATH="/usr/local/go/bin:$PATH"; fi
 APT_OPTS=(-y -q -o DPkg::Lock::Timeout=300 -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold)
 
 # ----------------------------------------------------------------- helpers ---
@@ -87,11 +89,13 @@ http_code() { curl -s -o /dev/null -m 5 -w '%{http_code}' "$@" || true; }
 
 # run_logged LOGNAME CMD...: run quietly into $LOG_DIR/LOGNAME.log; show its tail on failure
 run_logged() {
-  local log="$LOG_DIR/$1.log"; shift
+  local log="$LOG_DIR/$1.log" start; shift
+  touch "$log"
+  start=$(($(wc -l <"$log") + 1))
   echo "---- $(date -Is) $*" >>"$log"
   if ! "$@" >>"$log" 2>&1; then
-    echo "!!! command failed: $*  (last lines of $log follow)" >&2
-    tail -n 40 "$log" >&2
+    echo "!!! command failed: $*  (its last lines follow; full log $log)" >&2
+    tail -n "+$start" "$log" | tail -n 40 >&2
     return 1
   fi
 }
@@ -132,7 +136,7 @@ minio_bin() { echo "$(go env GOPATH)/bin/minio"; }
 minio_built_version() {
   local bin; bin=$(minio_bin)
   [[ -x "$bin" ]] || return 0
-  go version -m "$bin" 2>/dev/null | awk '$1 == "mod" && $2 == "github.com/minio/minio" {print $3}'
+  go version -m "$bin" 2>/dev/null | awk '$1 == "mod" && $2 == "github.com/minio/minio" {print $3}'  || true
 }
 minio_pid() {
   local pid

@@ -41,7 +41,9 @@ type stack struct {
 	desc topology.Description
 }
 
-func newStack(t *testing.T, tiers ...time.Duration) *stack {
+func newStack(t *testing.T, tiers ...time.Duration) *stack { return newStackB(t, tiers...) }
+
+func newStackB(t testing.TB, tiers ...time.Duration) *stack {
 	t.Helper()
 	if len(tiers) == 0 {
 		tiers = []time.Duration{100 * time.Millisecond, 100 * time.Millisecond}

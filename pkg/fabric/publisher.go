@@ -82,6 +82,7 @@ type Pending struct {
 	err      error
 	returned *amqp.Return
 	release  func()
+	onDone   func(error)
 }
 
 // Wait blocks until the broker confirms (nil), refuses, returns or loses the
@@ -106,6 +107,9 @@ func (p *Pending) resolve(err error) {
 	p.err = err
 	close(p.done)
 	p.release()
+	if p.onDone != nil {
+		p.onDone(err)
+	}
 }
 
 // NewPublisher returns a publisher on conn. reg validates envelopes before
@@ -208,25 +212,29 @@ func (p *Publisher) PublishAsync(ctx context.Context, e envelope.Envelope) (*Pen
 			attribute.String("messaging.message.id", e.ID),
 			attribute.String("messaging.message.conversation_id", e.CorrelationID),
 		))
-	pd, err := p.Send(ctx, m)
+	pd, err := p.send(ctx, m, func(err error) {
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	})
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		span.End()
 		return nil, err
 	}
-	go func() {
-		<-pd.done
-		if pd.err != nil {
-			span.SetStatus(codes.Error, pd.err.Error())
-		}
-		span.End()
-	}()
 	return pd, nil
 }
 
 // Send publishes a raw message (mandatory, persistent) and returns its
 // pending confirm. The trace context of ctx is injected into its headers.
 func (p *Publisher) Send(ctx context.Context, m Message) (*Pending, error) {
+	return p.send(ctx, m, nil)
+}
+
+// send publishes m; onDone, if set, runs once with the outcome (on the
+// confirm listener: it must not block).
+func (p *Publisher) send(ctx context.Context, m Message, onDone func(error)) (*Pending, error) {
 	select {
 	case p.window <- struct{}{}:
 	case <-ctx.Done():
@@ -262,7 +270,7 @@ func (p *Publisher) Send(ctx context.Context, m Message) (*Pending, error) {
 			release()
 			return nil, err
 		}
-		pd := &Pending{msgID: m.MessageID, done: make(chan struct{}), release: release}
+		pd := &Pending{msgID: m.MessageID, done: make(chan struct{}), release: release, onDone: onDone}
 		p.pubMu.Lock()
 		seq := pc.ch.GetNextPublishSeqNo()
 		if !pc.track(seq, pd) {

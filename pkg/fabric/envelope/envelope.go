@@ -219,12 +219,3 @@ func (e Envelope) CheckCausation(maxDepth int) error {
 	}
 	return nil
 }
-
-// Encode returns the JSON form of e.
-func (e Envelope) Encode() ([]byte, error) {
-	b, err := json.Marshal(e)
-	if err != nil {
-		return nil, fmt.Errorf("encode envelope %s: %w", e.ID, err)
-	}
-	return b, nil
-}

@@ -226,3 +226,32 @@ func FuzzDecodeEnvelope(f *testing.F) {
 		}
 	})
 }
+
+// TestEncodeMatchesEncodingJSON pins the hand-written encoder to
+// encoding/json's output for awkward strings.
+func TestEncodeMatchesEncodingJSON(t *testing.T) {
+	type plain Envelope // no methods: encoding/json's own rendering
+	for _, s := range []string{"plain", `quo"te\back`, "ctl\x01\n\t\r", "<a>&b", "ação ✓ 日本", "bad\xffutf8", "line\u2028sep\u2029", ""} {
+		e := mustNew(t, "request.submitted.v1", "org-a")
+		e.Producer, e.CorrelationID = s, s
+		e.CausationID = s
+		e.CausationChain = []Link{{Type: s, ID: "x"}}
+		e.Payload = json.RawMessage(`{"a":[1,2,{"b":null}]}`)
+		got, err := e.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(plain(e))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("Encode(%q) =\n%s\nwant\n%s", s, got, want)
+		}
+	}
+	bad := mustNew(t, "request.submitted.v1", "org-a")
+	bad.Payload = json.RawMessage(`{"a":`)
+	if _, err := bad.Encode(); err == nil {
+		t.Error("Encode with invalid payload = nil error")
+	}
+}

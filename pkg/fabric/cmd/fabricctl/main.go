@@ -1,0 +1,55 @@
+// Command fabricctl operates the event fabric: topology, catalogue and
+// dead-letter queues.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "fabricctl:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: fabricctl <command> [flags]
+
+commands:
+  topology apply [--file F]   declare exchanges, queues, retry tiers and DLQs (AMQP_URL)
+  topology show  [--file F]   print the queues and arguments that apply would declare
+  catalog list                list every registered event, command and job
+  catalog show TYPE           print one definition and its JSON Schema
+`
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) < 1 {
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("missing command")
+	}
+	switch args[0] {
+	case "topology":
+		return runTopology(ctx, args[1:], getenv, stdout)
+	case "catalog":
+		return runCatalog(args[1:], stdout)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+func amqpURL(getenv func(string) string) string {
+	if u := getenv("AMQP_URL"); u != "" {
+		return u
+	}
+	return "amqp://guest:guest@127.0.0.1:5672/" // local-development default
+}

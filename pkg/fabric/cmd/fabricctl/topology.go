@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agora-platform/agora/pkg/fabric/broker"
+	"github.com/agora-platform/agora/pkg/fabric/topology"
+)
+
+func runTopology(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) < 1 {
+		return fmt.Errorf("topology: want apply or show")
+	}
+	fs := flag.NewFlagSet("topology "+args[0], flag.ContinueOnError)
+	file := fs.String("file", "", "YAML topology description (default: the platform topology)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	desc := topology.Platform()
+	if *file != "" {
+		var err error
+		if desc, err = topology.LoadFile(*file); err != nil {
+			return err
+		}
+	}
+	switch args[0] {
+	case "show":
+		printTopology(stdout, desc)
+		return nil
+	case "apply":
+		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		conn, err := broker.Dial(dctx, amqpURL(getenv), broker.Options{Name: "fabricctl"})
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		c, err := conn.Connection(dctx)
+		if err != nil {
+			return err
+		}
+		if err := topology.Apply(dctx, c, desc); err != nil {
+			return err
+		}
+		printTopology(stdout, desc)
+		fmt.Fprintf(stdout, "applied: %d exchanges, %d consumer queues\n", len(desc.Exchanges), len(desc.Consumers))
+		return nil
+	}
+	return fmt.Errorf("topology: unknown subcommand %q", args[0])
+}
+
+func printTopology(w io.Writer, d topology.Description) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "EXCHANGE\tTYPE")
+	for _, e := range d.Exchanges {
+		fmt.Fprintf(tw, "%s\t%s\n", e.Name, e.Type)
+	}
+	fmt.Fprintln(tw, "\nQUEUE\tSERVICE\tBINDINGS / ARGUMENTS")
+	for _, c := range d.Consumers {
+		var b []string
+		for _, bd := range c.Bindings {
+			b = append(b, bd.Exchange+" "+bd.Key)
+		}
+		for _, q := range c.Queues() {
+			desc := formatArgs(q.Args)
+			if q.Name == c.Queue {
+				desc = strings.Join(b, ", ") + "; " + desc
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", q.Name, c.Service, desc)
+		}
+	}
+	tw.Flush()
+}
+
+func formatArgs(args map[string]any) string {
+	keys := make([]string, 0, len(args))
+	for k := range args {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s=%v", k, args[k]))
+	}
+	return strings.Join(parts, " ")
+}
