@@ -45,13 +45,13 @@ type Conn struct {
 	opts Options
 	log  *slog.Logger
 
-	mu      sync.Mutex
-	cur     *amqp.Connection
-	ready   chan struct{} // closed while cur is usable
-	hooks   []Hook
-	closed  bool
-	cancel  context.CancelFunc
-	done    chan struct{}
+	mu       sync.Mutex
+	cur      *amqp.Connection
+	ready    chan struct{} // closed while cur is usable
+	hooks    []Hook
+	closed   bool
+	cancel   context.CancelFunc
+	done     chan struct{}
 	connects int
 }
 

@@ -125,7 +125,7 @@ func TestLoadRejectsBadDefinitions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fsys := fstest.MapFS{
-				"catalog.yaml": {Data: []byte(tt.yaml)},
+				"catalog.yaml":  {Data: []byte(tt.yaml)},
 				"a/a.b.v1.json": {Data: schema},
 				"a/a.b.json":    {Data: schema},
 			}
