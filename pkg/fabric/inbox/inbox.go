@@ -1,0 +1,185 @@
+// Package inbox gives consumers effectively-once effects over at-least-once
+// delivery: the event id is claimed in the same transaction as the effect,
+// so a redelivered message finds its claim and is acked without running the
+// effect again.
+package inbox
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/telemetry"
+)
+
+// ErrConflict: an event id arrived again with another payload or tenant.
+// The message is dead-lettered (class invalid) and a security event kept.
+var ErrConflict = errors.New("inbox: event id reused with a different payload or tenant")
+
+// TxHandler applies a message's effect inside tx. Returning an error rolls
+// the effect and the claim back; classify it with fabric.Transient etc.
+type TxHandler func(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error
+
+// Faults lets crash tests stop at a named point; nil in production.
+// Points: "inbox.after-claim", "inbox.after-commit".
+type Faults interface {
+	Hit(point string)
+}
+
+// Options tune an Inbox.
+type Options struct {
+	Metrics *telemetry.Metrics
+	Logger  *slog.Logger
+	Faults  Faults
+}
+
+// Inbox records processed events for one consumer in one schema.
+type Inbox struct {
+	pool     *pgxpool.Pool
+	schema   string
+	consumer string
+	opts     Options
+	log      *slog.Logger
+}
+
+// New returns the inbox of consumer (its queue name) in schema.
+func New(pool *pgxpool.Pool, schema, consumer string, opts Options) *Inbox {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Metrics == nil {
+		opts.Metrics, _ = telemetry.NewMetrics(nil)
+	}
+	return &Inbox{pool: pool, schema: schema, consumer: consumer, opts: opts, log: log}
+}
+
+// PayloadHash is the SHA-256 of the payload in compact form, so whitespace
+// never makes the same event look different.
+func PayloadHash(payload []byte) []byte {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, payload); err != nil {
+		buf.Reset()
+		buf.Write(payload)
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	return sum[:]
+}
+
+// Claim inserts (consumer, event id) in tx. It returns true when this is
+// the first time; false for a duplicate with the same payload and tenant;
+// and ErrConflict (after recording a security event outside tx) when the id
+// was seen with another payload or tenant.
+func (in *Inbox) Claim(ctx context.Context, tx pgx.Tx, env envelope.Envelope) (bool, error) {
+	hash := PayloadHash(env.Payload)
+	var tenantID *string
+	if env.TenantID != "" {
+		tenantID = &env.TenantID
+	}
+	tag, err := tx.Exec(ctx, `INSERT INTO inbox_message (consumer, event_id, tenant_id, event_type, payload_hash)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (consumer, event_id) DO NOTHING`,
+		in.consumer, env.ID, tenantID, env.Type, hash)
+	if err != nil {
+		return false, fmt.Errorf("inbox claim %s: %w", env.ID, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return true, nil
+	}
+	var firstTenant *string
+	var firstHash []byte
+	if err := tx.QueryRow(ctx, `SELECT tenant_id, payload_hash FROM inbox_message WHERE consumer = $1 AND event_id = $2`,
+		in.consumer, env.ID).Scan(&firstTenant, &firstHash); err != nil {
+		return false, fmt.Errorf("inbox claim %s: read first claim: %w", env.ID, err)
+	}
+	sameTenant := (firstTenant == nil && tenantID == nil) || (firstTenant != nil && tenantID != nil && *firstTenant == *tenantID)
+	if sameTenant && bytes.Equal(firstHash, hash) {
+		return false, nil
+	}
+	reason := "payload differs"
+	if !sameTenant {
+		reason = "tenant differs"
+	}
+	// Recorded on the pool, not tx: the handler's transaction rolls back.
+	if _, err := in.pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s
+		(consumer, event_id, event_type, tenant_id, first_tenant_id, payload_hash, first_hash, reason)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, pgx.Identifier{in.schema, "inbox_security_event"}.Sanitize()),
+		in.consumer, env.ID, env.Type, tenantID, firstTenant, hash, firstHash, reason); err != nil {
+		return false, fmt.Errorf("inbox claim %s: record security event: %w", env.ID, err)
+	}
+	in.log.Error("inbox: event id reused", "id", env.ID, "reason", reason, "tenant", env.TenantID)
+	return false, fmt.Errorf("%w: %s: %s", ErrConflict, env.ID, reason)
+}
+
+// Handler returns the one-call path a service uses: begin a transaction
+// (search_path = the schema, app.tenant_id = the envelope's tenant for
+// row-level security), claim the event, run h, commit — after which the
+// consumer acks. A duplicate commits nothing and is acked.
+func (in *Inbox) Handler(h TxHandler) fabric.Handler {
+	return func(ctx context.Context, env envelope.Envelope) error {
+		tx, err := in.pool.Begin(ctx)
+		if err != nil {
+			return fabric.Transient(fmt.Errorf("inbox: begin: %w", err))
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx))
+		if _, err := tx.Exec(ctx, "SELECT set_config('search_path', $1, true), set_config('app.tenant_id', $2, true)",
+			in.schema, env.TenantID); err != nil {
+			return fabric.Transient(fmt.Errorf("inbox: %w", err))
+		}
+		first, err := in.Claim(ctx, tx, env)
+		if errors.Is(err, ErrConflict) {
+			return fabric.Invalid(err)
+		}
+		if err != nil {
+			return fabric.Transient(err)
+		}
+		if !first {
+			in.opts.Metrics.Duplicates.Add(ctx, 1, telemetry.Attrs(in.consumer, env.Type))
+			return nil
+		}
+		if in.opts.Faults != nil {
+			in.opts.Faults.Hit("inbox.after-claim")
+		}
+		if err := h(ctx, tx, env); err != nil {
+			return err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return fabric.Transient(fmt.Errorf("inbox: commit %s: %w", env.ID, err))
+		}
+		if in.opts.Faults != nil {
+			in.opts.Faults.Hit("inbox.after-commit")
+		}
+		return nil
+	}
+}
+
+// DeleteOlderThan removes claims older than age in batches of batch rows.
+// Keep age well above the longest redelivery window (retry tiers, replay).
+func (in *Inbox) DeleteOlderThan(ctx context.Context, age time.Duration, batch int) (int64, error) {
+	if batch <= 0 {
+		batch = 5000
+	}
+	tbl := pgx.Identifier{in.schema, "inbox_message"}.Sanitize()
+	var total int64
+	for {
+		tag, err := in.pool.Exec(ctx, fmt.Sprintf(`DELETE FROM %s WHERE (consumer, event_id) IN (
+			SELECT consumer, event_id FROM %s WHERE consumer = $1 AND received_at < now() - $2::interval LIMIT $3)`, tbl, tbl),
+			in.consumer, fmt.Sprintf("%d milliseconds", age.Milliseconds()), batch)
+		if err != nil {
+			return total, fmt.Errorf("inbox retention: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < int64(batch) || ctx.Err() != nil {
+			return total, nil
+		}
+	}
+}

@@ -1,0 +1,103 @@
+// Package outbox implements the transactional outbox: envelopes are stored
+// in the caller's database transaction (so a fact is never committed without
+// its event, nor an event sent for a rolled-back fact) and a relay publishes
+// them with confirms after commit.
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/registry"
+	"github.com/agora-platform/agora/pkg/fabric/telemetry"
+)
+
+// Tx is the part of a pgx transaction Enqueue needs; pgx.Tx satisfies it.
+type Tx interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// Aggregate names what an event is about; rows of one aggregate are
+// published in the order they were enqueued.
+type Aggregate struct {
+	Type string
+	ID   string
+}
+
+// Item is one envelope to enqueue with the aggregate it belongs to.
+type Item struct {
+	Aggregate Aggregate
+	Envelope  envelope.Envelope
+}
+
+// Outbox validates envelopes against the registry and stores them.
+type Outbox struct {
+	reg *registry.Registry
+}
+
+// New returns an Outbox validating with reg.
+func New(reg *registry.Registry) *Outbox { return &Outbox{reg: reg} }
+
+// NotifyChannel is the LISTEN/NOTIFY channel of a schema's relay.
+func NotifyChannel(schema string) string { return "fabric_outbox_" + schema }
+
+// Enqueue inserts items into outbox_event (resolved through the
+// transaction's search_path) inside tx. Each envelope is validated against
+// its schema and encoded now, so the relay publishes exactly these bytes.
+// The trace context of ctx travels with the row, so consumers' spans join
+// the trace that produced the event. It returns registry or envelope
+// validation errors, or the database error.
+//
+// Call it after the aggregate's own row is written (and so locked): that
+// makes the outbox order of one aggregate its commit order.
+func (o *Outbox) Enqueue(ctx context.Context, tx Tx, items ...Item) error {
+	if len(items) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	for _, it := range items {
+		e := it.Envelope
+		if it.Aggregate.Type == "" || it.Aggregate.ID == "" {
+			return fmt.Errorf("outbox: enqueue %s: aggregate type and id are required", e.Type)
+		}
+		m, err := fabric.EnvelopeMessage(o.reg, e)
+		if err != nil {
+			return fmt.Errorf("outbox: %w", err)
+		}
+		telemetry.Propagator().Inject(ctx, telemetry.HeaderCarrier(m.Headers))
+		headers, err := json.Marshal(m.Headers)
+		if err != nil {
+			return fmt.Errorf("outbox: headers of %s: %w", e.ID, err)
+		}
+		var tenantID *string
+		if e.TenantID != "" {
+			tenantID = &e.TenantID
+		}
+		b.Queue(`INSERT INTO outbox_event
+			(id, tenant_id, aggregate_type, aggregate_id, event_type, event_version, payload, body,
+			 exchange, routing_key, headers, occurred_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+			e.ID, tenantID, it.Aggregate.Type, it.Aggregate.ID, e.Type, e.Version, string(e.Payload), m.Body,
+			m.Exchange, m.RoutingKey, string(headers), e.OccurredAt)
+	}
+	// Delivered at commit, never for a rolled-back transaction.
+	b.Queue(`SELECT pg_notify('fabric_outbox_' || current_schema(), '')`)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	for range b.Len() {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("outbox: insert: %w", err)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return fmt.Errorf("outbox: insert: %w", err)
+	}
+	return nil
+}

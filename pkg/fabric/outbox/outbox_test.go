@@ -1,0 +1,282 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/pkg/fabric/outbox"
+	"github.com/agora-platform/agora/pkg/fabric/topology"
+)
+
+var env = fabrictest.EnvFrom(os.Getenv)
+
+var spec = topology.Consumer{Queue: "test.outbox", Service: "test",
+	RetryTiers: []topology.Duration{topology.Duration(100 * time.Millisecond)},
+	Bindings:   []topology.Binding{{Exchange: topology.EventsExchange, Key: "request.#"}}}
+
+func desc() topology.Description {
+	return topology.Description{Exchanges: topology.PlatformExchanges(), Consumers: []topology.Consumer{spec}}
+}
+
+func submitted(t testing.TB, seq int, aggregate string) envelope.Envelope {
+	t.Helper()
+	e, err := envelope.New("request.submitted.v1", "org-a", "test", map[string]any{
+		"requestId": "0192d3a0-0000-7000-8000-000000000001", "protocol": "AGR-2026-000001",
+		"serviceId": aggregate, "formId": "f1", "formVersion": 1, "channel": "web",
+		"citizenId": "c-1", "submittedAt": "2026-11-30T10:00:00Z", "fieldCount": seq,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// enqueue commits (or rolls back) one transaction holding items.
+func enqueue(t testing.TB, s *fabrictest.Schema, ob *outbox.Outbox, commit bool, items ...outbox.Item) {
+	t.Helper()
+	ctx := context.Background()
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		if err := ob.Enqueue(ctx, tx, items...); err != nil {
+			return err
+		}
+		if !commit {
+			return errRollback
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errRollback) {
+		t.Fatalf("enqueue: %v", err)
+	}
+}
+
+var errRollback = errors.New("rollback on purpose")
+
+func runRelay(t testing.TB, r *outbox.Relay) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("relay Run: %v", err)
+			}
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func TestCommittedRowsArePublishedRolledBackNever(t *testing.T) {
+	f := fabrictest.NewFabric(t, env, desc())
+	s := fabrictest.NewSchema(t, env)
+	ob := outbox.New(f.Reg)
+	// A long poll interval: only NOTIFY can make this fast.
+	relay := outbox.NewRelay(s.Pool, s.Name, f.Pub, outbox.RelayOptions{PollInterval: time.Minute})
+	runRelay(t, relay)
+	time.Sleep(200 * time.Millisecond) // let the listener subscribe
+
+	kept := submitted(t, 1, "agg")
+	dropped := submitted(t, 2, "agg")
+	start := time.Now()
+	enqueue(t, s, ob, true, outbox.Item{Aggregate: outbox.Aggregate{Type: "request", ID: "r1"}, Envelope: kept})
+	enqueue(t, s, ob, false, outbox.Item{Aggregate: outbox.Aggregate{Type: "request", ID: "r2"}, Envelope: dropped})
+	var got []string
+	fabrictest.Eventually(t, 5*time.Second, "the committed event on the queue", func() bool {
+		for _, d := range f.Drain(t, spec.Queue) {
+			got = append(got, d.MessageId)
+		}
+		return len(got) >= 1
+	})
+	latency := time.Since(start)
+	time.Sleep(300 * time.Millisecond)
+	for _, d := range f.Drain(t, spec.Queue) {
+		got = append(got, d.MessageId)
+	}
+	if len(got) != 1 || got[0] != kept.ID {
+		t.Fatalf("published %v, want only %s", got, kept.ID)
+	}
+	if latency > 2*time.Second {
+		t.Errorf("commit→queue took %s with a 1 min poll: NOTIFY did not wake the relay", latency)
+	}
+	if n, _ := relay.Pending(context.Background()); n != 0 {
+		t.Errorf("pending = %d, want 0", n)
+	}
+	var published *time.Time
+	var attempts int
+	if err := s.Pool.QueryRow(context.Background(), "SELECT published_at, publication_attempts FROM outbox_event WHERE id = $1", kept.ID).Scan(&published, &attempts); err != nil {
+		t.Fatal(err)
+	}
+	if published == nil || attempts != 1 {
+		t.Errorf("row: published_at %v attempts %d, want set and 1", published, attempts)
+	}
+}
+
+func TestEnqueueRejectsInvalidEnvelopes(t *testing.T) {
+	s := fabrictest.NewSchema(t, env)
+	f := fabrictest.NewFabric(t, env, desc())
+	ob := outbox.New(f.Reg)
+	bad := submitted(t, 1, "x")
+	bad.Payload = []byte(`{"requestId":"nope"}`)
+	err := pgx.BeginFunc(context.Background(), s.Pool, func(tx pgx.Tx) error {
+		return ob.Enqueue(context.Background(), tx, outbox.Item{Aggregate: outbox.Aggregate{Type: "request", ID: "r"}, Envelope: bad})
+	})
+	if err == nil {
+		t.Fatal("Enqueue of a schema-invalid envelope = nil error")
+	}
+}
+
+func TestUnroutableRowsStayPendingWithTheirError(t *testing.T) {
+	f := fabrictest.NewFabric(t, env, desc())
+	s := fabrictest.NewSchema(t, env)
+	ob := outbox.New(f.Reg)
+	e, _ := envelope.New("citizen.updated.v1", "org-a", "test", map[string]any{"citizenId": "c"})
+	enqueue(t, s, ob, true, outbox.Item{Aggregate: outbox.Aggregate{Type: "citizen", ID: "c"}, Envelope: e})
+	relay := outbox.NewRelay(s.Pool, s.Name, f.Pub, outbox.RelayOptions{})
+	res, err := relay.RelayOnce(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Failed != 1 || res.Published != 0 {
+		t.Fatalf("RelayOnce = %+v, want 1 failed", res)
+	}
+	var lastErr string
+	var attempts int
+	var next *time.Time
+	if err := s.Pool.QueryRow(context.Background(), "SELECT last_error, publication_attempts, next_attempt_at FROM outbox_event").Scan(&lastErr, &attempts, &next); err != nil {
+		t.Fatal(err)
+	}
+	if attempts != 1 || next == nil || !strings.Contains(lastErr, "unroutable") {
+		t.Fatalf("row after unroutable publish: attempts %d next %v err %q", attempts, next, lastErr)
+	}
+}
+
+// TestConcurrentRelaysKeepAggregateOrder runs three relays on one table
+// while writers append events to 20 aggregates; a single-threaded consumer
+// checks that each aggregate's sequence arrives in order and complete.
+func TestConcurrentRelaysKeepAggregateOrder(t *testing.T) {
+	f := fabrictest.NewFabric(t, env, desc())
+	s := fabrictest.NewSchema(t, env)
+	ob := outbox.New(f.Reg)
+	const aggregates, perAggregate = 20, 40
+
+	var mu sync.Mutex
+	last := map[string]int{}
+	count := 0
+	var disorder []string
+	f.Run(t, spec, func(ctx context.Context, e envelope.Envelope) error {
+		var p struct {
+			ServiceID  string `json:"serviceId"`
+			FieldCount int    `json:"fieldCount"`
+		}
+		if err := json.Unmarshal(e.Payload, &p); err != nil {
+			return fabric.Invalid(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if prev, ok := last[p.ServiceID]; ok && p.FieldCount <= prev {
+			disorder = append(disorder, fmt.Sprintf("%s: %d after %d", p.ServiceID, p.FieldCount, prev))
+		}
+		last[p.ServiceID] = p.FieldCount
+		count++
+		return nil
+	}, fabric.ConsumerOptions{Concurrency: 1, Prefetch: 50})
+
+	for i := 0; i < 3; i++ {
+		runRelay(t, outbox.NewRelay(s.Pool, s.Name, f.Pub, outbox.RelayOptions{BatchSize: 25, PollInterval: 50 * time.Millisecond}))
+	}
+	var wg sync.WaitGroup
+	for a := 0; a < aggregates; a++ {
+		wg.Add(1)
+		go func(a int) {
+			defer wg.Done()
+			agg := fmt.Sprintf("agg-%02d", a)
+			for i := 1; i <= perAggregate; i++ {
+				enqueue(t, s, ob, true, outbox.Item{Aggregate: outbox.Aggregate{Type: "request", ID: agg}, Envelope: submitted(t, i, agg)})
+			}
+		}(a)
+	}
+	wg.Wait()
+	fabrictest.Eventually(t, 30*time.Second, "every event consumed", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return count >= aggregates*perAggregate
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(disorder) > 0 {
+		t.Fatalf("%d out-of-order deliveries, first: %v", len(disorder), disorder[:min(5, len(disorder))])
+	}
+	if count != aggregates*perAggregate {
+		t.Fatalf("consumed %d, want %d (duplicates?)", count, aggregates*perAggregate)
+	}
+}
+
+func TestRelayWaitsOutBrokerLossWithoutLosingRows(t *testing.T) {
+	f := fabrictest.NewFabric(t, env, desc())
+	s := fabrictest.NewSchema(t, env)
+	ob := outbox.New(f.Reg)
+	runRelay(t, outbox.NewRelay(s.Pool, s.Name, f.Pub, outbox.RelayOptions{BatchSize: 50, PollInterval: 50 * time.Millisecond}))
+	var ids []string
+	for i := 0; i < 300; i++ {
+		e := submitted(t, i, "agg")
+		ids = append(ids, e.ID)
+		enqueue(t, s, ob, true, outbox.Item{Aggregate: outbox.Aggregate{Type: "request", ID: fmt.Sprint(i)}, Envelope: e})
+		if i == 100 || i == 200 {
+			f.Vhost.CloseConnections(t)
+		}
+	}
+	seen := map[string]bool{}
+	fabrictest.Eventually(t, 30*time.Second, "all rows published after reconnects", func() bool {
+		for _, d := range f.Drain(t, spec.Queue) {
+			seen[d.MessageId] = true
+		}
+		return len(seen) == len(ids)
+	})
+	var pending int
+	if err := s.Pool.QueryRow(context.Background(), "SELECT count(*) FROM outbox_event WHERE published_at IS NULL").Scan(&pending); err != nil {
+		t.Fatal(err)
+	}
+	if pending != 0 {
+		t.Fatalf("pending = %d, want 0", pending)
+	}
+}
+
+func TestRetentionDeletesOldPublishedRowsInBatches(t *testing.T) {
+	s := fabrictest.NewSchema(t, env)
+	f := fabrictest.NewFabric(t, env, desc())
+	ob := outbox.New(f.Reg)
+	for i := 0; i < 30; i++ {
+		enqueue(t, s, ob, true, outbox.Item{Aggregate: outbox.Aggregate{Type: "request", ID: "r"}, Envelope: submitted(t, i, "a")})
+	}
+	ctx := context.Background()
+	// 25 published long ago, 5 pending.
+	if _, err := s.Pool.Exec(ctx, `UPDATE outbox_event SET published_at = now() - interval '10 days' WHERE seq IN (SELECT seq FROM outbox_event ORDER BY seq LIMIT 25)`); err != nil {
+		t.Fatal(err)
+	}
+	relay := outbox.NewRelay(s.Pool, s.Name, f.Pub, outbox.RelayOptions{RetentionBatch: 7})
+	n, err := relay.DeletePublished(ctx, 7*24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 25 {
+		t.Fatalf("deleted %d, want 25", n)
+	}
+	if p, _ := relay.Pending(ctx); p != 5 {
+		t.Fatalf("pending after retention = %d, want 5 (pending rows are never deleted)", p)
+	}
+}

@@ -1,0 +1,469 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/telemetry"
+)
+
+// Sender publishes a message with confirms; *fabric.Publisher satisfies it.
+type Sender interface {
+	Send(ctx context.Context, m fabric.Message) (*fabric.Pending, error)
+}
+
+// Faults lets crash tests stop the relay at a named point; nil in
+// production. Points: "relay.after-claim", "relay.after-confirm".
+type Faults interface {
+	Hit(point string)
+}
+
+// RelayOptions tune a Relay. The zero value is usable.
+type RelayOptions struct {
+	// BatchSize is the most rows claimed per transaction (default 200).
+	BatchSize int
+	// PollInterval is the fallback wake-up when no notification arrives
+	// (default 1 s); NOTIFY normally wakes the relay within milliseconds.
+	PollInterval time.Duration
+	// ConfirmTimeout bounds one batch's wait for confirms (default 15 s).
+	ConfirmTimeout time.Duration
+	// MaxBackoff caps the delay between attempts of a failing row and the
+	// relay's pause while the broker or database is down (default 30 s).
+	MaxBackoff time.Duration
+	// Retention deletes published rows older than this (default 7 days;
+	// negative disables). RetentionEvery is how often (default 1 min).
+	Retention      time.Duration
+	RetentionEvery time.Duration
+	// RetentionBatch bounds one DELETE (default 5,000 rows).
+	RetentionBatch int
+	Faults         Faults
+	Tracer         trace.TracerProvider
+	Logger         *slog.Logger
+}
+
+// Relay publishes pending outbox rows of one schema. Several relays (in one
+// process or many) may run on the same schema: rows are claimed with
+// FOR UPDATE SKIP LOCKED and an aggregate's rows are never published out of
+// order.
+type Relay struct {
+	pool   *pgxpool.Pool
+	schema string
+	pub    Sender
+	opts   RelayOptions
+	tracer trace.Tracer
+	log    *slog.Logger
+}
+
+// NewRelay returns a relay for the outbox_event table in schema.
+func NewRelay(pool *pgxpool.Pool, schema string, pub Sender, opts RelayOptions) *Relay {
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = 200
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = time.Second
+	}
+	if opts.ConfirmTimeout <= 0 {
+		opts.ConfirmTimeout = 15 * time.Second
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 30 * time.Second
+	}
+	if opts.Retention == 0 {
+		opts.Retention = 7 * 24 * time.Hour
+	}
+	if opts.RetentionEvery <= 0 {
+		opts.RetentionEvery = time.Minute
+	}
+	if opts.RetentionBatch <= 0 {
+		opts.RetentionBatch = 5000
+	}
+	tp := opts.Tracer
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Relay{pool: pool, schema: schema, pub: pub, opts: opts,
+		tracer: tp.Tracer("github.com/agora-platform/agora/pkg/fabric/outbox"),
+		log:    log.With("component", "outbox-relay", "schema", schema)}
+}
+
+// Run relays until ctx ends and returns nil then. It wakes on NOTIFY, on
+// its poll interval, and immediately after a full batch. While the broker
+// or database is unavailable it backs off; rows stay pending, so nothing is
+// lost and nothing is skipped.
+func (r *Relay) Run(ctx context.Context) error {
+	wake := make(chan struct{}, 1)
+	go r.listen(ctx, wake)
+	lastRetention := time.Time{}
+	backoff := 100 * time.Millisecond
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if r.opts.Retention > 0 && time.Since(lastRetention) >= r.opts.RetentionEvery {
+			if n, err := r.DeletePublished(ctx, r.opts.Retention); err != nil {
+				r.log.Warn("outbox retention failed", "err", err)
+			} else {
+				lastRetention = time.Now()
+				if n > 0 {
+					r.log.Info("outbox retention", "deleted", n)
+				}
+			}
+		}
+		res, err := r.RelayOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			r.log.Warn("outbox relay batch failed; backing off", "err", err, "in", backoff)
+			if !sleep(ctx, backoff) {
+				return nil
+			}
+			backoff = min(backoff*2, r.opts.MaxBackoff)
+			continue
+		}
+		if res.Failed > 0 {
+			// Rows are rescheduled; keep the loop from spinning on them.
+			if !sleep(ctx, min(backoff, r.opts.PollInterval)) {
+				return nil
+			}
+			backoff = min(backoff*2, r.opts.MaxBackoff)
+		} else {
+			backoff = 100 * time.Millisecond
+		}
+		if res.Claimed == r.opts.BatchSize {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+		case <-time.After(r.opts.PollInterval):
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// listen holds a LISTEN connection and signals wake on every notification,
+// reconnecting after errors.
+func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
+	for ctx.Err() == nil {
+		err := func() error {
+			conn, err := r.pool.Acquire(ctx)
+			if err != nil {
+				return err
+			}
+			defer conn.Release()
+			if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{NotifyChannel(r.schema)}.Sanitize()); err != nil {
+				return err
+			}
+			defer func() {
+				// A connection back in the pool must not keep listening.
+				uctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				if _, err := conn.Exec(uctx, "UNLISTEN *"); err != nil {
+					conn.Conn().Close(uctx)
+				}
+			}()
+			for {
+				if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
+					return err
+				}
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+			}
+		}()
+		if ctx.Err() != nil {
+			return
+		}
+		r.log.Warn("outbox listener lost; falling back to polling until it reconnects", "err", err)
+		sleep(ctx, time.Second)
+	}
+}
+
+// Result summarises one batch.
+type Result struct {
+	Claimed   int // rows locked by this relay
+	Deferred  int // rows left for later: an earlier row of their aggregate is pending elsewhere or failed
+	Published int // rows confirmed and marked published
+	Failed    int // rows whose publish failed and were rescheduled
+}
+
+type row struct {
+	seq        int64
+	id         string
+	aggType    string
+	aggID      string
+	exchange   string
+	routingKey string
+	eventType  string
+	headers    []byte
+	body       []byte
+	occurredAt time.Time
+	attempts   int
+	pending    *fabric.Pending
+	span       trace.Span
+	err        error
+}
+
+// RelayOnce claims one batch, publishes it, waits for confirms and records
+// the outcome in one transaction. Rows are marked published only after
+// their confirm; unroutable, nacked or unconfirmed rows get an attempt, the
+// error and a later next_attempt_at.
+func (r *Relay) RelayOnce(ctx context.Context) (Result, error) {
+	var res Result
+	tx, err := r.pool.Begin(ctx)
+	if err != nil {
+		return res, fmt.Errorf("outbox relay: begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, "SELECT set_config('search_path', $1, true)", r.schema); err != nil {
+		return res, fmt.Errorf("outbox relay: %w", err)
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT seq, id::text, aggregate_type, aggregate_id, exchange, routing_key, event_type,
+		       headers::text, body, occurred_at, publication_attempts
+		FROM outbox_event
+		WHERE published_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= now())
+		ORDER BY seq
+		LIMIT $1
+		FOR UPDATE SKIP LOCKED`, r.opts.BatchSize)
+	if err != nil {
+		return res, fmt.Errorf("outbox relay: claim: %w", err)
+	}
+	var batch []*row
+	for rows.Next() {
+		rw := &row{}
+		var headers string
+		if err := rows.Scan(&rw.seq, &rw.id, &rw.aggType, &rw.aggID, &rw.exchange, &rw.routingKey, &rw.eventType,
+			&headers, &rw.body, &rw.occurredAt, &rw.attempts); err != nil {
+			rows.Close()
+			return res, fmt.Errorf("outbox relay: scan: %w", err)
+		}
+		rw.headers = []byte(headers)
+		batch = append(batch, rw)
+	}
+	if err := rows.Err(); err != nil {
+		return res, fmt.Errorf("outbox relay: claim: %w", err)
+	}
+	res.Claimed = len(batch)
+	if len(batch) == 0 {
+		return res, tx.Commit(ctx)
+	}
+	batch, err = r.dropBlocked(ctx, tx, batch)
+	if err != nil {
+		return res, err
+	}
+	res.Deferred = res.Claimed - len(batch)
+	if r.opts.Faults != nil {
+		r.opts.Faults.Hit("relay.after-claim")
+	}
+
+	// Publish the whole batch pipelined on the publisher's channel, which
+	// keeps their order; then wait for every confirm.
+	pctx, cancel := context.WithTimeout(ctx, r.opts.ConfirmTimeout)
+	defer cancel()
+	failedAgg := map[[2]string]bool{}
+	for _, rw := range batch {
+		rw.pending, rw.span, rw.err = r.send(pctx, rw)
+	}
+	for _, rw := range batch {
+		if rw.err == nil {
+			rw.err = rw.pending.Wait(pctx)
+		}
+		if rw.err != nil {
+			rw.span.SetStatus(codes.Error, rw.err.Error())
+		}
+		rw.span.End()
+		key := [2]string{rw.aggType, rw.aggID}
+		if rw.err == nil && failedAgg[key] {
+			// An earlier row of this aggregate failed: this one went out
+			// ahead of it. It stays confirmed (consumers dedupe by id);
+			// the earlier one follows on retry. Rare: needs a nack or
+			// return in the middle of an aggregate's run.
+			r.log.Warn("outbox: aggregate published out of order after a failure", "aggregate", key, "id", rw.id)
+		}
+		if rw.err != nil {
+			failedAgg[key] = true
+		}
+	}
+	if r.opts.Faults != nil {
+		r.opts.Faults.Hit("relay.after-confirm")
+	}
+
+	var published []int64
+	upd := &pgx.Batch{}
+	for _, rw := range batch {
+		if rw.err == nil {
+			published = append(published, rw.seq)
+			continue
+		}
+		res.Failed++
+		delay := r.retryDelay(rw.attempts + 1)
+		upd.Queue(`UPDATE outbox_event SET publication_attempts = publication_attempts + 1,
+			last_error = $2, next_attempt_at = now() + $3::interval WHERE seq = $1`,
+			rw.seq, truncate(rw.err.Error(), 2000), fmt.Sprintf("%d milliseconds", delay.Milliseconds()))
+	}
+	if len(published) > 0 {
+		upd.Queue(`UPDATE outbox_event SET published_at = now(), publication_attempts = publication_attempts + 1,
+			last_error = NULL, next_attempt_at = NULL WHERE seq = ANY($1)`, published)
+	}
+	// The outcome is recorded even if ctx was cancelled meanwhile: the
+	// confirms are real.
+	wctx := context.WithoutCancel(ctx)
+	if err := tx.SendBatch(wctx, upd).Close(); err != nil {
+		return res, fmt.Errorf("outbox relay: record outcome: %w", err)
+	}
+	if err := tx.Commit(wctx); err != nil {
+		return res, fmt.Errorf("outbox relay: commit: %w", err)
+	}
+	res.Published = len(published)
+	return res, nil
+}
+
+// dropBlocked keeps, for each aggregate, only the rows of this batch that
+// form an unbroken run from the aggregate's oldest pending row. A row is
+// dropped when an earlier pending row of its aggregate is not in the batch:
+// another relay holds it (SKIP LOCKED leaves gaps) or it waits for a retry.
+// Dropped rows are released untouched at commit.
+func (r *Relay) dropBlocked(ctx context.Context, tx pgx.Tx, batch []*row) ([]*row, error) {
+	type agg = [2]string
+	mine := map[agg][]int64{}
+	var order []agg
+	for _, rw := range batch {
+		k := agg{rw.aggType, rw.aggID}
+		if _, ok := mine[k]; !ok {
+			order = append(order, k)
+		}
+		mine[k] = append(mine[k], rw.seq)
+	}
+	// One probe per aggregate, sent as a single batch.
+	b := &pgx.Batch{}
+	for _, k := range order {
+		seqs := mine[k]
+		b.Queue(`SELECT coalesce(array_agg(seq ORDER BY seq), '{}') FROM outbox_event
+			WHERE aggregate_type = $1 AND aggregate_id = $2 AND published_at IS NULL AND seq <= $3`,
+			k[0], k[1], seqs[len(seqs)-1])
+	}
+	br := tx.SendBatch(ctx, b)
+	allowed := map[int64]bool{}
+	for _, k := range order {
+		var pending []int64
+		if err := br.QueryRow().Scan(&pending); err != nil {
+			br.Close()
+			return nil, fmt.Errorf("outbox relay: ordering check: %w", err)
+		}
+		// Both lists are in seq order; walk them together until they differ.
+		seqs := mine[k]
+		for i := 0; i < len(seqs) && i < len(pending) && seqs[i] == pending[i]; i++ {
+			allowed[seqs[i]] = true
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("outbox relay: ordering check: %w", err)
+	}
+	out := batch[:0]
+	for _, rw := range batch {
+		if allowed[rw.seq] {
+			out = append(out, rw)
+		}
+	}
+	return out, nil
+}
+
+// send publishes one row inside a producer span that continues the trace
+// of the transaction that enqueued it; the caller ends the span.
+func (r *Relay) send(ctx context.Context, rw *row) (*fabric.Pending, trace.Span, error) {
+	headers := amqp.Table{}
+	var stored map[string]string
+	if err := json.Unmarshal(rw.headers, &stored); err != nil {
+		return nil, noop.Span{}, fmt.Errorf("outbox row %s: headers: %w", rw.id, err)
+	}
+	for k, v := range stored {
+		headers[k] = v
+	}
+	pctx := telemetry.Propagator().Extract(ctx, telemetry.HeaderCarrier(headers))
+	pctx, span := r.tracer.Start(pctx, "publish "+rw.eventType, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String("messaging.system", "rabbitmq"),
+			attribute.String("messaging.destination.name", rw.exchange),
+			attribute.String("messaging.message.id", rw.id)))
+	delete(headers, "traceparent")
+	delete(headers, "tracestate")
+	pd, err := r.pub.Send(pctx, fabric.Message{
+		Exchange: rw.exchange, RoutingKey: rw.routingKey, Body: rw.body, MessageID: rw.id,
+		CorrelationID: stored["x-correlation-id"], Type: rw.eventType, Headers: headers, Timestamp: rw.occurredAt,
+	})
+	return pd, span, err
+}
+
+func (r *Relay) retryDelay(attempt int) time.Duration {
+	d := 100 * time.Millisecond << min(attempt, 16)
+	d = min(d, r.opts.MaxBackoff)
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+// DeletePublished deletes rows published before now-age, in batches of
+// RetentionBatch so no single statement holds locks for long. It returns
+// the number of rows deleted.
+func (r *Relay) DeletePublished(ctx context.Context, age time.Duration) (int64, error) {
+	var total int64
+	for {
+		tag, err := r.pool.Exec(ctx, fmt.Sprintf(`DELETE FROM %s WHERE seq IN (
+			SELECT seq FROM %s WHERE published_at IS NOT NULL AND published_at < now() - $1::interval
+			ORDER BY published_at LIMIT $2)`, r.table(), r.table()),
+			fmt.Sprintf("%d milliseconds", age.Milliseconds()), r.opts.RetentionBatch)
+		if err != nil {
+			return total, fmt.Errorf("outbox retention: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < int64(r.opts.RetentionBatch) || ctx.Err() != nil {
+			return total, nil
+		}
+	}
+}
+
+// Pending returns how many rows wait to be published.
+func (r *Relay) Pending(ctx context.Context) (int64, error) {
+	var n int64
+	err := r.pool.QueryRow(ctx, "SELECT count(*) FROM "+r.table()+" WHERE published_at IS NULL").Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("outbox pending: %w", err)
+	}
+	return n, nil
+}
+
+func (r *Relay) table() string { return pgx.Identifier{r.schema, "outbox_event"}.Sanitize() }
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+var _ Sender = (*fabric.Publisher)(nil)
