@@ -52,6 +52,13 @@ bench: infra
 fabricctl:
 	$(GO) build -o bin/fabricctl ./pkg/fabric/cmd/fabricctl
 
+# A local-development token: make token TENANT=org-a SUB=citizen-1 ROLES=citizen
+TENANT ?= org-demo
+SUB ?= citizen-demo
+ROLES ?= citizen
+token: fabricctl
+	@bin/fabricctl token --tenant $(TENANT) --sub $(SUB) --roles $(ROLES)
+
 up: infra fabricctl
 	bin/fabricctl topology apply
 	@echo "platform topology applied on $(AMQP_URL)"

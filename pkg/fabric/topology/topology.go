@@ -133,8 +133,9 @@ func PlatformExchanges() []Exchange {
 	}
 }
 
-// Platform returns the platform's initial topology: the four exchanges and
-// the six initial consumer queues with default retry tiers.
+// Platform returns the platform's topology: the four exchanges, the six
+// initial consumer queues of ARCHITECTURE.md §3 and the request service's
+// workflow-events queue, all with default retry tiers.
 func Platform() Description {
 	ev := func(key string) []Binding { return []Binding{{Exchange: EventsExchange, Key: key}} }
 	return Description{
@@ -146,6 +147,9 @@ func Platform() Description {
 			{Queue: "datalake.request-events", Service: "datalake-ingestion", Bindings: ev("request.#")},
 			{Queue: "document.processing", Service: "document-worker", Bindings: ev("document.uploaded.v1")},
 			{Queue: "ai.knowledge-builder", Service: "ai-builder", Bindings: []Binding{{Exchange: CommandsExchange, Key: "ai.knowledge.index.v1"}}},
+			// The request service keeps the status a citizen sees current.
+			{Queue: "request.workflow-events", Service: "request", Bindings: []Binding{
+				{Exchange: EventsExchange, Key: "workflow.#"}, {Exchange: EventsExchange, Key: "task.#"}}},
 		},
 	}
 }

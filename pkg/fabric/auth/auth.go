@@ -1,0 +1,152 @@
+// Package auth verifies the platform's bearer tokens (JWT with claims sub,
+// tenant_id, roles) against a JWKS with pinned algorithms, and mints
+// local-development tokens.
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lestrrat-go/jwx/v3/jwk"
+	"github.com/lestrrat-go/jwx/v3/jwt"
+
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/problem"
+)
+
+// Roles.
+const (
+	RoleCitizen   = "citizen"
+	RoleAttendant = "attendant"
+	RoleOperator  = "operator"
+)
+
+// Audience is the platform API audience every token must carry.
+const Audience = "agora-api"
+
+// Claims are what a verified token says about its bearer.
+type Claims struct {
+	Subject  string
+	TenantID string
+	Roles    []string
+}
+
+// Has reports whether the bearer has role.
+func (c Claims) Has(role string) bool { return slices.Contains(c.Roles, role) }
+
+// Errors from Verify.
+var (
+	ErrNoToken      = errors.New("no bearer token")
+	ErrInvalidToken = errors.New("invalid token")
+)
+
+// Verifier checks tokens. It is safe for concurrent use.
+type Verifier struct {
+	keys   jwk.Set
+	issuer string
+}
+
+// LoadKeys reads a JWKS from a file path or an http(s) URL. Every key must
+// name its algorithm ("alg"): the token header is never trusted to choose.
+func LoadKeys(ctx context.Context, src string) (jwk.Set, error) {
+	var set jwk.Set
+	var err error
+	if strings.HasPrefix(src, "http://") || strings.HasPrefix(src, "https://") {
+		set, err = jwk.Fetch(ctx, src)
+	} else {
+		set, err = jwk.ReadFile(src)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("auth: load JWKS %s: %w", src, err)
+	}
+	for i := 0; i < set.Len(); i++ {
+		k, _ := set.Key(i)
+		if _, ok := k.Algorithm(); !ok {
+			return nil, fmt.Errorf("auth: JWKS %s: key %d has no \"alg\"", src, i)
+		}
+	}
+	return set, nil
+}
+
+// NewVerifier verifies tokens signed by keys and issued by issuer for the
+// platform audience.
+func NewVerifier(keys jwk.Set, issuer string) *Verifier {
+	return &Verifier{keys: keys, issuer: issuer}
+}
+
+// Verify parses and validates a compact JWT: signature (algorithm from the
+// key), issuer, audience, expiry (1 min skew) and the platform claims.
+func (v *Verifier) Verify(token string) (Claims, error) {
+	tok, err := jwt.Parse([]byte(token), jwt.WithKeySet(v.keys), jwt.WithValidate(true),
+		jwt.WithIssuer(v.issuer), jwt.WithAudience(Audience), jwt.WithAcceptableSkew(time.Minute))
+	if err != nil {
+		return Claims{}, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+	}
+	if _, ok := tok.Expiration(); !ok {
+		return Claims{}, fmt.Errorf("%w: no exp", ErrInvalidToken)
+	}
+	var c Claims
+	c.Subject, _ = tok.Subject()
+	if err := tok.Get("tenant_id", &c.TenantID); err != nil {
+		return Claims{}, fmt.Errorf("%w: tenant_id: %v", ErrInvalidToken, err)
+	}
+	var roles []any
+	if err := tok.Get("roles", &roles); err != nil {
+		return Claims{}, fmt.Errorf("%w: roles: %v", ErrInvalidToken, err)
+	}
+	for _, r := range roles {
+		if s, ok := r.(string); ok {
+			c.Roles = append(c.Roles, s)
+		}
+	}
+	if c.Subject == "" || !envelope.ValidTenant(c.TenantID) || len(c.Roles) == 0 {
+		return Claims{}, fmt.Errorf("%w: sub, a valid tenant_id and roles are required", ErrInvalidToken)
+	}
+	return c, nil
+}
+
+type ctxKey struct{}
+
+// WithClaims returns ctx carrying c.
+func WithClaims(ctx context.Context, c Claims) context.Context {
+	return context.WithValue(ctx, ctxKey{}, c)
+}
+
+// FromContext returns the verified claims of the request.
+func FromContext(ctx context.Context) (Claims, bool) {
+	c, ok := ctx.Value(ctxKey{}).(Claims)
+	return c, ok
+}
+
+// Require returns middleware that admits requests with a valid bearer token
+// holding at least one of roles (any role when none are given). Failures
+// answer 401 or 403 with a problem body.
+func (v *Verifier) Require(roles ...string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h := r.Header.Get("Authorization")
+			token, ok := strings.CutPrefix(h, "Bearer ")
+			if !ok || token == "" {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="agora"`)
+				problem.Error(w, r, http.StatusUnauthorized, "a bearer token is required")
+				return
+			}
+			c, err := v.Verify(token)
+			if err != nil {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="agora", error="invalid_token"`)
+				problem.Error(w, r, http.StatusUnauthorized, err.Error())
+				return
+			}
+			if len(roles) > 0 && !slices.ContainsFunc(roles, c.Has) {
+				problem.Error(w, r, http.StatusForbidden, fmt.Sprintf("requires one of the roles %v", roles))
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(WithClaims(r.Context(), c)))
+		})
+	}
+}

@@ -1,0 +1,85 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestVerify(t *testing.T) {
+	dev, err := LoadOrCreateDevKeys(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := LoadOrCreateDevKeys(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := LoadKeys(context.Background(), dev.JWKSPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := NewVerifier(keys, DevIssuer)
+	good := Claims{Subject: "citizen-1", TenantID: "org-a", Roles: []string{RoleCitizen}}
+	mint := func(d *DevKeys, c Claims, ttl time.Duration) string {
+		tok, err := d.Mint(c, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	valid := mint(dev, good, time.Hour)
+	parts := strings.Split(valid, ".")
+	noneAlg := "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0." + parts[1] + "."
+	tests := []struct {
+		name  string
+		token string
+		ok    bool
+	}{
+		{"valid", valid, true},
+		{"expired", mint(dev, good, -2*time.Minute), false},
+		{"signed by another key", mint(other, good, time.Hour), false},
+		{"alg none", noneAlg, false},
+		{"tampered payload", parts[0] + "." + parts[1] + "x." + parts[2], false},
+		{"bad tenant", mint(dev, Claims{Subject: "s", TenantID: "Org A", Roles: []string{RoleCitizen}}, time.Hour), false},
+		{"no roles", mint(dev, Claims{Subject: "s", TenantID: "org-a"}, time.Hour), false},
+		{"garbage", "abc", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := v.Verify(tt.token)
+			if tt.ok && (err != nil || c.TenantID != "org-a" || c.Subject != "citizen-1" || !c.Has(RoleCitizen)) {
+				t.Fatalf("Verify = %+v, %v; want ok", c, err)
+			}
+			if !tt.ok && !errors.Is(err, ErrInvalidToken) {
+				t.Fatalf("Verify = %+v, %v; want ErrInvalidToken", c, err)
+			}
+		})
+	}
+	if _, err := NewVerifier(keys, "someone-else").Verify(valid); err == nil {
+		t.Error("Verify with another issuer = nil error")
+	}
+
+	h := v.Require(RoleAttendant)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for _, c := range []struct {
+		auth string
+		want int
+	}{{"", 401}, {"Bearer " + valid, 403}, {"Bearer " + mint(dev, Claims{Subject: "a", TenantID: "org-a", Roles: []string{RoleAttendant}}, time.Hour), 200}} {
+		rr := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/x", nil)
+		if c.auth != "" {
+			req.Header.Set("Authorization", c.auth)
+		}
+		h.ServeHTTP(rr, req)
+		if rr.Code != c.want {
+			t.Errorf("Require(attendant) with %.20q = %d, want %d", c.auth, rr.Code, c.want)
+		}
+		if rr.Code != 200 && rr.Header().Get("Content-Type") != "application/problem+json" {
+			t.Errorf("error response content type = %q", rr.Header().Get("Content-Type"))
+		}
+	}
+}

@@ -1,0 +1,421 @@
+// Package host runs a platform service: it reads the shared configuration,
+// opens the database (own schema, migrated) and the supervised broker
+// connection (own topology, redeclared on reconnect), wires tracing and
+// metrics, serves /healthz, /readyz and /metrics beside the service's
+// routes, runs its consumers and outbox relay, and shuts all of it down in
+// order: HTTP first, then consumers (in-flight messages finish), then the
+// relay, then connections.
+package host
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
+	"github.com/agora-platform/agora/pkg/fabric/inbox"
+	"github.com/agora-platform/agora/pkg/fabric/migrations"
+	"github.com/agora-platform/agora/pkg/fabric/outbox"
+	"github.com/agora-platform/agora/pkg/fabric/registry"
+	"github.com/agora-platform/agora/pkg/fabric/telemetry"
+	"github.com/agora-platform/agora/pkg/fabric/topology"
+)
+
+// Config is the environment every service reads (ARCHITECTURE.md §6).
+type Config struct {
+	Service      string // e.g. "request"
+	Schema       string // its Postgres schema, e.g. "document_worker"
+	AMQPURL      string
+	AMQPCAFile   string // AMQP_CA_FILE: CA for amqps:// (optional)
+	AMQPCertFile string // AMQP_CERT_FILE / AMQP_KEY_FILE: client certificate (optional)
+	AMQPKeyFile  string
+	DatabaseURL  string
+	S3Endpoint   string
+	S3AccessKey  string
+	S3SecretKey  string
+	HTTPAddr     string
+	OTLPEndpoint string // traces off when empty (unless TracesFile is set)
+	TracesFile   string // OTEL_TRACES_FILE: spans as JSON lines, for tests and local runs
+	JWTIssuer    string
+	JWTKeys      string // JWKS file or URL
+	LogLevel     slog.Level
+}
+
+// ConfigFrom reads the environment through getenv. defaultAddr is the
+// service's port from the architecture (":8081").
+func ConfigFrom(service, defaultAddr string, getenv func(string) string) (Config, error) {
+	get := func(k, def string) string {
+		if v := getenv(k); v != "" {
+			return v
+		}
+		return def
+	}
+	c := Config{
+		Service:      service,
+		Schema:       strings.ReplaceAll(service, "-", "_"),
+		AMQPURL:      get("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"),
+		AMQPCAFile:   getenv("AMQP_CA_FILE"),
+		AMQPCertFile: getenv("AMQP_CERT_FILE"),
+		AMQPKeyFile:  getenv("AMQP_KEY_FILE"),
+		DatabaseURL:  get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
+		S3Endpoint:   get("S3_ENDPOINT", "127.0.0.1:9000"),
+		S3AccessKey:  get("S3_ACCESS_KEY", "agora-dev"),        // local-development default
+		S3SecretKey:  get("S3_SECRET_KEY", "agora-dev-secret"), // local-development default
+		HTTPAddr:     get("HTTP_ADDR", defaultAddr),
+		OTLPEndpoint: getenv("OTEL_EXPORTER_OTLP_ENDPOINT"),
+		TracesFile:   getenv("OTEL_TRACES_FILE"),
+		JWTIssuer:    get("JWT_ISSUER", auth.DevIssuer),
+		JWTKeys:      getenv("JWT_KEYS"),
+	}
+	if s := getenv("DATABASE_SCHEMA"); s != "" {
+		c.Schema = s
+	}
+	if lvl := getenv("LOG_LEVEL"); lvl != "" {
+		if err := c.LogLevel.UnmarshalText([]byte(lvl)); err != nil {
+			return c, fmt.Errorf("LOG_LEVEL: %w", err)
+		}
+	}
+	if (c.AMQPCertFile == "") != (c.AMQPKeyFile == "") {
+		return c, errors.New("AMQP_CERT_FILE and AMQP_KEY_FILE go together")
+	}
+	return c, nil
+}
+
+// Options describe what a service needs from the host.
+type Options struct {
+	// Consumers are the service's own queues (from topology.Platform());
+	// they are declared with the platform exchanges on every connect.
+	Consumers []topology.Consumer
+	// Migrations are the service's goose migrations (applied after the
+	// fabric's, tracked in <schema>.service_migrations).
+	Migrations fs.FS
+	// NeedsAuth loads the JWT verifier (JWT_KEYS is then required).
+	NeedsAuth bool
+	// Relay runs the outbox relay for the service's schema.
+	Relay bool
+}
+
+// Host holds a service's connections and runs its workers.
+type Host struct {
+	Cfg      Config
+	Log      *slog.Logger
+	Pool     *pgxpool.Pool
+	Conn     *broker.Conn
+	Reg      *registry.Registry
+	Pub      *fabric.Publisher
+	Outbox   *outbox.Outbox
+	Metrics  *telemetry.Metrics
+	Tracer   trace.TracerProvider
+	Verifier *auth.Verifier
+
+	opts       Options
+	meter      *sdkmetric.MeterProvider
+	metricsH   http.Handler
+	shutdownTP func(context.Context) error
+	consumers  []*fabric.Consumer
+	relay      *outbox.Relay
+}
+
+// New connects everything. It returns an error naming the dependency that
+// failed; ctx bounds the start-up (the broker is retried until then).
+func New(ctx context.Context, cfg Config, opts Options, logOut io.Writer) (*Host, error) {
+	h := &Host{Cfg: cfg, opts: opts,
+		Log: slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: cfg.LogLevel})).With("service", cfg.Service)}
+	var err error
+	fail := func(format string, a ...any) (*Host, error) {
+		h.close(context.Background())
+		return nil, fmt.Errorf(format, a...)
+	}
+	if h.Reg, err = registry.Default(); err != nil {
+		return fail("%w", err)
+	}
+	if err := h.initTelemetry(ctx); err != nil {
+		return fail("telemetry: %w", err)
+	}
+	if err := h.initDatabase(ctx); err != nil {
+		return fail("database: %w", err)
+	}
+	if err := h.initBroker(ctx); err != nil {
+		return fail("broker: %w", err)
+	}
+	h.Outbox = outbox.New(h.Reg)
+	if opts.Relay {
+		h.relay = outbox.NewRelay(h.Pool, cfg.Schema, h.Pub, outbox.RelayOptions{Tracer: h.Tracer, Logger: h.Log})
+	}
+	if opts.NeedsAuth {
+		if cfg.JWTKeys == "" {
+			return fail("JWT_KEYS is required (a JWKS file or URL; `make token` creates a local one)")
+		}
+		keys, err := auth.LoadKeys(ctx, cfg.JWTKeys)
+		if err != nil {
+			return fail("%w", err)
+		}
+		h.Verifier = auth.NewVerifier(keys, cfg.JWTIssuer)
+	}
+	return h, nil
+}
+
+func (h *Host) initTelemetry(ctx context.Context) error {
+	mp, handler, err := telemetry.Prometheus()
+	if err != nil {
+		return err
+	}
+	h.meter, h.metricsH = mp, handler
+	if h.Metrics, err = telemetry.NewMetrics(mp); err != nil {
+		return err
+	}
+	res := resource.NewSchemaless(semconv.ServiceName(h.Cfg.Service))
+	var exporter sdktrace.SpanExporter
+	switch {
+	case h.Cfg.TracesFile != "":
+		f, err := os.OpenFile(h.Cfg.TracesFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return fmt.Errorf("OTEL_TRACES_FILE: %w", err)
+		}
+		exporter, err = stdouttrace.New(stdouttrace.WithWriter(f))
+		if err != nil {
+			return err
+		}
+	case h.Cfg.OTLPEndpoint != "":
+		exporter, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(h.Cfg.OTLPEndpoint))
+		if err != nil {
+			return fmt.Errorf("OTLP exporter: %w", err)
+		}
+	}
+	if exporter == nil {
+		h.Tracer = noop.NewTracerProvider()
+		h.shutdownTP = func(context.Context) error { return nil }
+		return nil
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter, sdktrace.WithBatchTimeout(200*time.Millisecond)), sdktrace.WithResource(res))
+	h.Tracer, h.shutdownTP = tp, tp.Shutdown
+	return nil
+}
+
+func (h *Host) initDatabase(ctx context.Context) error {
+	pc, err := pgxpool.ParseConfig(h.Cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	pc.ConnConfig.RuntimeParams["search_path"] = h.Cfg.Schema
+	pc.ConnConfig.RuntimeParams["application_name"] = h.Cfg.Service
+	if h.Pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
+		return err
+	}
+	if err := h.Pool.Ping(ctx); err != nil {
+		return fmt.Errorf("ping %s: %w", pc.ConnConfig.Host, err)
+	}
+	var exists bool
+	if err := h.Pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", h.Cfg.Schema).Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		// Local runs create their schema; provisioned roles already own one.
+		if err := migrations.CreateSchema(ctx, h.Pool, h.Cfg.Schema); err != nil {
+			return fmt.Errorf("schema %s is missing and cannot be created: %w", h.Cfg.Schema, err)
+		}
+	}
+	if err := migrations.Apply(ctx, h.Pool, h.Cfg.Schema); err != nil {
+		return err
+	}
+	if h.opts.Migrations != nil {
+		if err := migrations.ApplyFS(ctx, h.Pool, h.Cfg.Schema, "service_migrations", h.opts.Migrations); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (h *Host) initBroker(ctx context.Context) error {
+	var tlsCfg *tls.Config
+	if h.Cfg.AMQPCAFile != "" || h.Cfg.AMQPCertFile != "" {
+		var err error
+		if tlsCfg, err = broker.TLSConfig(h.Cfg.AMQPCAFile, h.Cfg.AMQPCertFile, h.Cfg.AMQPKeyFile); err != nil {
+			return err
+		}
+	}
+	desc := topology.Description{Exchanges: topology.PlatformExchanges(), Consumers: h.opts.Consumers}
+	declare := func(ctx context.Context, c *amqp.Connection) error {
+		if err := topology.Apply(ctx, c, desc); err != nil {
+			var conflict *topology.ConflictError
+			if errors.As(err, &conflict) {
+				return &broker.FatalError{Err: err}
+			}
+			return err
+		}
+		return nil
+	}
+	dctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	var err error
+	if h.Conn, err = broker.Dial(dctx, h.Cfg.AMQPURL, broker.Options{Name: h.Cfg.Service, TLS: tlsCfg, Logger: h.Log}, declare); err != nil {
+		return err
+	}
+	h.Pub, err = fabric.NewPublisher(h.Conn, h.Reg, fabric.PublisherOptions{Tracer: h.Tracer, Metrics: h.Metrics, Logger: h.Log})
+	return err
+}
+
+// Consumer returns the service's topology entry for queue.
+func (h *Host) Consumer(queue string) (topology.Consumer, error) {
+	for _, c := range h.opts.Consumers {
+		if c.Queue == queue {
+			return c, nil
+		}
+	}
+	return topology.Consumer{}, fmt.Errorf("host: %s is not one of this service's queues", queue)
+}
+
+// Consume registers a consumer of queue; it runs from Serve. Handlers that
+// change the database should come from Inbox(queue).Handler.
+func (h *Host) Consume(queue string, handler fabric.Handler, opts fabric.ConsumerOptions) error {
+	spec, err := h.Consumer(queue)
+	if err != nil {
+		return err
+	}
+	opts.Tracer, opts.Metrics, opts.Logger = h.Tracer, h.Metrics, h.Log
+	c, err := fabric.NewConsumer(h.Conn, h.Pub, h.Reg, spec, handler, opts)
+	if err != nil {
+		return err
+	}
+	h.consumers = append(h.consumers, c)
+	return nil
+}
+
+// Inbox returns the inbox of queue in the service's schema.
+func (h *Host) Inbox(queue string) *inbox.Inbox {
+	return inbox.New(h.Pool, h.Cfg.Schema, queue, inbox.Options{Metrics: h.Metrics, Logger: h.Log})
+}
+
+// Serve listens on HTTPAddr with routes plus /healthz, /readyz and /metrics,
+// runs the consumers and relay, and blocks until ctx ends; then it shuts
+// down in order and returns nil, or the first fatal error. ready, if set, is
+// called with the bound address once listening (tests use ":0").
+func (h *Host) Serve(ctx context.Context, routes http.Handler, ready func(addr string)) error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "service": h.Cfg.Service})
+	})
+	mux.HandleFunc("GET /readyz", h.handleReady)
+	mux.Handle("GET /metrics", h.metricsH)
+	if routes != nil {
+		mux.Handle("/", routes)
+	}
+	ln, err := net.Listen("tcp", h.Cfg.HTTPAddr)
+	if err != nil {
+		h.close(context.Background())
+		return fmt.Errorf("listen %s: %w", h.Cfg.HTTPAddr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	errs := make(chan error, len(h.consumers)+2)
+	var consumersWG, relayWG sync.WaitGroup
+	for _, c := range h.consumers {
+		consumersWG.Add(1)
+		go func() {
+			defer consumersWG.Done()
+			if err := c.Run(workCtx); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRelay()
+	if h.relay != nil {
+		relayWG.Add(1)
+		go func() {
+			defer relayWG.Done()
+			if err := h.relay.Run(relayCtx); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs <- err
+		}
+	}()
+	h.Log.Info("service started", "addr", ln.Addr().String(), "consumers", len(h.consumers), "relay", h.relay != nil)
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errs:
+		h.Log.Error("service failing", "err", runErr)
+	}
+	h.Log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx) // in-flight requests finish; their outbox rows are committed
+	stopWork()
+	consumersWG.Wait() // in-flight messages finish and are acked, or go back to the queue
+	stopRelay()
+	relayWG.Wait()
+	h.close(sctx)
+	h.Log.Info("stopped")
+	return runErr
+}
+
+func (h *Host) handleReady(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	checks := map[string]string{"database": "ok", "broker": "ok"}
+	status := http.StatusOK
+	if err := h.Pool.Ping(ctx); err != nil {
+		checks["database"], status = err.Error(), http.StatusServiceUnavailable
+	}
+	if _, err := h.Conn.Connection(ctx); err != nil {
+		checks["broker"], status = err.Error(), http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, checks)
+}
+
+func (h *Host) close(ctx context.Context) {
+	if h.Pub != nil {
+		h.Pub.Close()
+	}
+	if h.Conn != nil {
+		h.Conn.Close()
+	}
+	if h.Pool != nil {
+		h.Pool.Close()
+	}
+	if h.shutdownTP != nil {
+		_ = h.shutdownTP(ctx)
+	}
+	if h.meter != nil {
+		_ = h.meter.Shutdown(ctx)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
