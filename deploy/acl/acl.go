@@ -1,0 +1,280 @@
+// Package acl computes the platform's least-privilege broker permissions: one
+// RabbitMQ user per service, with configure/write/read regexes and topic
+// permissions derived from the fabric topology (who consumes which queue) and
+// the message catalogue (which exchange and routing key each published type
+// travels on). It is the one declarative source behind
+// deploy/rabbitmq/definitions.json, the Helm chart's broker secret and the ACL
+// matrix test.
+//
+// What each AMQP 0-9-1 operation checks (RabbitMQ access-control guide):
+//
+//	exchange.declare / exchange.delete   configure on the exchange
+//	queue.declare / queue.delete         configure on the queue
+//	queue.declare of a NEW queue w/ DLX  + write on the DLX, read on the queue
+//	queue.bind / queue.unbind            write on the queue, read on the exchange
+//	                                     (+ topic read on the binding key, topic exchanges)
+//	basic.publish                        write on the exchange ("" is checked as
+//	                                     "amq.default"; + topic write on the
+//	                                     routing key, topic exchanges)
+//	basic.consume / basic.get / purge    read on the queue
+//
+// Permission regexes are unanchored in RabbitMQ, so every regex built here is
+// `^(a|b|c)$` over regex-quoted names.
+package acl
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/registry"
+	"github.com/agora-platform/agora/pkg/fabric/topology"
+)
+
+// Vhost is the platform's virtual host.
+const Vhost = "agora"
+
+// DefaultExchange is the name RabbitMQ checks permissions against when a
+// client publishes to the default exchange "".
+const DefaultExchange = "amq.default"
+
+// Service is one platform service's messaging footprint that the topology
+// cannot tell: the message types it publishes. What it consumes comes from
+// the topology's consumers whose Service is Name.
+type Service struct {
+	// Name is the service (and broker user) name, e.g. "document-worker".
+	Name string
+	// Publishes lists the message types the service publishes; the exchange
+	// and routing key of each come from the catalogue via fabric.Route.
+	Publishes []string
+}
+
+// PlatformServices returns the seven services and what they publish.
+// Catalogue types owned by a service but not listed here (commands and jobs
+// not implemented yet) are deliberately not granted: add them here when a
+// service starts publishing them.
+func PlatformServices() []Service {
+	return []Service{
+		{Name: "request", Publishes: []string{"request.submitted.v1", "request.status-changed.v1", "document.uploaded.v1"}},
+		{Name: "workflow", Publishes: []string{"workflow.process-started.v1", "workflow.task-completed.v1", "workflow.process-completed.v1", "task.sla-breached.v1"}},
+		{Name: "communication", Publishes: []string{"communication.notification-sent.v1"}},
+		{Name: "document-worker", Publishes: []string{"document.processed.v1", "ai.knowledge.index.v1"}},
+		{Name: "ai-builder", Publishes: []string{"ai.knowledge-indexed.v1"}},
+		{Name: "datalake-ingestion"},
+		{Name: "analytics"},
+	}
+}
+
+// RequestWorkflowEvents is the request service's queue for workflow and task
+// events. PlatformTopology adds it when topology.Platform does not list it.
+var RequestWorkflowEvents = topology.Consumer{
+	Queue:   "request.workflow-events",
+	Service: "request",
+	Bindings: []topology.Binding{
+		{Exchange: topology.EventsExchange, Key: "workflow.#"},
+		{Exchange: topology.EventsExchange, Key: "task.#"},
+	},
+}
+
+// PlatformTopology returns topology.Platform() plus the consumers the
+// deployment knows of that the fabric does not declare yet.
+func PlatformTopology() topology.Description {
+	d := topology.Platform()
+	if _, ok := d.Consumer(RequestWorkflowEvents.Queue); !ok {
+		d.Consumers = append(d.Consumers, RequestWorkflowEvents)
+	}
+	return d
+}
+
+// Grant is what one service may do on the broker, as sets of names. The
+// regexes are derived from it; tests use the sets as the expected policy.
+type Grant struct {
+	Service string
+	// Consumers are the topology consumers the service owns.
+	Consumers []topology.Consumer
+	// Queues are every queue the service owns: Q, Q.retry.<n>, Q.dlq.
+	Queues []string
+	// ConfigureExchanges may be (re)declared (and, as RabbitMQ cannot
+	// tell declare from delete, deleted).
+	ConfigureExchanges []string
+	// WriteExchanges may be published to; "amq.default" is the default exchange.
+	WriteExchanges []string
+	// ReadExchanges may be bound from.
+	ReadExchanges []string
+	// PublishKeys are the routing keys per exchange the service publishes with.
+	PublishKeys map[string][]string
+	// BindKeys are the binding keys per exchange the service binds with.
+	BindKeys map[string][]string
+}
+
+// Consumes reports whether the service owns at least one queue.
+func (g Grant) Consumes() bool { return len(g.Consumers) > 0 }
+
+// Permissions are the three vhost permission regexes.
+type Permissions struct {
+	Configure, Write, Read string
+}
+
+// TopicPermission restricts routing keys on one topic exchange.
+type TopicPermission struct {
+	Exchange    string
+	Write, Read string
+}
+
+// Permissions returns the anchored regexes for g.
+func (g Grant) Permissions() Permissions {
+	return Permissions{
+		Configure: Anchored(append(slices.Clone(g.Queues), g.ConfigureExchanges...)),
+		Write:     Anchored(append(slices.Clone(g.Queues), g.WriteExchanges...)),
+		Read:      Anchored(append(slices.Clone(g.Queues), g.ReadExchanges...)),
+	}
+}
+
+// TopicPermissions returns g's routing-key restrictions. Only
+// platform.events is a topic exchange; every user gets an entry for it,
+// because without one RabbitMQ allows every key.
+func (g Grant) TopicPermissions() []TopicPermission {
+	return []TopicPermission{{
+		Exchange: topology.EventsExchange,
+		Write:    anchoredKeys(g.PublishKeys[topology.EventsExchange]),
+		Read:     anchoredKeys(g.BindKeys[topology.EventsExchange]),
+	}}
+}
+
+// Anchored returns `^(n1|n2|…)$` over the sorted, de-duplicated, regex-quoted
+// names, or `^$` (RabbitMQ's "nothing") when names is empty. RabbitMQ checks
+// the default exchange "" as "amq.default", so `^$` never matches a real
+// resource.
+func Anchored(names []string) string {
+	set := uniq(names)
+	if len(set) == 0 {
+		return "^$"
+	}
+	quoted := make([]string, len(set))
+	for i, n := range set {
+		quoted[i] = regexp.QuoteMeta(n)
+	}
+	return "^(" + strings.Join(quoted, "|") + ")$"
+}
+
+// anchoredKeys is Anchored for routing keys, where the empty key is real: a
+// publish with key "" must not pass, so the empty set is a regex that
+// matches nothing at all: an empty character class, which both RabbitMQ's
+// PCRE and Go's RE2 (the tests) accept.
+func anchoredKeys(keys []string) string {
+	if len(uniq(keys)) == 0 {
+		return `^[^\s\S]$`
+	}
+	return Anchored(keys)
+}
+
+func uniq(in []string) []string {
+	out := slices.Clone(in)
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// Policy is the platform's broker access: the topology it was computed from
+// and one grant per service, in service order.
+type Policy struct {
+	Topology topology.Description
+	Grants   []Grant
+}
+
+// Grant returns the grant of service.
+func (p Policy) Grant(service string) (Grant, bool) {
+	for _, g := range p.Grants {
+		if g.Service == service {
+			return g, true
+		}
+	}
+	return Grant{}, false
+}
+
+// ErrPolicy is wrapped by every error Build returns.
+var ErrPolicy = errors.New("acl: inconsistent policy inputs")
+
+// Build computes the grants of services over topo, routing published types
+// through reg. It fails when a published type is not in the catalogue, when a
+// topology consumer belongs to no listed service, or when a service is listed
+// twice.
+func Build(topo topology.Description, reg *registry.Registry, services []Service) (Policy, error) {
+	if err := topo.Validate(); err != nil {
+		return Policy{}, fmt.Errorf("acl: %w", err)
+	}
+	p := Policy{Topology: topo}
+	index := map[string]int{}
+	for _, s := range services {
+		if _, dup := index[s.Name]; dup {
+			return Policy{}, fmt.Errorf("%w: service %q listed twice", ErrPolicy, s.Name)
+		}
+		index[s.Name] = len(p.Grants)
+		g := Grant{
+			Service:     s.Name,
+			PublishKeys: map[string][]string{},
+			BindKeys:    map[string][]string{},
+		}
+		for _, e := range topo.Exchanges {
+			g.ConfigureExchanges = append(g.ConfigureExchanges, e.Name)
+		}
+		for _, typ := range s.Publishes {
+			def, ok := reg.Lookup(typ)
+			if !ok {
+				return Policy{}, fmt.Errorf("%w: %s publishes %q, which is not in the catalogue", ErrPolicy, s.Name, typ)
+			}
+			ex, key := fabric.Route(def)
+			g.WriteExchanges = append(g.WriteExchanges, ex)
+			g.PublishKeys[ex] = append(g.PublishKeys[ex], key)
+		}
+		p.Grants = append(p.Grants, g)
+	}
+	for _, c := range topo.Consumers {
+		i, ok := index[c.Service]
+		if !ok {
+			return Policy{}, fmt.Errorf("%w: queue %q belongs to service %q, which is not listed", ErrPolicy, c.Queue, c.Service)
+		}
+		g := &p.Grants[i]
+		g.Consumers = append(g.Consumers, c)
+		for _, q := range c.Queues() {
+			g.Queues = append(g.Queues, q.Name)
+		}
+		// Retries go to the consumer's own Q.retry.<n> through the default
+		// exchange, dead letters to platform.dead-letter with key Q; declaring
+		// a new queue with a DLX needs write on that exchange too.
+		g.WriteExchanges = append(g.WriteExchanges, DefaultExchange, topology.DeadLetterExchange)
+		g.ReadExchanges = append(g.ReadExchanges, topology.DeadLetterExchange)
+		g.BindKeys[topology.DeadLetterExchange] = append(g.BindKeys[topology.DeadLetterExchange], c.Queue)
+		for _, b := range c.Bindings {
+			g.ReadExchanges = append(g.ReadExchanges, b.Exchange)
+			g.BindKeys[b.Exchange] = append(g.BindKeys[b.Exchange], b.Key)
+		}
+	}
+	for i := range p.Grants {
+		g := &p.Grants[i]
+		g.Queues = uniq(g.Queues)
+		g.ConfigureExchanges = uniq(g.ConfigureExchanges)
+		g.WriteExchanges = uniq(g.WriteExchanges)
+		g.ReadExchanges = uniq(g.ReadExchanges)
+		for k, v := range g.PublishKeys {
+			g.PublishKeys[k] = uniq(v)
+		}
+		for k, v := range g.BindKeys {
+			g.BindKeys[k] = uniq(v)
+		}
+	}
+	return p, nil
+}
+
+// Platform builds the policy of PlatformServices over PlatformTopology with
+// the fabric's embedded catalogue.
+func Platform() (Policy, error) {
+	reg, err := registry.Default()
+	if err != nil {
+		return Policy{}, fmt.Errorf("acl: %w", err)
+	}
+	return Build(PlatformTopology(), reg, PlatformServices())
+}

@@ -1,0 +1,195 @@
+package acl_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/agora-platform/agora/deploy/acl"
+	"github.com/agora-platform/agora/pkg/fabric/registry"
+	"github.com/agora-platform/agora/pkg/fabric/topology"
+)
+
+var update = flag.Bool("update", false, "rewrite the committed generated files")
+
+// committed maps generated files (relative to this package) to their generators.
+func TestCommittedFilesMatchGenerator(t *testing.T) {
+	tests := []struct {
+		path string
+		gen  func() ([]byte, error)
+	}{
+		{"../rabbitmq/definitions.json", acl.PlatformDefinitions},
+		{"../helm/agora/files/acl.json", acl.ChartACL},
+	}
+	for _, tt := range tests {
+		t.Run(filepath.Base(tt.path), func(t *testing.T) {
+			want, err := tt.gen()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *update {
+				if err := os.WriteFile(tt.path, want, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := os.ReadFile(tt.path)
+			if err != nil {
+				t.Fatalf("%v (generate it: go run ./deploy/cmd/gendeploy)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s drifted from the generator: run `go run ./deploy/cmd/gendeploy` (or go test ./deploy/acl -update) and commit", tt.path)
+			}
+		})
+	}
+}
+
+func TestAnchored(t *testing.T) {
+	tests := []struct {
+		names []string
+		want  string
+		match []string
+		miss  []string
+	}{
+		{nil, "^$", nil, []string{"a", "amq.default"}},
+		{[]string{"b.q", "a.q", "a.q"}, `^(a\.q|b\.q)$`, []string{"a.q", "b.q"}, []string{"aXq", "a.q.dlq", "xa.q", "a.q-evil", ""}},
+		{[]string{"task.#"}, `^(task\.#)$`, []string{"task.#"}, []string{"task.x", "task.#.x"}},
+	}
+	for _, tt := range tests {
+		got := acl.Anchored(tt.names)
+		if got != tt.want {
+			t.Errorf("Anchored(%q) = %q, want %q", tt.names, got, tt.want)
+		}
+		re := regexp.MustCompile(got)
+		for _, m := range tt.match {
+			if !re.MatchString(m) {
+				t.Errorf("%s does not match %q", got, m)
+			}
+		}
+		for _, m := range tt.miss {
+			if re.MatchString(m) {
+				t.Errorf("%s matches %q", got, m)
+			}
+		}
+	}
+}
+
+func TestBuildRejectsInconsistentInputs(t *testing.T) {
+	reg, err := registry.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	svcs := acl.PlatformServices()
+	tests := []struct {
+		name     string
+		services []acl.Service
+	}{
+		{"unknown type", append(svcs[:len(svcs):len(svcs)], acl.Service{Name: "rogue", Publishes: []string{"rogue.thing.v1"}})},
+		{"duplicate service", append(svcs[:len(svcs):len(svcs)], svcs[0])},
+		{"unowned queue", svcs[1:]},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := acl.Build(acl.PlatformTopology(), reg, tt.services); !errors.Is(err, acl.ErrPolicy) {
+				t.Errorf("Build = %v, want ErrPolicy", err)
+			}
+		})
+	}
+}
+
+// The committed definitions agree with the fabric: every queue the topology
+// declares is in the file with its exact arguments and is granted (configure,
+// write, read) to exactly one user, the service that consumes it; every
+// publisher's topic write covers exactly the types it publishes.
+func TestDefinitionsAgreeWithTopology(t *testing.T) {
+	raw, err := os.ReadFile("../rabbitmq/definitions.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var defs acl.Definitions
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(&defs); err != nil {
+		t.Fatalf("decode definitions.json: %v", err)
+	}
+	topo := acl.PlatformTopology()
+	if fromFabric := topology.Platform(); len(fromFabric.Consumers) > len(topo.Consumers) {
+		t.Fatalf("topology.Platform() has consumers the deployment does not know")
+	}
+	fileQueues := map[string]map[string]any{}
+	for _, q := range defs.Queues {
+		if q.Vhost != acl.Vhost || !q.Durable || q.AutoDelete {
+			t.Errorf("queue %s: vhost %q durable %v auto_delete %v", q.Name, q.Vhost, q.Durable, q.AutoDelete)
+		}
+		fileQueues[q.Name] = q.Arguments
+	}
+	type userRe struct{ configure, write, read *regexp.Regexp }
+	users := map[string]userRe{}
+	for _, p := range defs.Permissions {
+		if p.User == acl.AdminUser {
+			continue
+		}
+		users[p.User] = userRe{regexp.MustCompile(p.Configure), regexp.MustCompile(p.Write), regexp.MustCompile(p.Read)}
+	}
+	if got, want := len(users), len(acl.PlatformServices()); got != want {
+		t.Errorf("definitions grant %d service users, want %d", got, want)
+	}
+	total := 0
+	for _, c := range topo.Consumers {
+		for _, q := range c.Queues() {
+			total++
+			args, ok := fileQueues[q.Name]
+			if !ok {
+				t.Errorf("queue %s (consumer %s) missing from definitions.json", q.Name, c.Service)
+				continue
+			}
+			want, _ := json.Marshal(map[string]any(q.Args))
+			got, _ := json.Marshal(args)
+			if !bytes.Equal(got, want) {
+				t.Errorf("queue %s arguments = %s, want %s", q.Name, got, want)
+			}
+			var owners []string
+			for u, re := range users {
+				c, w, r := re.configure.MatchString(q.Name), re.write.MatchString(q.Name), re.read.MatchString(q.Name)
+				if c != w || w != r {
+					t.Errorf("queue %s: user %s has configure=%v write=%v read=%v; a queue is owned whole or not at all", q.Name, u, c, w, r)
+				}
+				if c {
+					owners = append(owners, u)
+				}
+			}
+			if len(owners) != 1 || owners[0] != c.Service {
+				t.Errorf("queue %s is granted to %v, want exactly [%s]", q.Name, owners, c.Service)
+			}
+		}
+	}
+	if len(fileQueues) != total {
+		t.Errorf("definitions.json has %d queues, the topology declares %d", len(fileQueues), total)
+	}
+	reg, err := registry.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range defs.TopicPermissions {
+		re := regexp.MustCompile(tp.Write)
+		for _, s := range acl.PlatformServices() {
+			if s.Name != tp.User {
+				continue
+			}
+			for _, d := range reg.All() {
+				publishes := false
+				for _, p := range s.Publishes {
+					publishes = publishes || p == d.Type
+				}
+				if want := publishes && d.Kind == registry.KindEvent; re.MatchString(d.Type) != want {
+					t.Errorf("%s topic write on %s matches %s = %v, want %v", tp.User, tp.Exchange, d.Type, !want, want)
+				}
+			}
+		}
+	}
+}

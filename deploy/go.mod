@@ -1,0 +1,15 @@
+module github.com/agora-platform/agora/deploy
+
+go 1.26.0
+
+require github.com/agora-platform/agora/pkg/fabric v0.0.0-00010101000000-000000000000
+
+require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/pgx/v5 v5.12.0 // indirect
+	github.com/rabbitmq/amqp091-go v1.16.0 // indirect
+	golang.org/x/text v0.44.0 // indirect
+)
+
+replace github.com/agora-platform/agora/pkg/fabric => ../pkg/fabric

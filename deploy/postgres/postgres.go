@@ -1,0 +1,130 @@
+// Package postgres provisions the platform's database roles: one login role
+// per service that owns exactly one schema (named like the service, `-` →
+// `_`) and can touch nothing else. The same statements are committed as
+// deploy/postgres/roles.sql for psql (make up, the compose migrate job).
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Schemas are the services' schemas, in service order.
+func Schemas() []string {
+	return []string{"request", "workflow", "communication", "document_worker", "ai_builder", "datalake_ingestion", "analytics"}
+}
+
+// SchemaOf maps a service name to its schema: "document-worker" → "document_worker".
+func SchemaOf(service string) string { return strings.ReplaceAll(service, "-", "_") }
+
+// DevPassword is the LOCAL-DEVELOPMENT-ONLY password of a role.
+func DevPassword(role string) string { return "local-dev-only-" + role }
+
+// Options shape the provisioning statements.
+type Options struct {
+	// Schemas defaults to Schemas().
+	Schemas []string
+	// RoleSuffix is appended to every role name (roles are global to the
+	// cluster; tests keep concurrent runs apart with it). Schemas keep their
+	// names.
+	RoleSuffix string
+	// Password returns a role's password; it defaults to DevPassword.
+	Password func(role string) string
+	// Vector creates the pgvector extension (in schema public, usable by
+	// every role through the default USAGE on public).
+	Vector bool
+}
+
+// Role returns the role owning schema under o.
+func (o Options) Role(schema string) string { return schema + o.RoleSuffix }
+
+// SQL returns the idempotent provisioning script for the current database,
+// to run as a superuser. Per schema it creates (or resets) a login role with
+// no special attributes, the schema owned by it, and a search_path; per
+// database it stops PUBLIC from connecting or creating in public, so only
+// the service roles (and superusers) get in.
+func SQL(o Options) string {
+	if o.Schemas == nil {
+		o.Schemas = Schemas()
+	}
+	if o.Password == nil {
+		o.Password = DevPassword
+	}
+	var b strings.Builder
+	if o.Vector {
+		b.WriteString("CREATE EXTENSION IF NOT EXISTS vector;\n")
+	}
+	// PostgreSQL 15 already revokes CREATE on public; older servers do not.
+	b.WriteString("REVOKE CREATE ON SCHEMA public FROM PUBLIC;\n")
+	b.WriteString("DO $$ BEGIN EXECUTE format('REVOKE ALL ON DATABASE %I FROM PUBLIC', current_database()); END $$;\n")
+	for _, s := range o.Schemas {
+		role := o.Role(s)
+		r, sc, pw := ident(role), ident(s), literal(o.Password(role))
+		fmt.Fprintf(&b, "\n-- %s\n", s)
+		// One line per statement: Provision splits the script at ";\n".
+		fmt.Fprintf(&b, "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = %s) THEN CREATE ROLE %s; END IF; END $$;\n", literal(role), r)
+		fmt.Fprintf(&b, "ALTER ROLE %s WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT PASSWORD %s;\n", r, pw)
+		fmt.Fprintf(&b, "ALTER ROLE %s SET search_path = %s, public;\n", r, sc)
+		fmt.Fprintf(&b, "CREATE SCHEMA IF NOT EXISTS %s AUTHORIZATION %s;\n", sc, r)
+		fmt.Fprintf(&b, "ALTER SCHEMA %s OWNER TO %s;\n", sc, r)
+		fmt.Fprintf(&b, "REVOKE ALL ON SCHEMA %s FROM PUBLIC;\n", sc)
+		fmt.Fprintf(&b, "DO $$ BEGIN EXECUTE format('GRANT CONNECT, TEMPORARY ON DATABASE %%I TO %%I', current_database(), %s); END $$;\n", literal(role))
+	}
+	return b.String()
+}
+
+// Execer runs a statement: *pgx.Conn, *pgxpool.Pool and pgx.Tx satisfy it.
+type Execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// Provision runs SQL(o) on db, which must be connected as a superuser to the
+// target database. It is idempotent. Errors name the failing step.
+func Provision(ctx context.Context, db Execer, o Options) error {
+	// The simple protocol accepts the whole multi-statement script at once,
+	// but one statement at a time gives a precise error.
+	for _, stmt := range statements(SQL(o)) {
+		if _, err := db.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("postgres: provision roles: %s: %w", firstLine(stmt), err)
+		}
+	}
+	return nil
+}
+
+// statements splits the script produced by SQL at the ";\n" that ends each
+// statement; SQL never puts one inside a statement.
+func statements(script string) []string {
+	var out []string
+	for _, part := range strings.SplitAfter(script, ";\n") {
+		var keep []string
+		for _, line := range strings.Split(part, "\n") {
+			if !strings.HasPrefix(line, "--") {
+				keep = append(keep, line)
+			}
+		}
+		if s := strings.TrimSpace(strings.Join(keep, "\n")); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+func ident(s string) string   { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+func literal(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + `'` }
+
+// PlatformSQL is the committed deploy/postgres/roles.sql: every service's
+// role and schema with LOCAL-DEVELOPMENT-ONLY passwords, and pgvector.
+func PlatformSQL() string {
+	return "-- GENERATED by `go run ./deploy/cmd/gendeploy` from deploy/postgres; do not edit.\n" +
+		"-- Run as a superuser in the platform database: psql -v ON_ERROR_STOP=1 -d agora -f deploy/postgres/roles.sql\n" +
+		"-- Passwords are LOCAL-DEVELOPMENT-ONLY (local-dev-only-<role>). Idempotent.\n" +
+		SQL(Options{Vector: true})
+}
