@@ -174,6 +174,15 @@ do_rabbitmq() {
     done
     ((i < 60)) || die "management UI did not answer on port $RABBIT_MGMT_PORT within 60 s"
   fi
+
+  # ---- BEGIN deploy/local/tls.sh hook (issue 6): TLS listener on 127.0.0.1:5671 ----
+  # Creates .data/certs (development CA) and restarts the broker only when its
+  # TLS configuration changes. Skip with INFRA_SKIP=tls.
+  if ! skipped tls; then
+    step "RabbitMQ: TLS listener on 127.0.0.1:5671 (deploy/local/tls.sh)"
+    bash "$SCRIPT_DIR/tls.sh" up || die "deploy/local/tls.sh failed"
+  fi
+  # ---- END deploy/local/tls.sh hook ----
 }
 
 do_postgres() {
