@@ -36,6 +36,9 @@ func DefaultRetryTiers() []time.Duration { return append([]time.Duration(nil), d
 // explicitly so RabbitMQ 3.10 and 4.x (default 20) behave the same.
 const DefaultDeliveryLimit = 10
 
+// DLQDeliveryLimit is set on every DLQ so inspection never loses a letter.
+const DLQDeliveryLimit = 1_000_000
+
 // Description is a whole topology.
 type Description struct {
 	Exchanges []Exchange `yaml:"exchanges"`
@@ -259,7 +262,10 @@ func (c Consumer) Queues() []QueueSpec {
 			"x-overflow":                "reject-publish",
 		}
 	}
-	out := []QueueSpec{{Name: c.DLQ(), Args: amqp.Table{"x-queue-type": "quorum"}}}
+	// Inspecting a DLQ returns messages to it; on RabbitMQ 4.x a quorum
+	// queue's default delivery limit (20) would then drop them (no DLX).
+	// An explicit, unreachable limit keeps dead letters until an operator acts.
+	out := []QueueSpec{{Name: c.DLQ(), Args: amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(DLQDeliveryLimit)}}}
 	for i, d := range c.Tiers() {
 		// Back to Q alone through the default exchange: never through
 		// platform.events, which would hand it to every other consumer.

@@ -27,6 +27,8 @@ commands:
   topology show  [--file F]   print the queues and arguments that apply would declare
   catalog list                list every registered event, command and job
   catalog show TYPE           print one definition and its JSON Schema
+  dlq list|show|replay|purge|audit --queue Q ...
+                              inspect and (audited) replay or purge dead letters
   token [--tenant T --sub S --roles r1,r2 --ttl D]
                               mint a local-development JWT (key in .data/jwt)
 `
@@ -41,6 +43,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runTopology(ctx, args[1:], getenv, stdout)
 	case "catalog":
 		return runCatalog(args[1:], stdout)
+	case "dlq":
+		return runDLQ(ctx, args[1:], getenv, stdout, stderr)
 	case "token":
 		return runToken(args[1:], stdout)
 	case "help", "-h", "--help":

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+)
+
+var env = fabrictest.EnvFrom(os.Getenv)
+
+func fabricctl(t *testing.T, getenv func(string) string, args ...string) string {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), args, getenv, &out, &errOut); err != nil {
+		t.Fatalf("fabricctl %v: %v\n%s", args, err, errOut.String())
+	}
+	return out.String()
+}
+
+func TestCatalogAndTopologyCommands(t *testing.T) {
+	none := func(string) string { return "" }
+	list := fabricctl(t, none, "catalog", "list")
+	for _, typ := range []string{"request.submitted.v1", "ai.knowledge.index.v1", "document.ocr.v1"} {
+		if !strings.Contains(list, typ) {
+			t.Errorf("catalog list lacks %s", typ)
+		}
+	}
+	if show := fabricctl(t, none, "catalog", "show", "request.submitted.v1"); !strings.Contains(show, `"$schema"`) || !strings.Contains(show, "RESOURCE") {
+		t.Errorf("catalog show = %s", show)
+	}
+	topo := fabricctl(t, none, "topology", "show")
+	for _, q := range []string{"workflow.request-submitted.retry.3", "ai.knowledge-builder.dlq", "x-delivery-limit"} {
+		if !strings.Contains(topo, q) {
+			t.Errorf("topology show lacks %s", q)
+		}
+	}
+	var errOut bytes.Buffer
+	if err := run(context.Background(), []string{"catalog", "show", "nope.v1"}, none, &bytes.Buffer{}, &errOut); err == nil {
+		t.Error("catalog show of an unknown type = nil error")
+	}
+}
+
+func TestDLQReplayDryRunThenReplayIsAudited(t *testing.T) {
+	vh := fabrictest.NewVhost(t, env)
+	schema := "fabricctl_audit_" + strings.ToLower(strings.ReplaceAll(vh.Name[len(vh.Name)-8:], "-", ""))
+	getenv := func(k string) string {
+		switch k {
+		case "AMQP_URL":
+			return vh.URL
+		case "DATABASE_URL":
+			return env.DatabaseURL
+		case "FABRIC_OPERATOR":
+			return "ops-ana"
+		}
+		return ""
+	}
+	t.Cleanup(func() {
+		pool, err := pgxpool.New(context.Background(), env.DatabaseURL)
+		if err == nil {
+			pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+			pool.Close()
+		}
+	})
+	if out := fabricctl(t, getenv, "topology", "apply"); !strings.Contains(out, "applied: 4 exchanges") {
+		t.Fatalf("topology apply = %s", out)
+	}
+	// Three dead letters in workflow.request-submitted.dlq, as a consumer leaves them.
+	conn := vh.Dial(t)
+	ch, err := conn.Channel(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	var ids []string
+	for i := 0; i < 3; i++ {
+		e, _ := envelope.New("request.submitted.v1", "org-a", "test", map[string]any{
+			"requestId": "0192d3a0-0000-7000-8000-000000000001", "protocol": "AGR-2026-000001", "serviceId": "s",
+			"formId": "f", "formVersion": 1, "channel": "web", "citizenId": "c", "submittedAt": "2026-11-30T10:00:00Z"})
+		body, _ := e.Encode()
+		ids = append(ids, e.ID)
+		if err := ch.PublishWithContext(context.Background(), "", "workflow.request-submitted.dlq", false, false, amqp.Publishing{
+			MessageId: e.ID, Type: e.Type, Body: body, Headers: amqp.Table{fabric.HeaderTenant: "org-a", fabric.HeaderReason: fabric.ReasonPermanent, fabric.HeaderAttempts: int32(1)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	q := "--queue=workflow.request-submitted"
+	if out := fabricctl(t, getenv, "dlq", "list", q, "--audit-schema="+schema); strings.Count(out, "PERMANENT_FAILURE") != 3 {
+		t.Fatalf("dlq list = %s", out)
+	}
+	dry := fabricctl(t, getenv, "dlq", "replay", q, "--all", "--reason=smoke test", "--dry-run", "--audit-schema="+schema)
+	if !strings.Contains(dry, "dry run: 3 letters would be replayed") {
+		t.Fatalf("dry run = %s", dry)
+	}
+	one := fabricctl(t, getenv, "dlq", "replay", q, "--ids="+ids[1], "--reason=smoke test", "--audit-schema="+schema)
+	if !strings.Contains(one, "1 replayed, 0 failed") || !strings.Contains(one, ids[1]) {
+		t.Fatalf("replay one = %s", one)
+	}
+	rest := fabricctl(t, getenv, "dlq", "replay", q, "--all", "--reason=smoke test", "--audit-schema="+schema)
+	if !strings.Contains(rest, "2 replayed, 0 failed") {
+		t.Fatalf("replay rest = %s", rest)
+	}
+	back, err := ch.QueueDeclarePassive("workflow.request-submitted", true, false, false, false, nil)
+	if err != nil || back.Messages != 3 {
+		t.Fatalf("consumer queue holds %d after replay, want 3 (%v)", back.Messages, err)
+	}
+	audit := fabricctl(t, getenv, "dlq", "audit", "--audit-schema="+schema)
+	if strings.Count(audit, "ops-ana") != 3 || !strings.Contains(audit, "replay-dry-run") {
+		t.Fatalf("audit = %s", audit)
+	}
+	var errOut bytes.Buffer
+	noOp := func(k string) string {
+		if k == "FABRIC_OPERATOR" {
+			return ""
+		}
+		return getenv(k)
+	}
+	if err := run(context.Background(), []string{"dlq", "replay", q, "--all", "--reason=x", "--audit-schema=" + schema}, noOp, &bytes.Buffer{}, &errOut); err == nil {
+		t.Error("replay without an operator = nil error")
+	}
+}

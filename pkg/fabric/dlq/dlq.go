@@ -1,0 +1,401 @@
+// Package dlq operates dead-letter queues: list and inspect dead letters
+// (payloads masked by the registry's sensitivity), and replay or purge them
+// deliberately — an operator identity and a reason are required, a dry run
+// shows what would happen, and every action is written to the dlq_audit
+// table. Replays go back to the consumer's own queue only; the consumer's
+// inbox makes a second replay of the same message harmless.
+package dlq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/registry"
+	"github.com/agora-platform/agora/pkg/fabric/topology"
+)
+
+// Errors returned by Ops.
+var (
+	ErrNoOperator = errors.New("dlq: an operator identity is required")
+	ErrNoReason   = errors.New("dlq: a reason is required")
+	ErrNoFilter   = errors.New("dlq: say which letters: ids, a filter, or all")
+	ErrNotFound   = errors.New("dlq: no such letter")
+)
+
+// Letter is one dead letter as an operator sees it.
+type Letter struct {
+	MessageID      string          `json:"messageId"`
+	Type           string          `json:"type,omitempty"`
+	TenantID       string          `json:"tenantId,omitempty"`
+	Consumer       string          `json:"consumer"`
+	Reason         string          `json:"reason,omitempty"`
+	ErrorClass     string          `json:"errorClass,omitempty"`
+	Error          string          `json:"error,omitempty"`
+	Attempts       int             `json:"attempts"`
+	LastAttempt    string          `json:"lastAttempt,omitempty"`
+	OrigExchange   string          `json:"originalExchange,omitempty"`
+	OrigRoutingKey string          `json:"originalRoutingKey,omitempty"`
+	Headers        map[string]any  `json:"headers"`
+	Payload        json.RawMessage `json:"payload,omitempty"` // masked
+	BodyBytes      int             `json:"bodyBytes"`
+}
+
+// Filter selects letters. Empty fields match anything; IDs match message
+// ids; All must be set to select everything.
+type Filter struct {
+	IDs    []string `json:"ids,omitempty"`
+	Reason string   `json:"reason,omitempty"`
+	Type   string   `json:"type,omitempty"`
+	Tenant string   `json:"tenant,omitempty"`
+	All    bool     `json:"all,omitempty"`
+}
+
+func (f Filter) empty() bool {
+	return len(f.IDs) == 0 && f.Reason == "" && f.Type == "" && f.Tenant == "" && !f.All
+}
+
+func (f Filter) matches(l Letter) bool {
+	if len(f.IDs) > 0 && !slices.Contains(f.IDs, l.MessageID) {
+		return false
+	}
+	return (f.Reason == "" || f.Reason == l.Reason) && (f.Type == "" || f.Type == l.Type) && (f.Tenant == "" || f.Tenant == l.TenantID)
+}
+
+func (f Filter) String() string {
+	b, _ := json.Marshal(f)
+	return string(b)
+}
+
+// Request is a replay or purge order.
+type Request struct {
+	Queue    string // the consumer queue Q (its DLQ is Q.dlq)
+	Filter   Filter
+	Operator string // who: required
+	Reason   string // why: required
+	DryRun   bool
+	// Progress, if set, is called after each letter handled.
+	Progress func(done, total int)
+}
+
+// Report is the outcome of a replay or purge.
+type Report struct {
+	AuditID   int64    `json:"auditId"`
+	Action    string   `json:"action"`
+	Queue     string   `json:"queue"`
+	Matched   []string `json:"matched"`
+	Succeeded int      `json:"succeeded"`
+	Failed    int      `json:"failed"`
+	Errors    []string `json:"errors,omitempty"`
+	DryRun    bool     `json:"dryRun"`
+}
+
+// Ops performs DLQ operations. Audit rows go to <auditSchema>.dlq_audit.
+type Ops struct {
+	conn        *broker.Conn
+	pub         *fabric.Publisher
+	reg         *registry.Registry
+	audit       *pgxpool.Pool
+	auditSchema string
+	now         func() time.Time
+}
+
+// New returns Ops over a broker connection, a publisher for replays and an
+// audit database (its schema must have the fabric migrations).
+func New(conn *broker.Conn, pub *fabric.Publisher, reg *registry.Registry, audit *pgxpool.Pool, auditSchema string) *Ops {
+	return &Ops{conn: conn, pub: pub, reg: reg, audit: audit, auditSchema: auditSchema, now: time.Now}
+}
+
+func headerString(h amqp.Table, k string) string {
+	s, _ := h[k].(string)
+	return s
+}
+
+// letter builds the operator's view of a delivery, masking its payload.
+func (o *Ops) letter(queue string, d amqp.Delivery) Letter {
+	l := Letter{
+		MessageID: d.MessageId, Type: d.Type, TenantID: headerString(d.Headers, fabric.HeaderTenant),
+		Consumer: queue, Reason: headerString(d.Headers, fabric.HeaderReason),
+		ErrorClass: headerString(d.Headers, fabric.HeaderErrorClass), Error: headerString(d.Headers, fabric.HeaderError),
+		Attempts: fabric.Attempts(d.Headers), LastAttempt: headerString(d.Headers, fabric.HeaderLastAttempt),
+		OrigExchange: headerString(d.Headers, fabric.HeaderOrigExchange), OrigRoutingKey: headerString(d.Headers, fabric.HeaderOrigRouting),
+		Headers: map[string]any{}, BodyBytes: len(d.Body),
+	}
+	if c := headerString(d.Headers, fabric.HeaderConsumer); c != "" {
+		l.Consumer = c
+	}
+	if l.Reason == "" {
+		// Dead-lettered by the broker itself (delivery limit): no fabric headers.
+		if _, ok := d.Headers["x-death"]; ok {
+			l.Reason = fabric.ReasonDeliveryLimit
+		}
+	}
+	for k, v := range d.Headers {
+		if k == "x-death" {
+			continue
+		}
+		l.Headers[k] = fmt.Sprint(v)
+	}
+	if e, err := envelope.Decode(d.Body, 0); err == nil {
+		if l.Type == "" {
+			l.Type = e.Type
+		}
+		if l.TenantID == "" {
+			l.TenantID = e.TenantID
+		}
+		l.Payload = Mask(o.reg, e.Type, e.Payload)
+	}
+	return l
+}
+
+// Mask returns payload with sensitive values replaced by "***": the fields
+// the schema marks x-sensitive, and for RESTRICTED types every value except
+// identifiers (keys ending in "Id"). Unknown types are masked entirely.
+func Mask(reg *registry.Registry, typ string, payload []byte) json.RawMessage {
+	var m map[string]any
+	if err := json.Unmarshal(payload, &m); err != nil {
+		return json.RawMessage(`"***"`)
+	}
+	def, ok := reg.Lookup(typ)
+	for k := range m {
+		switch {
+		case !ok:
+			m[k] = "***"
+		case slices.Contains(def.SensitiveFields, k):
+			m[k] = "***"
+		case def.Sensitivity == registry.Restricted && !strings.HasSuffix(k, "Id"):
+			m[k] = "***"
+		}
+	}
+	out, _ := json.Marshal(m)
+	return out
+}
+
+// browse takes every letter currently in Q.dlq without acking and calls fn
+// on each; fn reports whether it acked the letter. Letters not acked go back
+// to the queue at the end. It never reads more than the depth it saw at the
+// start, so letters that come back during the walk are not taken twice.
+func (o *Ops) browse(ctx context.Context, queue string, fn func(d amqp.Delivery, i, total int) (acked bool, err error)) error {
+	ch, err := o.conn.Channel(ctx)
+	if err != nil {
+		return fmt.Errorf("dlq: %w", err)
+	}
+	var held []uint64
+	ackedAny := false
+	defer func() {
+		for _, tag := range held {
+			_ = ch.Nack(tag, false, true)
+		}
+		if ackedAny {
+			// Acks are asynchronous frames; let them reach the broker
+			// before the channel closes (FIELD-NOTES).
+			time.Sleep(100 * time.Millisecond)
+		}
+		ch.Close()
+	}()
+	q, err := ch.QueueDeclarePassive(topology.DLQName(queue), true, false, false, false, nil)
+	if err != nil {
+		return fmt.Errorf("dlq: %s: %w", topology.DLQName(queue), err)
+	}
+	total := q.Messages
+	for i := 0; i < total; i++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		d, ok, err := ch.Get(topology.DLQName(queue), false)
+		if err != nil {
+			return fmt.Errorf("dlq: get: %w", err)
+		}
+		if !ok {
+			break
+		}
+		acked, err := fn(d, i+1, total)
+		if acked {
+			ackedAny = true
+		} else {
+			held = append(held, d.DeliveryTag)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// List returns up to limit letters (all when limit ≤ 0), leaving them in place.
+func (o *Ops) List(ctx context.Context, queue string, limit int) ([]Letter, error) {
+	var out []Letter
+	errStop := errors.New("stop")
+	err := o.browse(ctx, queue, func(d amqp.Delivery, _, _ int) (bool, error) {
+		out = append(out, o.letter(queue, d))
+		if limit > 0 && len(out) >= limit {
+			return false, errStop
+		}
+		return false, nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Show returns one letter by message id.
+func (o *Ops) Show(ctx context.Context, queue, id string) (Letter, error) {
+	all, err := o.List(ctx, queue, 0)
+	if err != nil {
+		return Letter{}, err
+	}
+	for _, l := range all {
+		if l.MessageID == id {
+			return l, nil
+		}
+	}
+	return Letter{}, fmt.Errorf("%w: %s in %s", ErrNotFound, id, topology.DLQName(queue))
+}
+
+func (r Request) check() error {
+	switch {
+	case strings.TrimSpace(r.Operator) == "":
+		return ErrNoOperator
+	case strings.TrimSpace(r.Reason) == "":
+		return ErrNoReason
+	case r.Filter.empty():
+		return ErrNoFilter
+	case r.Queue == "":
+		return errors.New("dlq: queue is required")
+	}
+	return nil
+}
+
+// Replay sends matching letters back to their consumer's queue (through the
+// default exchange, to Q alone) with the fabric's failure headers cleared
+// and the attempt count reset, acking each letter only after the broker
+// confirmed its copy. A dry run only reports what would be replayed. Every
+// call, dry or not, writes an audit row.
+func (o *Ops) Replay(ctx context.Context, r Request) (Report, error) {
+	return o.act(ctx, r, "replay", func(d amqp.Delivery) error {
+		h := amqp.Table{}
+		for k, v := range d.Headers {
+			if strings.HasPrefix(k, "x-fabric-") || k == "x-death" || strings.HasPrefix(k, "x-first-death") || strings.HasPrefix(k, "x-last-death") || k == "x-delivery-count" {
+				continue
+			}
+			h[k] = v
+		}
+		h[fabric.HeaderReplayedBy] = r.Operator
+		h[fabric.HeaderReplayedAt] = o.now().UTC().Format(time.RFC3339)
+		pd, err := o.pub.Send(ctx, fabric.Message{Exchange: "", RoutingKey: r.Queue, Body: d.Body, MessageID: d.MessageId,
+			CorrelationID: d.CorrelationId, Type: d.Type, Headers: h, Timestamp: d.Timestamp})
+		if err != nil {
+			return err
+		}
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := pd.Wait(wctx); err != nil {
+			return err
+		}
+		return d.Ack(false)
+	})
+}
+
+// Purge deletes matching letters (acks them without replay), audited.
+func (o *Ops) Purge(ctx context.Context, r Request) (Report, error) {
+	return o.act(ctx, r, "purge", func(d amqp.Delivery) error { return d.Ack(false) })
+}
+
+// act walks the DLQ applying apply (which must ack on success) to the
+// letters r selects, then audits.
+func (o *Ops) act(ctx context.Context, r Request, action string, apply func(amqp.Delivery) error) (Report, error) {
+	if err := r.check(); err != nil {
+		return Report{}, err
+	}
+	rep := Report{Action: action, Queue: r.Queue, DryRun: r.DryRun, Matched: []string{}}
+	if r.DryRun {
+		rep.Action = action + "-dry-run"
+	}
+	err := o.browse(ctx, r.Queue, func(d amqp.Delivery, i, total int) (bool, error) {
+		if r.Progress != nil {
+			defer r.Progress(i, total)
+		}
+		if !r.Filter.matches(o.letter(r.Queue, d)) {
+			return false, nil
+		}
+		rep.Matched = append(rep.Matched, d.MessageId)
+		if r.DryRun {
+			return false, nil
+		}
+		if err := apply(d); err != nil {
+			rep.Failed++
+			rep.Errors = append(rep.Errors, fmt.Sprintf("%s: %v", d.MessageId, err))
+			return false, nil
+		}
+		rep.Succeeded++
+		return true, nil
+	})
+	result := "ok"
+	if err != nil {
+		result = "aborted: " + err.Error()
+	} else if rep.Failed > 0 {
+		result = fmt.Sprintf("%d failed", rep.Failed)
+	}
+	id, aerr := o.writeAudit(context.WithoutCancel(ctx), r, rep, result)
+	rep.AuditID = id
+	if err != nil {
+		return rep, err
+	}
+	if aerr != nil {
+		return rep, aerr
+	}
+	return rep, nil
+}
+
+func (o *Ops) writeAudit(ctx context.Context, r Request, rep Report, result string) (int64, error) {
+	var id int64
+	err := o.audit.QueryRow(ctx, fmt.Sprintf(`INSERT INTO %s
+		(operator, reason, action, queue, filter, message_ids, succeeded, failed, result)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`, pgx.Identifier{o.auditSchema, "dlq_audit"}.Sanitize()),
+		r.Operator, r.Reason, rep.Action, r.Queue, r.Filter.String(), rep.Matched, rep.Succeeded, rep.Failed, result).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("dlq: write audit row (the action itself happened): %w", err)
+	}
+	return id, nil
+}
+
+// AuditEntry is one row of dlq_audit.
+type AuditEntry struct {
+	ID         int64     `json:"id"`
+	At         time.Time `json:"at"`
+	Operator   string    `json:"operator"`
+	Reason     string    `json:"reason"`
+	Action     string    `json:"action"`
+	Queue      string    `json:"queue"`
+	Filter     string    `json:"filter"`
+	MessageIDs []string  `json:"messageIds"`
+	Succeeded  int       `json:"succeeded"`
+	Failed     int       `json:"failed"`
+	Result     string    `json:"result"`
+}
+
+// Audit returns the latest limit audit rows for queue (all queues when empty).
+func (o *Ops) Audit(ctx context.Context, queue string, limit int) ([]AuditEntry, error) {
+	rows, err := o.audit.Query(ctx, fmt.Sprintf(`SELECT id, at, operator, reason, action, queue, filter, message_ids, succeeded, failed, result
+		FROM %s WHERE $1 = '' OR queue = $1 ORDER BY id DESC LIMIT $2`, pgx.Identifier{o.auditSchema, "dlq_audit"}.Sanitize()), queue, limit)
+	if err != nil {
+		return nil, fmt.Errorf("dlq audit: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditEntry, error) {
+		var a AuditEntry
+		err := r.Scan(&a.ID, &a.At, &a.Operator, &a.Reason, &a.Action, &a.Queue, &a.Filter, &a.MessageIDs, &a.Succeeded, &a.Failed, &a.Result)
+		return a, err
+	})
+}
