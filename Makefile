@@ -7,8 +7,10 @@ SHELL := /bin/bash
 GO ?= go
 # Every module of the workspace, as package patterns (./pkg/fabric/... ...).
 PKGS = $(shell $(GO) list -m -f '{{.Dir}}/...' | sed "s|^$(CURDIR)|.|")
-# Tests that restart the shared broker run alone, after everything else.
+# Tests that restart the shared broker run alone, after everything else;
+# the crash-safety suite runs on its own so its figures are printed.
 DISRUPTIVE = TestBrokerRestart
+CRASH = TestCrashSafety
 export AMQP_URL ?= amqp://guest:guest@127.0.0.1:5672/
 export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 export S3_ENDPOINT ?= 127.0.0.1:9000
@@ -37,7 +39,8 @@ lint:
 # make test = infra + lint + every test. The disruptive broker-restart test
 # runs last and alone so no other package sees the broker go away.
 test: infra lint
-	$(GO) test -count=1 -timeout 20m -skip '$(DISRUPTIVE)' $(PKGS)
+	$(GO) test -count=1 -timeout 20m -skip '$(DISRUPTIVE)|$(CRASH)' $(PKGS)
+	$(GO) test -count=1 -timeout 10m -run '$(CRASH)' -v ./pkg/fabric/crashsafety/
 	$(GO) test -count=1 -timeout 5m -run '$(DISRUPTIVE)' -v ./pkg/fabric/
 
 test-unit:

@@ -330,7 +330,7 @@ func (r *Relay) RelayOnce(ctx context.Context) (Result, error) {
 			rw.seq, truncate(rw.err.Error(), 2000), fmt.Sprintf("%d milliseconds", delay.Milliseconds()))
 	}
 	if len(published) > 0 {
-		upd.Queue(`UPDATE outbox_event SET published_at = now(), publication_attempts = publication_attempts + 1,
+		upd.Queue(`UPDATE outbox_event SET published_at = clock_timestamp(), publication_attempts = publication_attempts + 1,
 			last_error = NULL, next_attempt_at = NULL WHERE seq = ANY($1)`, published)
 	}
 	// The outcome is recorded even if ctx was cancelled meanwhile: the
