@@ -1,0 +1,153 @@
+// Command communication sends citizens their notifications: the
+// confirmation of every submitted request (e-mail over SMTP, or the
+// citizen's preferred channel) and whatever communication.send.v1 commands
+// ask for. See README.md.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/host"
+	"github.com/agora-platform/agora/pkg/fabric/topology"
+	"github.com/agora-platform/agora/services/communication/internal/delivery"
+	"github.com/agora-platform/agora/services/communication/internal/httpapi"
+	"github.com/agora-platform/agora/services/communication/internal/logchannel"
+	"github.com/agora-platform/agora/services/communication/internal/mail"
+	"github.com/agora-platform/agora/services/communication/internal/notify"
+	"github.com/agora-platform/agora/services/communication/internal/postgres"
+	"github.com/agora-platform/agora/services/communication/migrations"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args, os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "communication:", err)
+		os.Exit(1)
+	}
+}
+
+// Queue names this service consumes.
+const (
+	submittedQueue = "communication.request-submitted"
+	// commandQueue is this service's own: not (yet) in topology.Platform().
+	commandQueue = "communication.send-commands"
+)
+
+type config struct {
+	host        host.Config
+	smtp        mail.Config
+	retryTiers  []topology.Duration
+	concurrency int
+}
+
+func loadConfig(getenv func(string) string) (config, error) {
+	hc, err := host.ConfigFrom("communication", ":8083", getenv)
+	if err != nil {
+		return config{}, err
+	}
+	c := config{host: hc, smtp: mail.Config{
+		Addr:     getenv("SMTP_ADDR"),
+		From:     getenv("SMTP_FROM"),
+		HeloName: getenv("SMTP_HELO"),
+		Username: getenv("SMTP_USERNAME"),
+		Password: getenv("SMTP_PASSWORD"),
+	}, concurrency: 4}
+	if c.smtp.Addr == "" {
+		c.smtp.Addr = "127.0.0.1:1025"
+	}
+	if c.smtp.From == "" {
+		c.smtp.From = "no-reply@agora.local"
+	}
+	if v := getenv("SMTP_STARTTLS"); v != "" {
+		if c.smtp.StartTLS, err = strconv.ParseBool(v); err != nil {
+			return c, fmt.Errorf("SMTP_STARTTLS: %w", err)
+		}
+	}
+	if v := getenv("SMTP_TIMEOUT"); v != "" {
+		if c.smtp.Timeout, err = time.ParseDuration(v); err != nil {
+			return c, fmt.Errorf("SMTP_TIMEOUT: %w", err)
+		}
+	}
+	if c.retryTiers, err = parseTiers(getenv("RETRY_TIERS")); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// parseTiers reads RETRY_TIERS ("1s,5s"). Empty keeps the platform's
+// defaults; other values must match what the broker already declared, so
+// they are for tests and local demos on their own vhost.
+func parseTiers(s string) ([]topology.Duration, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []topology.Duration
+	for _, p := range strings.Split(s, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(p))
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("RETRY_TIERS: %q is not a positive duration", p)
+		}
+		out = append(out, topology.Duration(d))
+	}
+	return out, nil
+}
+
+// consumers returns the queues this service declares: the platform's
+// request-submitted queue and its own command queue.
+func consumers(tiers []topology.Duration) ([]topology.Consumer, error) {
+	submitted, ok := topology.Platform().Consumer(submittedQueue)
+	if !ok {
+		return nil, fmt.Errorf("platform topology has no %s queue", submittedQueue)
+	}
+	commands := topology.Consumer{Queue: commandQueue, Service: "communication",
+		Bindings: []topology.Binding{{Exchange: topology.CommandsExchange, Key: "communication.send.v1"}}}
+	out := []topology.Consumer{submitted, commands}
+	for i := range out {
+		if tiers != nil {
+			out[i].RetryTiers = tiers
+		}
+	}
+	return out, nil
+}
+
+// run starts the service and blocks until ctx ends; it returns nil after a
+// graceful shutdown, or the error that stopped it.
+func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	cons, err := consumers(cfg.retryTiers)
+	if err != nil {
+		return err
+	}
+	h, err := host.New(ctx, cfg.host, host.Options{Consumers: cons, Migrations: migrations.FS(), NeedsAuth: true, Relay: true}, stdout)
+	if err != nil {
+		return err
+	}
+	store := postgres.New(h.Pool)
+	senders := map[notify.Channel]delivery.Sender{
+		notify.Email:    mail.New(cfg.smtp),
+		notify.SMS:      logchannel.New(notify.SMS, h.Log),
+		notify.WhatsApp: logchannel.New(notify.WhatsApp, h.Log),
+	}
+	d := delivery.New(store, h.Outbox, senders, h.Log)
+	opts := fabric.ConsumerOptions{Concurrency: cfg.concurrency}
+	if err := h.Consume(submittedQueue, h.Inbox(submittedQueue).Handler(d.HandleSubmitted), opts); err != nil {
+		return err
+	}
+	if err := h.Consume(commandQueue, h.Inbox(commandQueue).Handler(d.HandleSend), opts); err != nil {
+		return err
+	}
+	return h.Serve(ctx, httpapi.NewHandler(store, h.Verifier, h.Log), nil)
+}

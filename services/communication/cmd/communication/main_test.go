@@ -1,0 +1,461 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/pkg/fabric/registry"
+	"github.com/agora-platform/agora/pkg/fabric/topology"
+)
+
+// stack is one running communication service on a private vhost and
+// schema, with a real SMTP sink process as its mail relay.
+type stack struct {
+	url      string
+	keys     *auth.DevKeys
+	pub      *fabric.Publisher
+	mailDir  string
+	sentCh   *amqp.Channel // bound to communication.notification-sent.v1
+	sentQ    string
+	schema   string
+	database string
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startSink builds cmd/smtpsink and runs it as a separate process.
+func startSink(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "smtpsink")
+	if out, err := exec.Command("go", "build", "-o", bin, "../smtpsink").CombinedOutput(); err != nil {
+		t.Fatalf("build smtpsink: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-dir", dir, "-reject", "bounce", "-defer", "busy")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start smtpsink: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("smtpsink did not start: %v", err)
+	}
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
+	if !ok {
+		t.Fatalf("smtpsink said %q", line)
+	}
+	return addr
+}
+
+func startStack(t *testing.T) *stack {
+	t.Helper()
+	env := fabrictest.EnvFrom(os.Getenv)
+	vh := fabrictest.NewVhost(t, env)
+	s := &stack{schema: "t_" + randHex(4), database: env.DatabaseURL, mailDir: t.TempDir()}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, env.DatabaseURL); err == nil {
+			_, _ = c.Exec(ctx, "DROP SCHEMA IF EXISTS "+s.schema+" CASCADE")
+			c.Close(ctx)
+		}
+	})
+	var err error
+	if s.keys, err = auth.LoadOrCreateDevKeys(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	smtpAddr := startSink(t, s.mailDir)
+	httpAddr := freeAddr(t)
+	vars := map[string]string{
+		"AMQP_URL": vh.URL, "DATABASE_URL": env.DatabaseURL, "DATABASE_SCHEMA": s.schema,
+		"HTTP_ADDR": httpAddr, "JWT_KEYS": s.keys.JWKSPath, "SMTP_ADDR": smtpAddr,
+		"RETRY_TIERS": "300ms,300ms,300ms,300ms,300ms,300ms", "LOG_LEVEL": "warn",
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, func(k string) string { return vars[k] }, io.Discard) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	s.url = "http://" + httpAddr
+	fabrictest.Eventually(t, 60*time.Second, "communication /readyz", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("run stopped: %v (is the infrastructure up? run `make infra`)", err)
+		default:
+		}
+		resp, err := http.Get(s.url + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+
+	conn := vh.Dial(t)
+	reg, err := registry.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.pub, err = fabric.NewPublisher(conn, reg, fabric.PublisherOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.pub.Close() })
+	if s.sentCh, err = conn.Channel(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.sentQ = "test.notification-sent"
+	if _, err := s.sentCh.QueueDeclare(s.sentQ, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.sentCh.QueueBind(s.sentQ, "communication.notification-sent.v1", topology.EventsExchange, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (s *stack) token(t *testing.T, tenantID, sub string, roles ...string) string {
+	t.Helper()
+	tok, err := s.keys.Mint(auth.Claims{Subject: sub, TenantID: tenantID, Roles: roles}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// call sends a request and decodes a JSON answer into out (if non-nil).
+func (s *stack) call(t *testing.T, method, path, token string, body any, out any) *http.Response {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		data, _ := json.Marshal(b)
+		rd = bytes.NewReader(data)
+	}
+	req, _ := http.NewRequest(method, s.url+path, rd)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: decode %q: %v", method, path, data, err)
+		}
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(data))
+	return resp
+}
+
+func (s *stack) putContact(t *testing.T, tenantID, citizen string, body map[string]string) {
+	t.Helper()
+	tok := s.token(t, tenantID, "attendant-1", auth.RoleAttendant)
+	if resp := s.call(t, http.MethodPut, "/v1/contacts/"+citizen, tok, body, nil); resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("PUT contact %s = %d %s, want 200", citizen, resp.StatusCode, b)
+	}
+}
+
+func submittedEvent(t *testing.T, tenantID, citizen, requestID, protocol string) envelope.Envelope {
+	t.Helper()
+	e, err := envelope.New("request.submitted.v1", tenantID, "request-service", map[string]any{
+		"requestId": requestID, "protocol": protocol, "serviceId": "iptu-segunda-via", "formId": "form-1",
+		"formVersion": 1, "channel": "web", "citizenId": citizen, "submittedAt": time.Now().UTC().Format(time.RFC3339),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+type notification struct {
+	ID, RequestID, CitizenID, Channel, Status, FailureReason, LastError string
+	Attempts                                                            int
+}
+
+func (s *stack) notifications(t *testing.T, tenantID, requestID string) []notification {
+	t.Helper()
+	var out struct{ Items []notification }
+	tok := s.token(t, tenantID, "attendant-1", auth.RoleAttendant)
+	if resp := s.call(t, http.MethodGet, "/v1/notifications?requestId="+requestID, tok, nil, &out); resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET notifications = %d, want 200", resp.StatusCode)
+	}
+	return out.Items
+}
+
+// waitStatus waits until requestID has one notification in status want.
+func (s *stack) waitStatus(t *testing.T, tenantID, requestID, want string) notification {
+	t.Helper()
+	var got []notification
+	fabrictest.Eventually(t, 20*time.Second, "notification "+want+" for "+requestID, func() bool {
+		got = s.notifications(t, tenantID, requestID)
+		return len(got) == 1 && got[0].Status == want
+	})
+	return got[0]
+}
+
+// mails returns the messages at the sink whose text contains needle.
+func (s *stack) mails(t *testing.T, needle string) []string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(s.mailDir, "*.eml"))
+	var out []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(data), needle) {
+			out = append(out, string(data))
+		}
+	}
+	return out
+}
+
+// sentEvents drains the probe queue of notification-sent events.
+func (s *stack) sentEvents(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for {
+		d, ok, err := s.sentCh.Get(s.sentQ, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return out
+		}
+		var e struct {
+			Payload struct{ NotificationID, Status string }
+		}
+		if err := json.Unmarshal(d.Body, &e); err != nil {
+			t.Fatal(err)
+		}
+		out[e.Payload.NotificationID] = e.Payload.Status
+	}
+}
+
+func TestConfirmationDelivery(t *testing.T) {
+	s := startStack(t)
+	const tenantID = "org-a"
+	s.putContact(t, tenantID, "citizen-mail", map[string]string{"email": "maria@example.org", "preferredChannel": "email"})
+	s.putContact(t, tenantID, "citizen-bounce", map[string]string{"email": "bounce@example.org"})
+	s.putContact(t, tenantID, "citizen-sms", map[string]string{"phone": "+5511999990000", "preferredChannel": "sms"})
+
+	tests := []struct {
+		name, citizen   string
+		wantStatus      string
+		wantReason      string
+		wantChannel     string
+		wantMail        bool
+		wantMinAttempts int
+	}{
+		{name: "email is delivered over SMTP", citizen: "citizen-mail", wantStatus: "sent", wantChannel: "email", wantMail: true, wantMinAttempts: 1},
+		{name: "unknown contact fails without retry", citizen: "citizen-nobody", wantStatus: "failed", wantReason: "no-contact", wantChannel: "email"},
+		{name: "SMTP 5xx is permanent", citizen: "citizen-bounce", wantStatus: "failed", wantReason: "rejected", wantChannel: "email", wantMinAttempts: 1},
+		{name: "preferred sms goes to the sms adapter", citizen: "citizen-sms", wantStatus: "sent", wantChannel: "sms", wantMinAttempts: 1},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			requestID := uuid.NewString()
+			protocol := fmt.Sprintf("AG-2026-%06d", 100+i)
+			if err := s.pub.Publish(context.Background(), submittedEvent(t, tenantID, tc.citizen, requestID, protocol)); err != nil {
+				t.Fatal(err)
+			}
+			n := s.waitStatus(t, tenantID, requestID, tc.wantStatus)
+			if n.FailureReason != tc.wantReason || n.Channel != tc.wantChannel || n.Attempts < tc.wantMinAttempts {
+				t.Errorf("notification = %+v, want reason %q channel %q attempts >= %d", n, tc.wantReason, tc.wantChannel, tc.wantMinAttempts)
+			}
+			mails := s.mails(t, protocol)
+			if tc.wantMail && (len(mails) != 1 || !strings.Contains(mails[0], "X-Sink-To: maria@example.org") ||
+				!strings.Contains(mails[0], "Message-ID: <"+n.ID+"@agora.communication>")) {
+				t.Errorf("mails with %s = %q, want one to maria@example.org with Message-ID %s", protocol, mails, n.ID)
+			}
+			if !tc.wantMail && len(mails) != 0 {
+				t.Errorf("mails with %s = %d, want none", protocol, len(mails))
+			}
+			var events map[string]string
+			fabrictest.Eventually(t, 10*time.Second, "notification-sent event", func() bool {
+				events = s.sentEvents(t)
+				return events[n.ID] != ""
+			})
+			if events[n.ID] != tc.wantStatus {
+				t.Errorf("notification-sent status = %q, want %q", events[n.ID], tc.wantStatus)
+			}
+		})
+	}
+}
+
+func TestTemporarySMTPFailureIsRetried(t *testing.T) {
+	s := startStack(t)
+	const tenantID = "org-a"
+	s.putContact(t, tenantID, "citizen-busy", map[string]string{"email": "busy@example.org"})
+	requestID := uuid.NewString()
+	if err := s.pub.Publish(context.Background(), submittedEvent(t, tenantID, "citizen-busy", requestID, "AG-2026-777001")); err != nil {
+		t.Fatal(err)
+	}
+	fabrictest.Eventually(t, 20*time.Second, "a failed attempt recorded", func() bool {
+		n := s.notifications(t, tenantID, requestID)
+		return len(n) == 1 && n[0].Status == "pending" && n[0].Attempts >= 1 && strings.Contains(n[0].LastError, "451")
+	})
+	// The mailbox comes back: a later retry tier delivers.
+	s.putContact(t, tenantID, "citizen-busy", map[string]string{"email": "maria.back@example.org"})
+	n := s.waitStatus(t, tenantID, requestID, "sent")
+	if n.Attempts < 2 {
+		t.Errorf("attempts = %d, want >= 2", n.Attempts)
+	}
+	if got := s.mails(t, "AG-2026-777001"); len(got) != 1 {
+		t.Errorf("mails = %d, want 1", len(got))
+	}
+}
+
+func TestDuplicateEventSendsOnce(t *testing.T) {
+	s := startStack(t)
+	const tenantID = "org-a"
+	s.putContact(t, tenantID, "citizen-dup", map[string]string{"email": "dup@example.org"})
+	requestID := uuid.NewString()
+	e := submittedEvent(t, tenantID, "citizen-dup", requestID, "AG-2026-888001")
+	for range 3 {
+		if err := s.pub.Publish(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.waitStatus(t, tenantID, requestID, "sent")
+	// A second event for the same request proves the queue moved past the duplicates.
+	other := uuid.NewString()
+	if err := s.pub.Publish(context.Background(), submittedEvent(t, tenantID, "citizen-dup", other, "AG-2026-888002")); err != nil {
+		t.Fatal(err)
+	}
+	s.waitStatus(t, tenantID, other, "sent")
+	if got := s.mails(t, "AG-2026-888001"); len(got) != 1 {
+		t.Errorf("mails for a thrice-delivered event = %d, want 1", len(got))
+	}
+	if got := s.notifications(t, tenantID, requestID); len(got) != 1 {
+		t.Errorf("notifications = %d, want 1", len(got))
+	}
+}
+
+func TestSendCommandUsesChannelAdapter(t *testing.T) {
+	s := startStack(t)
+	const tenantID = "org-b"
+	s.putContact(t, tenantID, "citizen-wa", map[string]string{"phone": "+5521988887777", "preferredChannel": "whatsapp"})
+	requestID := uuid.NewString()
+	e, err := envelope.New("communication.send.v1", tenantID, "workflow-service", map[string]any{
+		"channel": "whatsapp", "recipientRef": "citizen-wa", "template": "request-status",
+		"requestId": requestID, "params": map[string]any{"status": "in_progress"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.pub.Publish(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	n := s.waitStatus(t, tenantID, requestID, "sent")
+	if n.Channel != "whatsapp" {
+		t.Errorf("channel = %q, want whatsapp", n.Channel)
+	}
+}
+
+func TestAPI(t *testing.T) {
+	s := startStack(t)
+	citizenA := s.token(t, "org-a", "citizen-1", auth.RoleCitizen)
+	attendantA := s.token(t, "org-a", "att-1", auth.RoleAttendant)
+	attendantB := s.token(t, "org-b", "att-2", auth.RoleAttendant)
+	s.putContact(t, "org-a", "citizen-1", map[string]string{"email": "c1@example.org"})
+	requestID := uuid.NewString()
+	if err := s.pub.Publish(context.Background(), submittedEvent(t, "org-a", "citizen-1", requestID, "AG-2026-999001")); err != nil {
+		t.Fatal(err)
+	}
+	s.waitStatus(t, "org-a", requestID, "sent")
+
+	tests := []struct {
+		name, method, path, token string
+		body                      any
+		wantStatus, wantItems     int
+	}{
+		{"citizen updates own contact", "PUT", "/v1/contacts/citizen-1", citizenA, map[string]string{"email": "new@example.org"}, 200, -1},
+		{"citizen cannot touch another citizen", "PUT", "/v1/contacts/citizen-2", citizenA, map[string]string{"email": "x@example.org"}, 404, -1},
+		{"malformed JSON", "PUT", "/v1/contacts/citizen-1", citizenA, "{", 400, -1},
+		{"unknown field", "PUT", "/v1/contacts/citizen-1", citizenA, `{"mail":"a@b.c"}`, 400, -1},
+		{"bad e-mail", "PUT", "/v1/contacts/citizen-1", citizenA, map[string]string{"email": "not-an-address"}, 400, -1},
+		{"preferred channel without address", "PUT", "/v1/contacts/citizen-1", citizenA, map[string]string{"email": "a@b.org", "preferredChannel": "sms"}, 400, -1},
+		{"no token", "GET", "/v1/notifications?requestId=" + requestID, "", nil, 401, -1},
+		{"requestId missing", "GET", "/v1/notifications", attendantA, nil, 400, -1},
+		{"requestId not a UUID", "GET", "/v1/notifications?requestId=42", attendantA, nil, 400, -1},
+		{"citizen sees own notification", "GET", "/v1/notifications?requestId=" + requestID, citizenA, nil, 200, 1},
+		{"other citizen sees nothing", "GET", "/v1/notifications?requestId=" + requestID, s.token(t, "org-a", "citizen-9", auth.RoleCitizen), nil, 200, 0},
+		{"tenant B sees nothing", "GET", "/v1/notifications?requestId=" + requestID, attendantB, nil, 200, 0},
+		{"tenant B cannot read tenant A's contact", "GET", "/v1/contacts/citizen-1", attendantB, nil, 404, -1},
+		{"tenant A reads the contact", "GET", "/v1/contacts/citizen-1", attendantA, nil, 200, -1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out struct {
+				Items []notification
+				Title string
+			}
+			resp := s.call(t, tc.method, tc.path, tc.token, tc.body, &out)
+			if resp.StatusCode != tc.wantStatus {
+				t.Fatalf("%s %s = %d, want %d", tc.method, tc.path, resp.StatusCode, tc.wantStatus)
+			}
+			if ct := resp.Header.Get("Content-Type"); tc.wantStatus >= 400 && ct != "application/problem+json" {
+				t.Errorf("Content-Type = %q, want application/problem+json", ct)
+			}
+			if tc.wantItems >= 0 && len(out.Items) != tc.wantItems {
+				t.Errorf("items = %d, want %d", len(out.Items), tc.wantItems)
+			}
+		})
+	}
+}

@@ -1,0 +1,123 @@
+// Command smtpsink is a local SMTP server that accepts every message and
+// writes it to a directory, one file per message. Tests and `make up` use
+// it as the mail relay; recipients can be made to fail on purpose.
+//
+//	smtpsink -addr 127.0.0.1:1025 -dir .data/mail
+//
+// It prints "listening on <addr>" once ready (with -addr :0 too).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/emersion/go-smtp"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "smtpsink:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:1025", "listen address")
+	dir := fs.String("dir", ".data/mail", "directory for received messages (.eml)")
+	reject := fs.String("reject", "", "recipients containing this text get 550 (permanent)")
+	defer4xx := fs.String("defer", "", "recipients containing this text get 451 (temporary)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
+		return err
+	}
+	be := &backend{dir: *dir, reject: *reject, defer4xx: *defer4xx}
+	s := smtp.NewServer(be)
+	s.Domain = "smtpsink.local"
+	s.ReadTimeout, s.WriteTimeout = time.Minute, time.Minute
+	s.MaxMessageBytes = 10 << 20
+	s.AllowInsecureAuth = true
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- s.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return s.Shutdown(sctx)
+	case err := <-errc:
+		if errors.Is(err, smtp.ErrServerClosed) {
+			return nil
+		}
+		return err
+	}
+}
+
+type backend struct {
+	dir              string
+	reject, defer4xx string
+	seq              atomic.Int64
+}
+
+func (b *backend) NewSession(*smtp.Conn) (smtp.Session, error) { return &session{b: b}, nil }
+
+type session struct {
+	b    *backend
+	from string
+	to   []string
+}
+
+func (s *session) Reset()        { s.from, s.to = "", nil }
+func (s *session) Logout() error { return nil }
+
+func (s *session) Mail(from string, _ *smtp.MailOptions) error {
+	s.from = from
+	return nil
+}
+
+func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	switch {
+	case s.b.reject != "" && strings.Contains(to, s.b.reject):
+		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "mailbox unavailable"}
+	case s.b.defer4xx != "" && strings.Contains(to, s.b.defer4xx):
+		return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "try again later"}
+	}
+	s.to = append(s.to, to)
+	return nil
+}
+
+// Data writes the message with an envelope header block first, then
+// renames it into place so readers never see half a file.
+func (s *session) Data(r io.Reader) error {
+	body, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	n := s.b.seq.Add(1)
+	name := fmt.Sprintf("%d-%06d.eml", time.Now().UnixNano(), n)
+	tmp := filepath.Join(s.b.dir, "."+name+".tmp")
+	content := fmt.Sprintf("X-Sink-From: %s\r\nX-Sink-To: %s\r\n", s.from, strings.Join(s.to, ", ")) + string(body)
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(s.b.dir, name))
+}

@@ -1,0 +1,207 @@
+// Package delivery turns platform messages (request.submitted.v1 events and
+// communication.send.v1 commands) into notifications: it resolves the
+// citizen's contact, sends through the channel's adapter, records the
+// outcome and enqueues communication.notification-sent.v1, all inside the
+// inbox transaction the fabric hands it.
+package delivery
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/outbox"
+	"github.com/agora-platform/agora/pkg/fabric/tenant"
+	"github.com/agora-platform/agora/services/communication/internal/notify"
+)
+
+// Producer is the envelope producer of the events this service emits.
+const Producer = "communication-service"
+
+// Sender is a channel adapter: SMTP for e-mail, providers for the rest.
+// Errors wrapping notify.ErrRejected are final; any other is retried.
+type Sender interface {
+	Send(ctx context.Context, m notify.Message) error
+}
+
+// Store keeps contacts and notifications. Ensure and RecordFailure commit
+// on their own so attempts survive the rolled-back inbox transaction; the
+// others run inside it.
+type Store interface {
+	Ensure(ctx context.Context, tenantID, sourceEventID string, n notify.Notification) (notify.Notification, error)
+	RecordFailure(ctx context.Context, tenantID, id, lastError string) error
+	ContactTx(ctx context.Context, tx pgx.Tx, tenantID, citizenID string) (notify.Contact, error)
+	MarkSentTx(ctx context.Context, tx pgx.Tx, tenantID, id string) error
+	MarkFailedTx(ctx context.Context, tx pgx.Tx, tenantID, id, reason, lastError string, attempted bool) error
+}
+
+// Enqueuer stores events in the caller's transaction; *outbox.Outbox does.
+type Enqueuer interface {
+	Enqueue(ctx context.Context, tx outbox.Tx, items ...outbox.Item) error
+}
+
+// Deliverer handles the messages that lead to notifications.
+type Deliverer struct {
+	store   Store
+	outbox  Enqueuer
+	senders map[notify.Channel]Sender
+	log     *slog.Logger
+}
+
+// New returns a Deliverer sending through senders (a channel without one
+// records its notifications as failed with reason no-adapter).
+func New(store Store, ob Enqueuer, senders map[notify.Channel]Sender, log *slog.Logger) *Deliverer {
+	return &Deliverer{store: store, outbox: ob, senders: senders, log: log}
+}
+
+// job is one notification to make, whatever message asked for it.
+type job struct {
+	requestID string
+	citizenID string
+	channel   notify.Channel // empty: the contact's preferred channel
+	template  string
+	params    map[string]string
+}
+
+type submitted struct {
+	RequestID string `json:"requestId"`
+	Protocol  string `json:"protocol"`
+	CitizenID string `json:"citizenId"`
+}
+
+// HandleSubmitted sends the confirmation of a submitted request on the
+// citizen's preferred channel. It is an inbox.TxHandler.
+func (d *Deliverer) HandleSubmitted(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
+	var p submitted
+	if err := json.Unmarshal(env.Payload, &p); err != nil {
+		return fabric.Invalid(fmt.Errorf("decode %s %s: %w", env.Type, env.ID, err))
+	}
+	return d.deliver(ctx, tx, env, job{requestID: p.RequestID, citizenID: p.CitizenID,
+		template: notify.TemplateConfirmation, params: map[string]string{"protocol": p.Protocol}})
+}
+
+type sendCommand struct {
+	Channel      string         `json:"channel"`
+	RecipientRef string         `json:"recipientRef"`
+	Template     string         `json:"template"`
+	RequestID    string         `json:"requestId"`
+	Params       map[string]any `json:"params"`
+}
+
+// HandleSend executes a communication.send.v1 command: recipientRef is the
+// citizen id, resolved through the contact table like any other message.
+// It is an inbox.TxHandler.
+func (d *Deliverer) HandleSend(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
+	var c sendCommand
+	if err := json.Unmarshal(env.Payload, &c); err != nil {
+		return fabric.Invalid(fmt.Errorf("decode %s %s: %w", env.Type, env.ID, err))
+	}
+	ch, err := notify.ParseChannel(c.Channel)
+	if err != nil {
+		return fabric.Invalid(fmt.Errorf("command %s: %w", env.ID, err))
+	}
+	params := make(map[string]string, len(c.Params))
+	for k, v := range c.Params {
+		if s, ok := v.(string); ok {
+			params[k] = s
+		} else {
+			params[k] = fmt.Sprint(v)
+		}
+	}
+	return d.deliver(ctx, tx, env, job{requestID: c.RequestID, citizenID: c.RecipientRef, channel: ch,
+		template: c.Template, params: params})
+}
+
+func (d *Deliverer) deliver(ctx context.Context, tx pgx.Tx, env envelope.Envelope, j job) error {
+	tenantID, err := tenant.From(ctx)
+	if err != nil {
+		return fabric.Invalid(fmt.Errorf("message %s: %w", env.ID, err))
+	}
+	contact, err := d.store.ContactTx(ctx, tx, tenantID, j.citizenID)
+	found := err == nil
+	if err != nil && !errors.Is(err, notify.ErrNotFound) {
+		return fabric.Transient(fmt.Errorf("contact of message %s: %w", env.ID, err))
+	}
+	ch := j.channel
+	if ch == "" {
+		ch = notify.Email
+		if found {
+			ch = contact.Preferred
+		}
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return fabric.Transient(err)
+	}
+	n, err := d.store.Ensure(ctx, tenantID, env.ID, notify.Notification{ID: id.String(), RequestID: j.requestID,
+		CitizenID: j.citizenID, Channel: ch, Template: j.template})
+	if err != nil {
+		return fabric.Transient(fmt.Errorf("notification of message %s: %w", env.ID, err))
+	}
+	if n.Status != notify.Pending {
+		return nil // settled by an earlier delivery of this message
+	}
+	fail := func(reason, lastError string, attempted bool) error {
+		if err := d.store.MarkFailedTx(ctx, tx, tenantID, n.ID, reason, lastError, attempted); err != nil {
+			return fabric.Transient(fmt.Errorf("mark notification %s failed: %w", n.ID, err))
+		}
+		d.log.Warn("notification failed", "notification", n.ID, "reason", reason, "err", lastError)
+		return d.emit(ctx, tx, env, n, notify.Failed)
+	}
+	to, ok := contact.Address(ch)
+	if !found || !ok {
+		return fail(notify.ReasonNoContact, fmt.Sprintf("no %s address for the citizen", ch), false)
+	}
+	subject, body, err := notify.Render(j.template, j.params)
+	if err != nil {
+		return fail(notify.ReasonUnknownTemplate, err.Error(), false)
+	}
+	sender := d.senders[ch]
+	if sender == nil {
+		return fail(notify.ReasonNoAdapter, "no adapter for channel "+string(ch), false)
+	}
+	err = sender.Send(ctx, notify.Message{NotificationID: n.ID, RequestID: j.requestID, Channel: ch,
+		To: to, Subject: subject, Body: body})
+	switch {
+	case err == nil:
+		if err := d.store.MarkSentTx(ctx, tx, tenantID, n.ID); err != nil {
+			return fabric.Transient(fmt.Errorf("mark notification %s sent: %w", n.ID, err))
+		}
+		return d.emit(ctx, tx, env, n, notify.Sent)
+	case errors.Is(err, notify.ErrRejected):
+		return fail(notify.ReasonRejected, err.Error(), true)
+	default:
+		// The inbox transaction rolls back; the attempt is kept apart so
+		// the notification shows why it is still pending.
+		if rerr := d.store.RecordFailure(context.WithoutCancel(ctx), tenantID, n.ID, err.Error()); rerr != nil {
+			d.log.Error("record delivery attempt", "notification", n.ID, "err", rerr)
+		}
+		return fabric.Transient(fmt.Errorf("send notification %s over %s: %w", n.ID, ch, err))
+	}
+}
+
+type notificationSent struct {
+	NotificationID string `json:"notificationId"`
+	RequestID      string `json:"requestId,omitempty"`
+	Channel        string `json:"channel"`
+	Status         string `json:"status"`
+}
+
+func (d *Deliverer) emit(ctx context.Context, tx pgx.Tx, cause envelope.Envelope, n notify.Notification, st notify.Status) error {
+	e, err := envelope.Derive(cause, "communication.notification-sent.v1", Producer, notificationSent{
+		NotificationID: n.ID, RequestID: n.RequestID, Channel: string(n.Channel), Status: string(st)})
+	if err != nil {
+		return fabric.Transient(err)
+	}
+	if err := d.outbox.Enqueue(ctx, tx, outbox.Item{Aggregate: outbox.Aggregate{Type: "notification", ID: n.ID}, Envelope: e}); err != nil {
+		return fabric.Transient(fmt.Errorf("enqueue notification-sent %s: %w", n.ID, err))
+	}
+	return nil
+}

@@ -1,0 +1,41 @@
+-- name: SetTenant :exec
+SELECT set_config('app.tenant_id', sqlc.arg(tenant_id)::text, true);
+
+-- name: UpsertContact :one
+INSERT INTO contact (tenant_id, citizen_id, email, phone, preferred_channel, updated_by)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (tenant_id, citizen_id) DO UPDATE
+SET email = EXCLUDED.email, phone = EXCLUDED.phone, preferred_channel = EXCLUDED.preferred_channel,
+    updated_by = EXCLUDED.updated_by, updated_at = now()
+RETURNING *;
+
+-- name: GetContact :one
+SELECT * FROM contact WHERE tenant_id = $1 AND citizen_id = $2;
+
+-- name: EnsureNotification :one
+-- Creates the notification of a source event, or returns the existing one
+-- (a redelivery): the row survives rolled-back delivery attempts.
+INSERT INTO notification (id, tenant_id, source_event_id, request_id, citizen_id, channel, template, status)
+VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending')
+ON CONFLICT (tenant_id, source_event_id) DO UPDATE SET updated_at = now()
+RETURNING *;
+
+-- name: RecordAttemptFailure :exec
+UPDATE notification SET attempts = attempts + 1, last_error = $3, updated_at = now()
+WHERE tenant_id = $1 AND id = $2;
+
+-- name: MarkSent :exec
+UPDATE notification SET status = 'sent', attempts = attempts + 1, last_error = NULL, sent_at = now(), updated_at = now()
+WHERE tenant_id = $1 AND id = $2;
+
+-- name: MarkFailed :exec
+UPDATE notification SET status = 'failed', attempts = attempts + sqlc.arg(attempted)::integer, last_error = $3,
+    failure_reason = $4, updated_at = now()
+WHERE tenant_id = $1 AND id = $2;
+
+-- name: ListNotifications :many
+-- Tenant filter on top of row-level security: superusers bypass RLS.
+SELECT * FROM notification
+WHERE tenant_id = $1 AND request_id = $2
+  AND (sqlc.narg(citizen_id)::text IS NULL OR citizen_id = sqlc.narg(citizen_id))
+ORDER BY created_at, id;
