@@ -1,0 +1,122 @@
+// Command document-worker extracts the text of uploaded documents (OCR for
+// images and scanned PDFs) and hands it on for knowledge indexing.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/host"
+	"github.com/agora-platform/agora/pkg/fabric/topology"
+	"github.com/agora-platform/agora/services/document-worker/internal/document"
+	"github.com/agora-platform/agora/services/document-worker/internal/messaging"
+	"github.com/agora-platform/agora/services/document-worker/internal/ocr"
+	"github.com/agora-platform/agora/services/document-worker/internal/postgres"
+	"github.com/agora-platform/agora/services/document-worker/internal/s3store"
+	"github.com/agora-platform/agora/services/document-worker/migrations"
+)
+
+const queue = "document.processing"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args, os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "document-worker:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	host        host.Config
+	bucket      string
+	tools       ocr.Tools
+	concurrency int
+	retryTiers  []topology.Duration
+}
+
+func loadConfig(getenv func(string) string) (config, error) {
+	hc, err := host.ConfigFrom("document-worker", ":8084", getenv)
+	if err != nil {
+		return config{}, err
+	}
+	get := func(k, def string) string {
+		if v := getenv(k); v != "" {
+			return v
+		}
+		return def
+	}
+	c := config{
+		host:   hc,
+		bucket: get("DOCUMENTS_BUCKET", "documents"),
+		tools: ocr.Tools{
+			Tesseract: get("TESSERACT_BIN", "tesseract"),
+			PDFToText: get("PDFTOTEXT_BIN", "pdftotext"),
+			PDFToPPM:  get("PDFTOPPM_BIN", "pdftoppm"),
+			Languages: get("OCR_LANGUAGES", "por+eng"),
+		},
+	}
+	if c.tools.DPI, err = strconv.Atoi(get("OCR_DPI", "300")); err != nil || c.tools.DPI < 72 {
+		return config{}, fmt.Errorf("OCR_DPI %q: want an integer ≥ 72", getenv("OCR_DPI"))
+	}
+	if c.tools.Timeout, err = time.ParseDuration(get("OCR_TIMEOUT", "2m")); err != nil || c.tools.Timeout <= 0 {
+		return config{}, fmt.Errorf("OCR_TIMEOUT %q: want a positive duration", getenv("OCR_TIMEOUT"))
+	}
+	if c.concurrency, err = strconv.Atoi(get("WORKER_CONCURRENCY", "2")); err != nil || c.concurrency < 1 {
+		return config{}, fmt.Errorf("WORKER_CONCURRENCY %q: want an integer ≥ 1", getenv("WORKER_CONCURRENCY"))
+	}
+	// RETRY_TIERS overrides the platform's tiers (tests use short ones);
+	// every instance on a broker must agree, or queue declarations conflict.
+	if v := getenv("RETRY_TIERS"); v != "" {
+		for _, s := range strings.Split(v, ",") {
+			d, err := time.ParseDuration(strings.TrimSpace(s))
+			if err != nil || d <= 0 {
+				return config{}, fmt.Errorf("RETRY_TIERS %q: want positive durations separated by commas", v)
+			}
+			c.retryTiers = append(c.retryTiers, topology.Duration(d))
+		}
+	}
+	return c, nil
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	spec, ok := topology.Platform().Consumer(queue)
+	if !ok {
+		return fmt.Errorf("platform topology has no %s queue", queue)
+	}
+	if len(cfg.retryTiers) > 0 {
+		spec.RetryTiers = cfg.retryTiers
+	}
+	h, err := host.New(ctx, cfg.host, host.Options{
+		Consumers:  []topology.Consumer{spec},
+		Migrations: migrations.FS,
+		Relay:      true,
+	}, stdout)
+	if err != nil {
+		return err
+	}
+	store, err := s3store.New(cfg.host.S3Endpoint, cfg.host.S3AccessKey, cfg.host.S3SecretKey, false)
+	if err != nil {
+		return err
+	}
+	proc := document.NewProcessor(store, cfg.tools, cfg.bucket, time.Now)
+	handler := messaging.NewHandler(proc, postgres.NewStore(), h.Outbox, h.Log)
+	if err := h.Consume(queue, h.Inbox(queue).Handler(handler.Uploaded), fabric.ConsumerOptions{
+		Concurrency: cfg.concurrency, Prefetch: cfg.concurrency,
+	}); err != nil {
+		return err
+	}
+	return h.Serve(ctx, nil, nil)
+}

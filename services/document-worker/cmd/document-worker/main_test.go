@@ -1,0 +1,562 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/pkg/fabric/registry"
+	"github.com/agora-platform/agora/pkg/fabric/topology"
+	"github.com/agora-platform/agora/services/document-worker/doctest"
+)
+
+// stack is one isolated corner of the real infrastructure: a vhost, a
+// schema, the documents bucket, a publisher standing in for the request
+// service and an observer of what the worker emits.
+type stack struct {
+	t      testing.TB
+	vhost  *fabrictest.Vhost
+	schema string
+	pool   *pgxpool.Pool
+	s3     *minio.Client
+	bucket string
+	pub    *fabric.Publisher
+	conn   interface {
+		Channel(context.Context) (*amqp.Channel, error)
+	}
+
+	mu       sync.Mutex
+	received map[string][]envelope.Envelope // by type
+}
+
+func env(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func newStack(t testing.TB) *stack {
+	t.Helper()
+	fenv := fabrictest.EnvFrom(os.Getenv)
+	s := &stack{t: t, vhost: fabrictest.NewVhost(t, fenv), schema: "t_" + randHex(4), bucket: "documents",
+		received: map[string][]envelope.Envelope{}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, fenv.DatabaseURL)
+	if err != nil {
+		t.Fatalf("postgres (run `make infra`): %v", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		t.Fatalf("postgres at %s (run `make infra`): %v", fenv.DatabaseURL, err)
+	}
+	s.pool = pool
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{s.schema}.Sanitize()+" CASCADE")
+		pool.Close()
+	})
+	s.s3, err = minio.New(env("S3_ENDPOINT", "127.0.0.1:9000"), &minio.Options{
+		Creds: credentials.NewStaticV4(env("S3_ACCESS_KEY", "agora-dev"), env("S3_SECRET_KEY", "agora-dev-secret"), "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.s3.BucketExists(ctx, s.bucket); err != nil {
+		t.Fatalf("minio (run `make infra`): %v", err)
+	} else if !ok {
+		if err := s.s3.MakeBucket(ctx, s.bucket, minio.MakeBucketOptions{}); err != nil {
+			if ok, _ := s.s3.BucketExists(ctx, s.bucket); !ok {
+				t.Fatalf("make bucket: %v", err)
+			}
+		}
+	}
+	conn := s.vhost.Dial(t, func(ctx context.Context, c *amqp.Connection) error {
+		return topology.Apply(ctx, c, topology.Description{Exchanges: topology.PlatformExchanges()})
+	})
+	s.conn = conn
+	reg, err := registry.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.pub, err = fabric.NewPublisher(conn, reg, fabric.PublisherOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.pub.Close() })
+	s.observe()
+	return s
+}
+
+// observe collects document.processed.v1 and ai.knowledge.index.v1 from
+// a queue of the test's own.
+func (s *stack) observe() {
+	ch, err := s.conn.Channel(context.Background())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	q, err := ch.QueueDeclare("", false, true, true, false, nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, b := range []struct{ ex, key string }{
+		{topology.EventsExchange, "document.processed.v1"}, {topology.CommandsExchange, "ai.knowledge.index.v1"},
+	} {
+		if err := ch.QueueBind(q.Name, b.key, b.ex, false, nil); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	deliveries, err := ch.Consume(q.Name, "", true, true, false, false, nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	go func() {
+		for d := range deliveries {
+			e, err := envelope.Decode(d.Body, 0)
+			if err != nil {
+				continue
+			}
+			s.mu.Lock()
+			s.received[e.Type] = append(s.received[e.Type], e)
+			s.mu.Unlock()
+		}
+	}()
+	s.t.Cleanup(func() { ch.Close() })
+}
+
+// find returns the envelopes of typ whose payload names documentID.
+func (s *stack) find(typ, documentID string) []envelope.Envelope {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []envelope.Envelope
+	for _, e := range s.received[typ] {
+		var p struct {
+			DocumentID string `json:"documentId"`
+		}
+		if json.Unmarshal(e.Payload, &p) == nil && p.DocumentID == documentID {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// worker is one running instance of the service.
+type worker struct {
+	addr string
+	logs *logBuffer
+}
+
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// count returns how many log lines carry msg.
+func (l *logBuffer) count(msg string) int {
+	n := 0
+	sc := bufio.NewScanner(strings.NewReader(l.String()))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var line struct {
+			Msg  string `json:"msg"`
+			Addr string `json:"addr"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == msg {
+			n++
+		}
+	}
+	return n
+}
+
+func (l *logBuffer) addr() string {
+	sc := bufio.NewScanner(strings.NewReader(l.String()))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var line struct {
+			Msg  string `json:"msg"`
+			Addr string `json:"addr"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "service started" {
+			return line.Addr
+		}
+	}
+	return ""
+}
+
+// start runs run() with the stack's infrastructure plus extra settings
+// and waits for /healthz; the instance stops (and run must return nil) at
+// cleanup.
+func (s *stack) start(extra map[string]string) *worker {
+	s.t.Helper()
+	vars := map[string]string{
+		"AMQP_URL": s.vhost.URL, "DATABASE_SCHEMA": s.schema, "HTTP_ADDR": "127.0.0.1:0",
+		"DATABASE_URL": fabrictest.EnvFrom(os.Getenv).DatabaseURL, "WORKER_CONCURRENCY": "1",
+		"RETRY_TIERS": "300ms,300ms", "LOG_LEVEL": "INFO",
+	}
+	for k, v := range extra {
+		vars[k] = v
+	}
+	getenv := func(k string) string {
+		if v, ok := vars[k]; ok {
+			return v
+		}
+		return os.Getenv(k)
+	}
+	w := &worker{logs: &logBuffer{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"document-worker"}, getenv, w.logs) }()
+	s.t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				s.t.Errorf("run returned %v", err)
+			}
+		case <-time.After(40 * time.Second):
+			s.t.Errorf("run did not return after cancellation")
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case err := <-done:
+			s.t.Fatalf("run ended early: %v\n%s", err, w.logs)
+		default:
+		}
+		if w.addr = w.logs.addr(); w.addr != "" {
+			resp, err := http.Get("http://" + w.addr + "/healthz")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return w
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("worker not healthy in time:\n%s", w.logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+type upload struct {
+	tenant, contentType, name string
+	data                      []byte
+	// keyTenant, when set, stores the object under another tenant's prefix.
+	keyTenant string
+	// sha overrides the announced checksum.
+	sha string
+}
+
+// upload stores the file as the request service would and publishes its
+// document.uploaded.v1; it returns the document id.
+func (s *stack) upload(u upload) string {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	docID, reqID := uuid.NewString(), uuid.NewString()
+	keyTenant := u.tenant
+	if u.keyTenant != "" {
+		keyTenant = u.keyTenant
+	}
+	key := fmt.Sprintf("tenant=%s/requests/%s/documents/%s/%s", keyTenant, reqID, docID, u.name)
+	if _, err := s.s3.PutObject(ctx, s.bucket, key, bytes.NewReader(u.data), int64(len(u.data)),
+		minio.PutObjectOptions{ContentType: u.contentType}); err != nil {
+		s.t.Fatalf("put %s: %v", key, err)
+	}
+	sum := sha256.Sum256(u.data)
+	sha := hex.EncodeToString(sum[:])
+	if u.sha != "" {
+		sha = u.sha
+	}
+	e, err := envelope.New("document.uploaded.v1", u.tenant, "request-service", map[string]any{
+		"documentId": docID, "requestId": reqID, "bucket": s.bucket, "objectKey": key, "fileName": u.name,
+		"contentType": u.contentType, "size": len(u.data), "sha256": sha,
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := s.pub.Publish(ctx, e); err != nil {
+		s.t.Fatalf("publish upload: %v", err)
+	}
+	return docID
+}
+
+func (s *stack) text(tenantID, documentID string) string {
+	s.t.Helper()
+	obj, err := s.s3.GetObject(context.Background(), s.bucket, fmt.Sprintf("tenant=%s/documents/%s/text.txt", tenantID, documentID), minio.GetObjectOptions{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer obj.Close()
+	b, err := io.ReadAll(obj)
+	if err != nil {
+		s.t.Fatalf("read text of %s: %v", documentID, err)
+	}
+	return string(b)
+}
+
+// deadLetter is a message found in the DLQ with the fabric's headers.
+type deadLetter struct {
+	documentID, reason, class, err string
+	attempts                       int
+}
+
+// deadLetters reads (and requeues) what is in document.processing.dlq.
+func (s *stack) deadLetters() []deadLetter {
+	s.t.Helper()
+	ch, err := s.conn.Channel(context.Background())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer ch.Close()
+	var out []deadLetter
+	var last uint64
+	for {
+		d, ok, err := ch.Get("document.processing.dlq", false)
+		if err != nil {
+			s.t.Fatalf("get dlq: %v", err)
+		}
+		if !ok {
+			break
+		}
+		last = d.DeliveryTag
+		e, _ := envelope.Decode(d.Body, 0)
+		var p struct {
+			DocumentID string `json:"documentId"`
+		}
+		_ = json.Unmarshal(e.Payload, &p)
+		str := func(k string) string { v, _ := d.Headers[k].(string); return v }
+		out = append(out, deadLetter{documentID: p.DocumentID, reason: str(fabric.HeaderReason),
+			class: str(fabric.HeaderErrorClass), err: str(fabric.HeaderError), attempts: fabric.Attempts(d.Headers)})
+	}
+	if last > 0 {
+		_ = ch.Nack(last, true, true)
+	}
+	return out
+}
+
+func (s *stack) waitDeadLetter(documentID string, timeout time.Duration) deadLetter {
+	s.t.Helper()
+	var found deadLetter
+	fabrictest.Eventually(s.t, timeout, "dead letter of "+documentID, func() bool {
+		for _, d := range s.deadLetters() {
+			if d.documentID == documentID {
+				found = d
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// mustDoc returns a function that fails t when a fixture cannot be made.
+func mustDoc(t testing.TB) func([]byte, error) []byte {
+	return func(b []byte, err error) []byte {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+}
+
+func TestDocumentWorkerExtractsTextWithCompetingInstances(t *testing.T) {
+	s := newStack(t)
+	w1, w2 := s.start(nil), s.start(nil)
+	tenantID := "org-a-" + randHex(3)
+	want := strings.Join(doctest.Lines, "\n")
+	pngData := mustDoc(t)(doctest.PNG(doctest.Lines, 36))
+	cases := []struct {
+		name, contentType, file string
+		data                    []byte
+		method                  string
+		minAccuracy             float64
+	}{
+		{"png through tesseract", "image/png", "certidao.png", pngData, "tesseract", 0.9},
+		{"pdf with a text layer", "application/pdf", "certidao.pdf", mustDoc(t)(doctest.TextPDF(doctest.Lines)), "pdftotext", 0.99},
+		{"scanned pdf", "application/pdf", "digitalizado.pdf", mustDoc(t)(doctest.ScannedPDF(pngData)), "pdftoppm+tesseract", 0.9},
+		{"plain text", "text/plain; charset=utf-8", "nota.txt", []byte(want), "plain", 1},
+		{"second png", "image/png", "certidao-2.png", pngData, "tesseract", 0.9},
+		{"third png", "image/png", "certidao-3.png", pngData, "tesseract", 0.9},
+		// A poor scan: 18 px glyphs and 2 % salt-and-pepper noise.
+		{"degraded png", "image/png", "ruim.png", mustDoc(t)(doctest.Degraded(doctest.Lines, 0.02, 7)), "tesseract", 0.5},
+	}
+	ids := make([]string, len(cases))
+	for i, c := range cases {
+		ids[i] = s.upload(upload{tenant: tenantID, contentType: c.contentType, name: c.file, data: c.data})
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fabrictest.Eventually(t, 90*time.Second, "document.processed.v1 and ai.knowledge.index.v1", func() bool {
+				return len(s.find("document.processed.v1", ids[i])) > 0 && len(s.find("ai.knowledge.index.v1", ids[i])) > 0
+			})
+			processed := s.find("document.processed.v1", ids[i])[0]
+			var p struct {
+				TextObjectKey string `json:"textObjectKey"`
+				Pages         int    `json:"pages"`
+				Characters    int    `json:"characters"`
+				Language      string `json:"language"`
+				Method        string `json:"method"`
+			}
+			if err := json.Unmarshal(processed.Payload, &p); err != nil {
+				t.Fatal(err)
+			}
+			if p.Method != c.method || p.Pages != 1 || p.Language != "por" || p.Characters == 0 {
+				t.Errorf("processed = %+v, want method %s, 1 page, language por, characters > 0", p, c.method)
+			}
+			if p.TextObjectKey != "tenant="+tenantID+"/documents/"+ids[i]+"/text.txt" {
+				t.Errorf("textObjectKey = %q, want the tenant's documents prefix", p.TextObjectKey)
+			}
+			if processed.TenantID != tenantID || processed.CausationID == "" {
+				t.Errorf("processed envelope tenant %q causation %q, want %s and the upload's id", processed.TenantID, processed.CausationID, tenantID)
+			}
+			cmd := s.find("ai.knowledge.index.v1", ids[i])[0]
+			if cmd.CausationID != processed.CausationID || cmd.CorrelationID != processed.CorrelationID {
+				t.Errorf("index command causation/correlation %s/%s, want %s/%s", cmd.CausationID, cmd.CorrelationID, processed.CausationID, processed.CorrelationID)
+			}
+			acc := doctest.WordAccuracy(want, s.text(tenantID, ids[i]))
+			t.Logf("%s: word accuracy %.3f (%d words)", c.name, acc, len(doctest.Words(want)))
+			if acc < c.minAccuracy {
+				t.Errorf("word accuracy %.3f, want ≥ %.2f; text:\n%s", acc, c.minAccuracy, s.text(tenantID, ids[i]))
+			}
+			var method string
+			var pages int
+			if err := s.pool.QueryRow(context.Background(), fmt.Sprintf(
+				"SELECT method, pages FROM %s.document_text WHERE tenant_id = $1 AND document_id = $2", s.schema),
+				tenantID, ids[i]).Scan(&method, &pages); err != nil {
+				t.Fatalf("document row: %v", err)
+			}
+			if method != c.method {
+				t.Errorf("row method = %q, want %q", method, c.method)
+			}
+		})
+	}
+	t.Run("each document processed exactly once, by both instances", func(t *testing.T) {
+		for i, id := range ids {
+			if n := len(s.find("document.processed.v1", id)); n != 1 {
+				t.Errorf("%s: %d processed events, want 1", cases[i].name, n)
+			}
+		}
+		n1, n2 := w1.logs.count("document processed"), w2.logs.count("document processed")
+		t.Logf("instance 1 processed %d, instance 2 processed %d", n1, n2)
+		if n1+n2 != len(ids) || n1 == 0 || n2 == 0 {
+			t.Errorf("instances processed %d and %d documents, want %d in total shared by both", n1, n2, len(ids))
+		}
+	})
+}
+
+func TestDocumentWorkerDeadLettersBadFiles(t *testing.T) {
+	s := newStack(t)
+	s.start(nil)
+	tenantID := "org-a-" + randHex(3)
+	pngData := mustDoc(t)(doctest.PNG([]string{"Documento de teste"}, 36))
+	cases := []struct {
+		name  string
+		up    upload
+		error string
+	}{
+		{"truncated png", upload{contentType: "image/png", name: "x.png", data: pngData[:len(pngData)/3]}, "corrupt file"},
+		{"garbage declared as pdf", upload{contentType: "application/pdf", name: "x.pdf", data: []byte("not a pdf at all")}, "corrupt file"},
+		{"broken pdf body", upload{contentType: "application/pdf", name: "x.pdf", data: []byte("%PDF-1.4\n%garbage without objects\n")}, "corrupt file"},
+		{"unsupported type", upload{contentType: "application/zip", name: "x.zip", data: []byte("PK\x03\x04zip")}, "unsupported content type"},
+		{"object of another tenant", upload{contentType: "image/png", name: "x.png", data: pngData, keyTenant: "org-b-" + randHex(3)}, "object outside the tenant's prefix"},
+		{"checksum mismatch", upload{contentType: "image/png", name: "x.png", data: pngData, sha: strings.Repeat("ab", 32)}, "sha256 mismatch"},
+	}
+	ids := make([]string, len(cases))
+	for i, c := range cases {
+		c.up.tenant = tenantID
+		ids[i] = s.upload(c.up)
+	}
+	good := s.upload(upload{tenant: tenantID, contentType: "image/png", name: "ok.png", data: pngData})
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := s.waitDeadLetter(ids[i], 60*time.Second)
+			if d.reason != fabric.ReasonPermanent || d.class != string(fabric.ClassPermanent) || d.attempts != 1 {
+				t.Errorf("dead letter reason %q class %q attempts %d, want %s, permanent, 1", d.reason, d.class, d.attempts, fabric.ReasonPermanent)
+			}
+			if !strings.Contains(d.err, c.error) {
+				t.Errorf("dead letter error %q, want it to mention %q", d.err, c.error)
+			}
+			if n := len(s.find("document.processed.v1", ids[i])); n != 0 {
+				t.Errorf("%d processed events for a bad file, want 0", n)
+			}
+		})
+	}
+	t.Run("the next good file is processed", func(t *testing.T) {
+		fabrictest.Eventually(t, 60*time.Second, "good file processed", func() bool {
+			return len(s.find("document.processed.v1", good)) == 1
+		})
+	})
+}
+
+func TestDocumentWorkerRetriesWhenDependenciesAreDown(t *testing.T) {
+	cases := []struct {
+		name  string
+		extra map[string]string
+		error string
+	}{
+		{"ocr engine missing", map[string]string{"TESSERACT_BIN": "/nonexistent/tesseract"}, "dependency unavailable"},
+		{"object storage unreachable", map[string]string{"S3_ENDPOINT": "127.0.0.1:1"}, "dependency unavailable"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := newStack(t)
+			w := s.start(c.extra)
+			tenantID := "org-a-" + randHex(3)
+			id := s.upload(upload{tenant: tenantID, contentType: "image/png", name: "x.png",
+				data: mustDoc(t)(doctest.PNG([]string{"Documento"}, 36))})
+			d := s.waitDeadLetter(id, 90*time.Second)
+			// Two retry tiers, then the DLQ: three attempts in all.
+			if d.reason != fabric.ReasonRetriesExhausted || d.class != string(fabric.ClassTransient) || d.attempts != 3 {
+				t.Errorf("dead letter reason %q class %q attempts %d, want %s, transient, 3", d.reason, d.class, d.attempts, fabric.ReasonRetriesExhausted)
+			}
+			if !strings.Contains(d.err, c.error) {
+				t.Errorf("dead letter error %q, want it to mention %q", d.err, c.error)
+			}
+			if n := w.logs.count("message scheduled for retry"); n != 2 {
+				t.Errorf("%d retries logged, want 2", n)
+			}
+		})
+	}
+}

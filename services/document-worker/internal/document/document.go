@@ -1,0 +1,213 @@
+// Package document is the document worker's domain: what an uploaded
+// document is, how its text is extracted and stored, and the kinds of
+// failure that decide between retrying and dead-lettering. It knows nothing
+// of Postgres or AMQP.
+package document
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Failure kinds. The messaging edge maps them to the fabric's classes:
+// ErrUnavailable is transient, the others are permanent.
+var (
+	// ErrForeignObject: the object key is outside the envelope tenant's prefix.
+	ErrForeignObject = errors.New("object outside the tenant's prefix")
+	// ErrChecksum: the stored bytes do not match the announced sha256.
+	ErrChecksum = errors.New("sha256 mismatch")
+	// ErrNotFound: the announced object does not exist.
+	ErrNotFound = errors.New("object not found")
+	// ErrUnsupported: a content type the worker cannot read.
+	ErrUnsupported = errors.New("unsupported content type")
+	// ErrCorrupt: the bytes are not a readable file of their type.
+	ErrCorrupt = errors.New("corrupt file")
+	// ErrUnavailable: storage or an extraction engine is down, missing or
+	// timed out; trying again later may succeed.
+	ErrUnavailable = errors.New("dependency unavailable")
+)
+
+// Uploaded is the reference a document.uploaded.v1 event carries.
+type Uploaded struct {
+	DocumentID  string
+	RequestID   string
+	Bucket      string
+	ObjectKey   string
+	FileName    string
+	ContentType string
+	Size        int64
+	SHA256      string
+}
+
+// Method names how text was obtained (the document.processed.v1 enum).
+type Method string
+
+// Extraction methods.
+const (
+	MethodTesseract      Method = "tesseract"
+	MethodPDFText        Method = "pdftotext"
+	MethodPDFRasterOCR   Method = "pdftoppm+tesseract"
+	MethodPlain          Method = "plain"
+	pdfTextMinCharsPerPg        = 20
+)
+
+// Extraction is extracted text with what is known about how it was read.
+type Extraction struct {
+	Text   string
+	Pages  int
+	Method Method
+}
+
+// Result is a processed document.
+type Result struct {
+	Uploaded
+	TenantID      string
+	TextObjectKey string
+	Pages         int
+	Characters    int
+	Language      string
+	Method        Method
+	SourceSize    int64
+	TextSize      int64
+	Duration      time.Duration
+}
+
+// Kind is the sniffed kind of a file.
+type Kind string
+
+// File kinds the worker reads.
+const (
+	KindPNG   Kind = "png"
+	KindJPEG  Kind = "jpeg"
+	KindTIFF  Kind = "tiff"
+	KindPDF   Kind = "pdf"
+	KindPlain Kind = "plain"
+)
+
+// ObjectStore reads and writes objects.
+type ObjectStore interface {
+	// Get returns the object's bytes; ErrNotFound or ErrUnavailable.
+	Get(ctx context.Context, bucket, key string) ([]byte, error)
+	// Put stores data; ErrUnavailable.
+	Put(ctx context.Context, bucket, key, contentType string, data []byte) error
+}
+
+// Extractor turns a file of a known kind into text.
+type Extractor interface {
+	// Extract returns ErrCorrupt, ErrUnavailable or another error.
+	Extract(ctx context.Context, kind Kind, data []byte) (Extraction, error)
+}
+
+// Processor fetches, checks, extracts and stores a document's text.
+type Processor struct {
+	store   ObjectStore
+	extract Extractor
+	bucket  string
+	now     func() time.Time
+}
+
+// NewProcessor returns a Processor reading from and writing to bucket.
+func NewProcessor(store ObjectStore, extract Extractor, bucket string, now func() time.Time) *Processor {
+	return &Processor{store: store, extract: extract, bucket: bucket, now: now}
+}
+
+// TenantPrefix is the object-key prefix every object of tenant starts with.
+func TenantPrefix(tenantID string) string { return "tenant=" + tenantID + "/" }
+
+// TextKey is where the text of a document is stored.
+func TextKey(tenantID, documentID string) string {
+	return TenantPrefix(tenantID) + "documents/" + documentID + "/text.txt"
+}
+
+// Process reads u's object for tenantID, extracts its text and stores it at
+// TextKey. The tenant is the envelope's: a key outside its prefix is
+// ErrForeignObject, so no message can make the worker read another tenant's
+// object. Errors wrap ErrForeignObject, ErrChecksum, ErrNotFound,
+// ErrUnsupported, ErrCorrupt or ErrUnavailable.
+func (p *Processor) Process(ctx context.Context, tenantID string, u Uploaded) (Result, error) {
+	start := p.now()
+	if u.Bucket != "" && u.Bucket != p.bucket {
+		return Result{}, fmt.Errorf("document %s: bucket %q is not %q: %w", u.DocumentID, u.Bucket, p.bucket, ErrForeignObject)
+	}
+	if !strings.HasPrefix(u.ObjectKey, TenantPrefix(tenantID)) || strings.Contains(u.ObjectKey, "..") {
+		return Result{}, fmt.Errorf("document %s: key %q for tenant %s: %w", u.DocumentID, u.ObjectKey, tenantID, ErrForeignObject)
+	}
+	data, err := p.store.Get(ctx, p.bucket, u.ObjectKey)
+	if err != nil {
+		return Result{}, fmt.Errorf("document %s: fetch: %w", u.DocumentID, err)
+	}
+	sum := sha256.Sum256(data)
+	if got := hex.EncodeToString(sum[:]); got != u.SHA256 {
+		return Result{}, fmt.Errorf("document %s: sha256 %s, announced %s: %w", u.DocumentID, got, u.SHA256, ErrChecksum)
+	}
+	kind, err := Sniff(u.ContentType, data)
+	if err != nil {
+		return Result{}, fmt.Errorf("document %s: %w", u.DocumentID, err)
+	}
+	ex, err := p.extract.Extract(ctx, kind, data)
+	if err != nil {
+		return Result{}, fmt.Errorf("document %s: extract %s: %w", u.DocumentID, kind, err)
+	}
+	text := strings.TrimSpace(ex.Text)
+	key := TextKey(tenantID, u.DocumentID)
+	if err := p.store.Put(ctx, p.bucket, key, "text/plain; charset=utf-8", []byte(text)); err != nil {
+		return Result{}, fmt.Errorf("document %s: store text: %w", u.DocumentID, err)
+	}
+	return Result{
+		Uploaded: u, TenantID: tenantID, TextObjectKey: key,
+		Pages: ex.Pages, Characters: len([]rune(text)), Language: GuessLanguage(text), Method: ex.Method,
+		SourceSize: int64(len(data)), TextSize: int64(len(text)), Duration: p.now().Sub(start),
+	}, nil
+}
+
+// Sniff decides the file's kind from its first bytes, checked against the
+// declared content type: a declared type the bytes contradict is
+// ErrCorrupt, a type the worker does not read is ErrUnsupported.
+func Sniff(contentType string, data []byte) (Kind, error) {
+	declared := strings.ToLower(strings.TrimSpace(strings.SplitN(contentType, ";", 2)[0]))
+	var want Kind
+	switch declared {
+	case "image/png":
+		want = KindPNG
+	case "image/jpeg", "image/jpg":
+		want = KindJPEG
+	case "image/tiff":
+		want = KindTIFF
+	case "application/pdf":
+		want = KindPDF
+	case "text/plain":
+		want = KindPlain
+	default:
+		return "", fmt.Errorf("%q: %w", declared, ErrUnsupported)
+	}
+	magic := map[Kind][][]byte{
+		KindPNG:  {[]byte("\x89PNG\r\n\x1a\n")},
+		KindJPEG: {[]byte("\xff\xd8\xff")},
+		KindTIFF: {[]byte("II*\x00"), []byte("MM\x00*")},
+		KindPDF:  {[]byte("%PDF-")},
+	}
+	if want == KindPlain {
+		if bytes.IndexByte(data, 0) >= 0 {
+			return "", fmt.Errorf("text/plain with NUL bytes: %w", ErrCorrupt)
+		}
+		return want, nil
+	}
+	for _, m := range magic[want] {
+		if bytes.HasPrefix(data, m) {
+			return want, nil
+		}
+	}
+	return "", fmt.Errorf("declared %s but the bytes are not: %w", declared, ErrCorrupt)
+}
+
+// NeedsOCR reports whether pdftotext output is too thin to be a text layer
+// (a scanned PDF), given the page count.
+func NeedsOCR(text string, pages int) bool {
+	return len(strings.Join(strings.Fields(text), "")) < pdfTextMinCharsPerPg*max(pages, 1)
+}

@@ -1,0 +1,142 @@
+// Package messaging is the worker's inbound port: it turns a
+// document.uploaded.v1 envelope into a processed document, records it and
+// enqueues document.processed.v1 and the command ai.knowledge.index.v1 in
+// the inbox transaction, and classifies failures for the fabric.
+package messaging
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/outbox"
+	"github.com/agora-platform/agora/pkg/fabric/tenant"
+	"github.com/agora-platform/agora/services/document-worker/internal/document"
+	"github.com/agora-platform/agora/services/document-worker/internal/postgres/pgdb"
+)
+
+// Producer names this service in the envelopes it emits.
+const Producer = "document-worker"
+
+// Processor extracts and stores a document's text.
+type Processor interface {
+	Process(ctx context.Context, tenantID string, u document.Uploaded) (document.Result, error)
+}
+
+// Recorder writes the processed-document row inside tx.
+type Recorder interface {
+	SaveResult(ctx context.Context, tx pgdb.DBTX, r document.Result, eventID string) error
+}
+
+// Enqueuer stores outgoing envelopes in tx.
+type Enqueuer interface {
+	Enqueue(ctx context.Context, tx outbox.Tx, items ...outbox.Item) error
+}
+
+// Handler handles document.uploaded.v1.
+type Handler struct {
+	proc Processor
+	rec  Recorder
+	out  Enqueuer
+	log  *slog.Logger
+}
+
+// NewHandler returns the upload handler.
+func NewHandler(proc Processor, rec Recorder, out Enqueuer, log *slog.Logger) *Handler {
+	return &Handler{proc: proc, rec: rec, out: out, log: log}
+}
+
+type uploadedPayload struct {
+	DocumentID  string `json:"documentId"`
+	RequestID   string `json:"requestId"`
+	Bucket      string `json:"bucket"`
+	ObjectKey   string `json:"objectKey"`
+	FileName    string `json:"fileName"`
+	ContentType string `json:"contentType"`
+	Size        int64  `json:"size"`
+	SHA256      string `json:"sha256"`
+}
+
+type processedPayload struct {
+	DocumentID    string `json:"documentId"`
+	RequestID     string `json:"requestId"`
+	TextObjectKey string `json:"textObjectKey"`
+	Pages         int    `json:"pages"`
+	Characters    int    `json:"characters"`
+	Language      string `json:"language,omitempty"`
+	Method        string `json:"method"`
+	DurationMs    int64  `json:"durationMs"`
+}
+
+type indexPayload struct {
+	DocumentID    string `json:"documentId"`
+	RequestID     string `json:"requestId"`
+	TextObjectKey string `json:"textObjectKey"`
+	Language      string `json:"language,omitempty"`
+}
+
+// Uploaded is the inbox effect for one upload event (an inbox.TxHandler).
+func (h *Handler) Uploaded(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
+	tenantID, err := tenant.From(ctx)
+	if err != nil {
+		return fabric.Invalid(fmt.Errorf("upload %s: %w", env.ID, err))
+	}
+	var p uploadedPayload
+	if err := json.Unmarshal(env.Payload, &p); err != nil {
+		return fabric.Invalid(fmt.Errorf("upload %s: payload: %w", env.ID, err))
+	}
+	res, err := h.proc.Process(ctx, tenantID, document.Uploaded{
+		DocumentID: p.DocumentID, RequestID: p.RequestID, Bucket: p.Bucket, ObjectKey: p.ObjectKey,
+		FileName: p.FileName, ContentType: p.ContentType, Size: p.Size, SHA256: p.SHA256,
+	})
+	if err != nil {
+		return Classify(err)
+	}
+	if err := h.rec.SaveResult(ctx, tx, res, env.ID); err != nil {
+		return fabric.Transient(err)
+	}
+	processed, err := envelope.Derive(env, "document.processed.v1", Producer, processedPayload{
+		DocumentID: res.DocumentID, RequestID: res.RequestID, TextObjectKey: res.TextObjectKey,
+		Pages: res.Pages, Characters: res.Characters, Language: res.Language, Method: string(res.Method),
+		DurationMs: res.Duration.Milliseconds(),
+	})
+	if err != nil {
+		return fmt.Errorf("derive processed event of %s: %w", res.DocumentID, err)
+	}
+	index, err := envelope.Derive(env, "ai.knowledge.index.v1", Producer, indexPayload{
+		DocumentID: res.DocumentID, RequestID: res.RequestID, TextObjectKey: res.TextObjectKey, Language: res.Language,
+	})
+	if err != nil {
+		return fmt.Errorf("derive index command of %s: %w", res.DocumentID, err)
+	}
+	agg := outbox.Aggregate{Type: "document", ID: res.DocumentID}
+	if err := h.out.Enqueue(ctx, tx, outbox.Item{Aggregate: agg, Envelope: processed}, outbox.Item{Aggregate: agg, Envelope: index}); err != nil {
+		return fmt.Errorf("enqueue events of document %s: %w", res.DocumentID, err)
+	}
+	h.log.InfoContext(ctx, "document processed", "document", res.DocumentID, "tenant", tenantID,
+		"method", res.Method, "pages", res.Pages, "characters", res.Characters, "language", res.Language,
+		"ms", res.Duration.Milliseconds())
+	return nil
+}
+
+// Classify maps the domain's failure kinds to the fabric's classes:
+// unavailable dependencies are retried, bad input is dead-lettered at once.
+func Classify(err error) error {
+	switch {
+	case errors.Is(err, document.ErrUnavailable):
+		return fabric.Transient(err)
+	case errors.Is(err, document.ErrForeignObject),
+		errors.Is(err, document.ErrChecksum),
+		errors.Is(err, document.ErrNotFound),
+		errors.Is(err, document.ErrUnsupported),
+		errors.Is(err, document.ErrCorrupt):
+		return fabric.Permanent(err)
+	}
+	return err
+}
