@@ -137,8 +137,9 @@ func PlatformExchanges() []Exchange {
 }
 
 // Platform returns the platform's topology: the four exchanges, the six
-// initial consumer queues of ARCHITECTURE.md §3 and the request service's
-// workflow-events queue, all with default retry tiers.
+// initial consumer queues of ARCHITECTURE.md §3, communication's command
+// queue and the request service's workflow-events queue, all with default
+// retry tiers.
 func Platform() Description {
 	ev := func(key string) []Binding { return []Binding{{Exchange: EventsExchange, Key: key}} }
 	return Description{
@@ -150,6 +151,8 @@ func Platform() Description {
 			{Queue: "datalake.request-events", Service: "datalake-ingestion", Bindings: ev("request.#")},
 			{Queue: "document.processing", Service: "document-worker", Bindings: ev("document.uploaded.v1")},
 			{Queue: "ai.knowledge-builder", Service: "ai-builder", Bindings: []Binding{{Exchange: CommandsExchange, Key: "ai.knowledge.index.v1"}}},
+			// Channel adapters (SMS, WhatsApp, email) are fed by commands.
+			{Queue: "communication.send-commands", Service: "communication", Bindings: []Binding{{Exchange: CommandsExchange, Key: "communication.send.v1"}}},
 			// The request service keeps the status a citizen sees current.
 			{Queue: "request.workflow-events", Service: "request", Bindings: []Binding{
 				{Exchange: EventsExchange, Key: "workflow.#"}, {Exchange: EventsExchange, Key: "task.#"}}},
