@@ -307,9 +307,9 @@ func (c *Consumer) process(ctx context.Context, d amqp.Delivery) {
 	attempts := Attempts(d.Headers)
 	switch class {
 	case ClassInvalid:
-		c.deadLetter(ctx, d, env.ID, class, ReasonHandlerInvalid, err)
+		c.deadLetter(ctx, d, env.ID, class, ReasonOf(err, ReasonHandlerInvalid), err)
 	case ClassPermanent:
-		c.deadLetter(ctx, d, env.ID, class, ReasonPermanent, err)
+		c.deadLetter(ctx, d, env.ID, class, ReasonOf(err, ReasonPermanent), err)
 	default:
 		limit := len(c.tiers)
 		if class == ClassUnknown {

@@ -45,6 +45,27 @@ func Permanent(err error) error { return &classified{ClassPermanent, err} }
 // Invalid marks err as caused by a malformed message.
 func Invalid(err error) error { return &classified{ClassInvalid, err} }
 
+type reasoned struct {
+	reason string
+	err    error
+}
+
+func (r *reasoned) Error() string { return r.err.Error() }
+func (r *reasoned) Unwrap() error { return r.err }
+
+// WithReason attaches a dead-letter reason code to err (it keeps err's
+// class), so a DLQ says more than the generic PERMANENT_FAILURE.
+func WithReason(err error, reason string) error { return &reasoned{reason, err} }
+
+// ReasonOf returns the reason attached with WithReason, or def.
+func ReasonOf(err error, def string) string {
+	var r *reasoned
+	if errors.As(err, &r) {
+		return r.reason
+	}
+	return def
+}
+
 // ClassOf returns the class err was marked with, or ClassUnknown.
 func ClassOf(err error) Class {
 	var c *classified
@@ -89,16 +110,16 @@ const (
 
 // Dead-letter reasons recorded in HeaderReason.
 const (
-	ReasonInvalidEnvelope   = "INVALID_ENVELOPE"
-	ReasonUnknownType       = "UNKNOWN_TYPE"
-	ReasonSchema            = "SCHEMA_INVALID"
-	ReasonTenantMissing     = "TENANT_MISSING"
-	ReasonTenantMismatch    = "TENANT_MISMATCH"
-	ReasonDepth             = "REACTION_DEPTH_EXCEEDED"
-	ReasonCycle             = "CAUSATION_CYCLE"
-	ReasonHandlerInvalid    = "HANDLER_INVALID"
-	ReasonPermanent         = "PERMANENT_FAILURE"
-	ReasonRetriesExhausted  = "RETRIES_EXHAUSTED"
-	ReasonDeliveryLimit     = "DELIVERY_LIMIT"
-	ReasonDuplicateConflict = "INBOX_CONFLICT"
+	ReasonInvalidEnvelope  = "INVALID_ENVELOPE"
+	ReasonUnknownType      = "UNKNOWN_TYPE"
+	ReasonSchema           = "SCHEMA_INVALID"
+	ReasonTenantMissing    = "TENANT_MISSING"
+	ReasonTenantMismatch   = "TENANT_MISMATCH"
+	ReasonDepth            = "REACTION_DEPTH_EXCEEDED"
+	ReasonCycle            = "CAUSATION_CYCLE"
+	ReasonHandlerInvalid   = "HANDLER_INVALID"
+	ReasonPermanent        = "PERMANENT_FAILURE"
+	ReasonRetriesExhausted = "RETRIES_EXHAUSTED"
+	ReasonDeliveryLimit    = "DELIVERY_LIMIT"
+	ReasonInboxConflict    = "INBOX_CONFLICT"
 )

@@ -137,7 +137,7 @@ func (in *Inbox) Handler(h TxHandler) fabric.Handler {
 		}
 		first, err := in.Claim(ctx, tx, env)
 		if errors.Is(err, ErrConflict) {
-			return fabric.Invalid(err)
+			return fabric.Invalid(fabric.WithReason(err, fabric.ReasonInboxConflict))
 		}
 		if err != nil {
 			return fabric.Transient(err)
