@@ -1,0 +1,82 @@
+// Command analytics projects request events into counts by tenant, day,
+// service, channel and status, and serves them. See README.md.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/host"
+	"github.com/agora-platform/agora/pkg/fabric/topology"
+	"github.com/agora-platform/agora/services/analytics/internal/consumer"
+	"github.com/agora-platform/agora/services/analytics/internal/httpapi"
+	"github.com/agora-platform/agora/services/analytics/internal/postgres"
+	"github.com/agora-platform/agora/services/analytics/migrations"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args, os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "analytics:", err)
+		os.Exit(1)
+	}
+}
+
+const queue = "analytics.request-events"
+
+type config struct {
+	host       host.Config
+	retryTiers []topology.Duration
+}
+
+func loadConfig(getenv func(string) string) (config, error) {
+	hc, err := host.ConfigFrom("analytics", ":8087", getenv)
+	if err != nil {
+		return config{}, err
+	}
+	c := config{host: hc}
+	if s := getenv("RETRY_TIERS"); s != "" {
+		// For tests and demos on their own vhost: must match the broker's declaration.
+		for _, p := range strings.Split(s, ",") {
+			d, err := time.ParseDuration(strings.TrimSpace(p))
+			if err != nil || d <= 0 {
+				return c, fmt.Errorf("RETRY_TIERS: %q is not a positive duration", p)
+			}
+			c.retryTiers = append(c.retryTiers, topology.Duration(d))
+		}
+	}
+	return c, nil
+}
+
+// run starts the service and blocks until ctx ends; it returns nil after a
+// graceful shutdown, or the error that stopped it.
+func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	spec, ok := topology.Platform().Consumer(queue)
+	if !ok {
+		return fmt.Errorf("platform topology has no %s queue", queue)
+	}
+	if cfg.retryTiers != nil {
+		spec.RetryTiers = cfg.retryTiers
+	}
+	h, err := host.New(ctx, cfg.host, host.Options{Consumers: []topology.Consumer{spec}, Migrations: migrations.FS(), NeedsAuth: true}, stdout)
+	if err != nil {
+		return err
+	}
+	store := postgres.New(h.Pool)
+	if err := h.Consume(queue, h.Inbox(queue).Handler(consumer.New(store).Handle), fabric.ConsumerOptions{}); err != nil {
+		return err
+	}
+	return h.Serve(ctx, httpapi.NewHandler(store, h.Verifier, h.Log), nil)
+}

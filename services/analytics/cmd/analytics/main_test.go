@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/pkg/fabric/registry"
+	"github.com/agora-platform/agora/services/analytics/internal/projection"
+)
+
+type stack struct {
+	url  string
+	keys *auth.DevKeys
+	pub  *fabric.Publisher
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func startStack(t *testing.T) *stack {
+	t.Helper()
+	env := fabrictest.EnvFrom(os.Getenv)
+	vh := fabrictest.NewVhost(t, env)
+	schema := "t_" + randHex(4)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, env.DatabaseURL); err == nil {
+			_, _ = c.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+			c.Close(ctx)
+		}
+	})
+	keys, err := auth.LoadOrCreateDevKeys(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	vars := map[string]string{"AMQP_URL": vh.URL, "DATABASE_URL": env.DatabaseURL, "DATABASE_SCHEMA": schema,
+		"HTTP_ADDR": addr, "JWT_KEYS": keys.JWKSPath, "RETRY_TIERS": "300ms,300ms,300ms,300ms,300ms", "LOG_LEVEL": "warn"}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, func(k string) string { return vars[k] }, os.Stderr) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	s := &stack{url: "http://" + addr, keys: keys}
+	fabrictest.Eventually(t, 60*time.Second, "analytics /readyz", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("run stopped: %v (is the infrastructure up? run `make infra`)", err)
+		default:
+		}
+		resp, err := http.Get(s.url + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	reg, err := registry.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.pub, err = fabric.NewPublisher(vh.Dial(t), reg, fabric.PublisherOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.pub.Close() })
+	return s
+}
+
+func (s *stack) publish(t *testing.T, typ, tenantID string, payload map[string]any) envelope.Envelope {
+	t.Helper()
+	e, err := envelope.New(typ, tenantID, "request-service", payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.pub.Publish(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (s *stack) submit(t *testing.T, tenantID, service, channel string, at time.Time) string {
+	t.Helper()
+	id := uuid.NewString()
+	s.publish(t, "request.submitted.v1", tenantID, map[string]any{
+		"requestId": id, "protocol": "AG-" + strings.ToUpper(randHex(4)), "serviceId": service, "formId": "f", "formVersion": 1,
+		"channel": channel, "citizenId": "c-" + randHex(2), "submittedAt": at.Format(time.RFC3339)})
+	return id
+}
+
+func (s *stack) change(t *testing.T, tenantID, requestID, status string, at time.Time, extra map[string]any) {
+	t.Helper()
+	p := map[string]any{"requestId": requestID, "status": status, "changedAt": at.Format(time.RFC3339)}
+	for k, v := range extra {
+		p[k] = v
+	}
+	s.publish(t, "request.status-changed.v1", tenantID, p)
+}
+
+func (s *stack) get(t *testing.T, path, token string, out any) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, s.url+path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 400 && resp.Header.Get("Content-Type") != "application/problem+json" {
+		t.Errorf("GET %s: status %d with Content-Type %q, want a problem", path, resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if out != nil && resp.StatusCode == http.StatusOK {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return resp.StatusCode
+}
+
+func (s *stack) token(t *testing.T, tenantID string, roles ...string) string {
+	t.Helper()
+	tok, err := s.keys.Mint(auth.Claims{Subject: "u-" + randHex(2), TenantID: tenantID, Roles: roles}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func TestProjectionCountsAndMovesStatuses(t *testing.T) {
+	s := startStack(t)
+	day1 := time.Date(2026, 3, 10, 9, 0, 0, 0, time.UTC)
+	day2 := day1.AddDate(0, 0, 1)
+	a1 := s.submit(t, "org-a", "iptu", "web", day1)
+	a2 := s.submit(t, "org-a", "iptu", "web", day1)
+	s.submit(t, "org-a", "alvara", "app", day2)
+	s.submit(t, "org-b", "iptu", "web", day1)
+	// Status changes with and without the optional service/channel fields.
+	s.change(t, "org-a", a1, "in_progress", day1.Add(time.Hour), map[string]any{"serviceId": "iptu", "channel": "web", "previousStatus": "submitted"})
+	s.change(t, "org-a", a1, "completed", day1.Add(2*time.Hour), nil)
+	s.change(t, "org-a", a2, "rejected", day1.Add(time.Hour), nil)
+	// A stale change (older than the applied one) does not move counts back.
+	s.change(t, "org-a", a1, "in_progress", day1.Add(90*time.Minute), nil)
+	// A change that overtakes its own submission waits in a retry tier.
+	early := uuid.NewString()
+	s.change(t, "org-a", early, "in_progress", day2.Add(time.Hour), nil)
+	time.Sleep(100 * time.Millisecond)
+	s.publish(t, "request.submitted.v1", "org-a", map[string]any{"requestId": early, "protocol": "AG-EARLY1",
+		"serviceId": "alvara", "formId": "f", "formVersion": 1, "channel": "app", "citizenId": "c-1",
+		"submittedAt": day2.Format(time.RFC3339)})
+
+	att := s.token(t, "org-a", auth.RoleAttendant)
+	want := map[string]int64{"completed": 1, "rejected": 1, "submitted": 1, "in_progress": 1}
+	var rep projection.Report
+	fabrictest.Eventually(t, 20*time.Second, "projection of org-a", func() bool {
+		rep = projection.Report{}
+		if s.get(t, "/v1/analytics/requests?from=2026-03-01&to=2026-03-31", att, &rep) != http.StatusOK {
+			return false
+		}
+		if rep.Totals.Requests != 4 {
+			return false
+		}
+		for k, v := range want {
+			if rep.Totals.ByStatus[k] != v {
+				return false
+			}
+		}
+		return true
+	})
+	wantRows := []projection.Row{
+		{Day: "2026-03-10", ServiceID: "iptu", Channel: "web", Status: "completed", Count: 1},
+		{Day: "2026-03-10", ServiceID: "iptu", Channel: "web", Status: "rejected", Count: 1},
+		{Day: "2026-03-11", ServiceID: "alvara", Channel: "app", Status: "in_progress", Count: 1},
+		{Day: "2026-03-11", ServiceID: "alvara", Channel: "app", Status: "submitted", Count: 1},
+	}
+	if len(rep.Rows) != len(wantRows) {
+		t.Fatalf("rows = %+v, want %+v", rep.Rows, wantRows)
+	}
+	for i := range wantRows {
+		if rep.Rows[i] != wantRows[i] {
+			t.Errorf("row %d = %+v, want %+v", i, rep.Rows[i], wantRows[i])
+		}
+	}
+	var one projection.Report
+	if s.get(t, "/v1/analytics/requests?from=2026-03-11&to=2026-03-11", att, &one); one.Totals.Requests != 2 {
+		t.Errorf("requests on 2026-03-11 = %d, want 2", one.Totals.Requests)
+	}
+	var b projection.Report
+	if s.get(t, "/v1/analytics/requests?from=2026-03-01&to=2026-03-31", s.token(t, "org-b", auth.RoleOperator), &b); b.Totals.Requests != 1 || b.Totals.ByStatus["submitted"] != 1 {
+		t.Errorf("org-b totals = %+v, want 1 submitted (tenant isolation)", b.Totals)
+	}
+}
+
+func TestDuplicateEventCountsOnce(t *testing.T) {
+	s := startStack(t)
+	at := time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)
+	e := s.publish(t, "request.submitted.v1", "org-a", map[string]any{"requestId": uuid.NewString(), "protocol": "AG-DUP001",
+		"serviceId": "iptu", "formId": "f", "formVersion": 1, "channel": "web", "citizenId": "c", "submittedAt": at.Format(time.RFC3339)})
+	if err := s.pub.Publish(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	s.submit(t, "org-a", "marker", "web", at)
+	att := s.token(t, "org-a", auth.RoleAttendant)
+	var rep projection.Report
+	fabrictest.Eventually(t, 20*time.Second, "marker projected", func() bool {
+		s.get(t, "/v1/analytics/requests?from=2026-04-01&to=2026-04-01", att, &rep)
+		return rep.Totals.ByService["marker"] == 1
+	})
+	if rep.Totals.ByService["iptu"] != 1 {
+		t.Errorf("iptu count after a duplicate = %d, want 1", rep.Totals.ByService["iptu"])
+	}
+}
+
+func TestQueryValidation(t *testing.T) {
+	s := startStack(t)
+	att := s.token(t, "org-a", auth.RoleAttendant)
+	tests := []struct {
+		name, query, token string
+		want               int
+	}{
+		{"valid range", "from=2026-01-01&to=2026-01-31", att, 200},
+		{"from after to", "from=2026-02-01&to=2026-01-01", att, 400},
+		{"bad date", "from=2026-02-30&to=2026-03-01", att, 400},
+		{"missing dates", "", att, 400},
+		{"range too long", "from=2020-01-01&to=2026-01-01", att, 400},
+		{"no token", "from=2026-01-01&to=2026-01-31", "", 401},
+		{"citizen may not", "from=2026-01-01&to=2026-01-31", s.token(t, "org-a", auth.RoleCitizen), 403},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := s.get(t, "/v1/analytics/requests?"+tc.query, tc.token, nil); got != tc.want {
+				t.Errorf("GET ?%s = %d, want %d", tc.query, got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,102 @@
+// Package consumer projects request events into the analytics counts,
+// inside the inbox transaction the fabric hands it.
+package consumer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/tenant"
+	"github.com/agora-platform/agora/services/analytics/internal/postgres"
+	"github.com/agora-platform/agora/services/analytics/internal/projection"
+)
+
+// Store persists the projection inside the caller's transaction.
+type Store interface {
+	InsertState(ctx context.Context, tx pgx.Tx, tenantID string, s projection.State) (bool, error)
+	LockState(ctx context.Context, tx pgx.Tx, tenantID, requestID string) (projection.State, error)
+	UpdateState(ctx context.Context, tx pgx.Tx, tenantID string, s projection.State) error
+	Apply(ctx context.Context, tx pgx.Tx, tenantID string, deltas []projection.Delta) error
+}
+
+// Projector handles request.# events.
+type Projector struct {
+	store Store
+}
+
+// New returns a Projector writing to store.
+func New(store Store) *Projector { return &Projector{store: store} }
+
+type submitted struct {
+	RequestID   string    `json:"requestId"`
+	ServiceID   string    `json:"serviceId"`
+	Channel     string    `json:"channel"`
+	SubmittedAt time.Time `json:"submittedAt"`
+}
+
+type statusChanged struct {
+	RequestID string    `json:"requestId"`
+	Status    string    `json:"status"`
+	ChangedAt time.Time `json:"changedAt"`
+}
+
+// Handle is an inbox.TxHandler. Unknown request event types are acked
+// without effect: the queue takes request.#, and new types must not jam it.
+func (p *Projector) Handle(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
+	tenantID, err := tenant.From(ctx)
+	if err != nil {
+		return fabric.Invalid(fmt.Errorf("event %s: %w", env.ID, err))
+	}
+	switch env.Type {
+	case "request.submitted.v1":
+		var e submitted
+		if err := json.Unmarshal(env.Payload, &e); err != nil {
+			return fabric.Invalid(fmt.Errorf("decode %s: %w", env.ID, err))
+		}
+		st, deltas := projection.Submitted(e.RequestID, e.ServiceID, e.Channel, e.SubmittedAt)
+		first, err := p.store.InsertState(ctx, tx, tenantID, st)
+		if err != nil {
+			return fabric.Transient(err)
+		}
+		if !first {
+			return nil // the same request submitted twice under another event id
+		}
+		if err := p.store.Apply(ctx, tx, tenantID, deltas); err != nil {
+			return fabric.Transient(err)
+		}
+		return nil
+	case "request.status-changed.v1":
+		var e statusChanged
+		if err := json.Unmarshal(env.Payload, &e); err != nil {
+			return fabric.Invalid(fmt.Errorf("decode %s: %w", env.ID, err))
+		}
+		st, err := p.store.LockState(ctx, tx, tenantID, e.RequestID)
+		if errors.Is(err, postgres.ErrNoState) {
+			// Its submission is still in flight (concurrent handlers, or
+			// a retry tier): try again later rather than lose the change.
+			return fabric.Transient(err)
+		}
+		if err != nil {
+			return fabric.Transient(err)
+		}
+		next, deltas, ok := projection.Change(st, e.Status, e.ChangedAt)
+		if !ok {
+			return nil
+		}
+		if err := p.store.UpdateState(ctx, tx, tenantID, next); err != nil {
+			return fabric.Transient(err)
+		}
+		if err := p.store.Apply(ctx, tx, tenantID, deltas); err != nil {
+			return fabric.Transient(err)
+		}
+		return nil
+	}
+	return nil
+}

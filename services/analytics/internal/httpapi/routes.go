@@ -1,0 +1,60 @@
+// Package httpapi is the analytics service's REST surface.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/problem"
+	"github.com/agora-platform/agora/services/analytics/internal/projection"
+)
+
+// Store reads the projection.
+type Store interface {
+	Counts(ctx context.Context, tenantID string, r projection.Range) ([]projection.Row, error)
+}
+
+// Authenticator returns middleware admitting bearers of one of roles;
+// *auth.Verifier is one.
+type Authenticator interface {
+	Require(roles ...string) func(http.Handler) http.Handler
+}
+
+// NewHandler returns the service's routes.
+func NewHandler(store Store, authn Authenticator, log *slog.Logger) http.Handler {
+	r := chi.NewRouter()
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		problem.Error(w, r, http.StatusNotFound, "no such route")
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		problem.Error(w, r, http.StatusMethodNotAllowed, r.Method+" is not allowed here")
+	})
+	r.With(authn.Require(auth.RoleAttendant, auth.RoleOperator)).
+		Get("/v1/analytics/requests", handleRequests(store, log))
+	return r
+}
+
+func handleRequests(store Store, log *slog.Logger) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		claims, _ := auth.FromContext(r.Context())
+		rng, err := projection.ParseRange(r.URL.Query().Get("from"), r.URL.Query().Get("to"))
+		if errors.Is(err, projection.ErrInvalid) {
+			problem.Error(w, r, http.StatusBadRequest, err.Error())
+			return
+		}
+		rows, err := store.Counts(r.Context(), claims.TenantID, rng)
+		if err != nil {
+			log.Error("analytics query", "err", err)
+			problem.Error(w, r, http.StatusInternalServerError, "internal error")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(projection.NewReport(rng, rows))
+	}
+}
