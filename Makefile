@@ -68,3 +68,17 @@ up: infra fabricctl
 
 down:
 	@echo "nothing else to stop; 'make infra-stop' stops MinIO"
+
+# ---- deploy (issue 6) --------------------------------------------------------
+.PHONY: certs deploy-validate
+
+# Development CA + broker server and client certificates in .data/certs (idempotent;
+# `make infra` also runs it through deploy/local/tls.sh).
+certs:
+	$(GO) run ./deploy/cmd/devcerts -out .data/certs
+
+# Generated files up to date, compose file, Helm chart and Dockerfile valid (no Docker needed).
+deploy-validate:
+	$(GO) run ./deploy/cmd/gendeploy -check
+	$(GO) test -count=1 -run 'Compose|Chart|Decode|Dockerfile|Binaries|Committed|Agree|Anchored|Build' \
+		./deploy/acl/ ./deploy/postgres/ ./deploy/compose/ ./deploy/manifest/ ./deploy/docker/
