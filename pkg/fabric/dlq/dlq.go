@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -33,6 +34,9 @@ var (
 	ErrNoFilter   = errors.New("dlq: say which letters: ids, a filter, or all")
 	ErrNotFound   = errors.New("dlq: no such letter")
 )
+
+// headerReplayWalk marks the copies one replay sends.
+const headerReplayWalk = "x-fabric-replay-walk"
 
 // Letter is one dead letter as an operator sees it.
 type Letter struct {
@@ -184,45 +188,51 @@ func Mask(reg *registry.Registry, typ string, payload []byte) json.RawMessage {
 
 // browse takes every letter currently in Q.dlq without acking and calls fn
 // on each; fn reports whether it acked the letter. Letters not acked go back
-// to the queue at the end. It never reads more than the depth it saw at the
-// start, so letters that come back during the walk are not taken twice.
+// to the queue at the end, and browse returns only once the queue shows them
+// again (quorum queues apply returns asynchronously), so an operation that
+// follows sees every letter. The walk ends when the queue is empty: letters
+// held are not delivered again meanwhile.
 func (o *Ops) browse(ctx context.Context, queue string, fn func(d amqp.Delivery, i, total int) (acked bool, err error)) error {
+	dlqName := topology.DLQName(queue)
 	ch, err := o.conn.Channel(ctx)
 	if err != nil {
 		return fmt.Errorf("dlq: %w", err)
 	}
+	q, err := ch.QueueDeclarePassive(dlqName, true, false, false, false, nil)
+	if err != nil {
+		ch.Close()
+		return fmt.Errorf("dlq: %s: %w", dlqName, err)
+	}
+	total := q.Messages
 	var held []uint64
-	ackedAny := false
+	acked := 0
 	defer func() {
 		for _, tag := range held {
 			_ = ch.Nack(tag, false, true)
 		}
-		if ackedAny {
+		if acked > 0 {
 			// Acks are asynchronous frames; let them reach the broker
 			// before the channel closes (FIELD-NOTES).
 			time.Sleep(100 * time.Millisecond)
 		}
 		ch.Close()
+		o.awaitDepth(dlqName, len(held))
 	}()
-	q, err := ch.QueueDeclarePassive(topology.DLQName(queue), true, false, false, false, nil)
-	if err != nil {
-		return fmt.Errorf("dlq: %s: %w", topology.DLQName(queue), err)
-	}
-	total := q.Messages
-	for i := 0; i < total; i++ {
+	for i := 0; ; i++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		d, ok, err := ch.Get(topology.DLQName(queue), false)
+		d, ok, err := ch.Get(dlqName, false)
 		if err != nil {
 			return fmt.Errorf("dlq: get: %w", err)
 		}
 		if !ok {
-			break
+			return nil
 		}
-		acked, err := fn(d, i+1, total)
-		if acked {
-			ackedAny = true
+		total = max(total, i+1)
+		took, err := fn(d, i+1, total)
+		if took {
+			acked++
 		} else {
 			held = append(held, d.DeliveryTag)
 		}
@@ -230,7 +240,27 @@ func (o *Ops) browse(ctx context.Context, queue string, fn func(d amqp.Delivery,
 			return err
 		}
 	}
-	return nil
+}
+
+// awaitDepth waits (up to 2 s) until queue shows at least n ready messages.
+func (o *Ops) awaitDepth(queue string, n int) {
+	if n == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	ch, err := o.conn.Channel(ctx)
+	if err != nil {
+		return
+	}
+	defer ch.Close()
+	for ctx.Err() == nil {
+		q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+		if err != nil || q.Messages >= n {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // List returns up to limit letters (all when limit ≤ 0), leaving them in place.
@@ -284,7 +314,7 @@ func (r Request) check() error {
 // confirmed its copy. A dry run only reports what would be replayed. Every
 // call, dry or not, writes an audit row.
 func (o *Ops) Replay(ctx context.Context, r Request) (Report, error) {
-	return o.act(ctx, r, "replay", func(d amqp.Delivery) error {
+	return o.act(ctx, r, "replay", func(d amqp.Delivery, walk string) error {
 		h := amqp.Table{}
 		for k, v := range d.Headers {
 			if strings.HasPrefix(k, "x-fabric-") || k == "x-death" || strings.HasPrefix(k, "x-first-death") || strings.HasPrefix(k, "x-last-death") || k == "x-delivery-count" {
@@ -293,6 +323,7 @@ func (o *Ops) Replay(ctx context.Context, r Request) (Report, error) {
 			h[k] = v
 		}
 		h[fabric.HeaderReplayedBy] = r.Operator
+		h[headerReplayWalk] = walk
 		h[fabric.HeaderReplayedAt] = o.now().UTC().Format(time.RFC3339)
 		pd, err := o.pub.Send(ctx, fabric.Message{Exchange: "", RoutingKey: r.Queue, Body: d.Body, MessageID: d.MessageId,
 			CorrelationID: d.CorrelationId, Type: d.Type, Headers: h, Timestamp: d.Timestamp})
@@ -310,15 +341,18 @@ func (o *Ops) Replay(ctx context.Context, r Request) (Report, error) {
 
 // Purge deletes matching letters (acks them without replay), audited.
 func (o *Ops) Purge(ctx context.Context, r Request) (Report, error) {
-	return o.act(ctx, r, "purge", func(d amqp.Delivery) error { return d.Ack(false) })
+	return o.act(ctx, r, "purge", func(d amqp.Delivery, _ string) error { return d.Ack(false) })
 }
 
 // act walks the DLQ applying apply (which must ack on success) to the
 // letters r selects, then audits.
-func (o *Ops) act(ctx context.Context, r Request, action string, apply func(amqp.Delivery) error) (Report, error) {
+func (o *Ops) act(ctx context.Context, r Request, action string, apply func(d amqp.Delivery, walk string) error) (Report, error) {
 	if err := r.check(); err != nil {
 		return Report{}, err
 	}
+	// A letter replayed by this walk that fails again and comes back while
+	// the walk is still running carries the walk's id: leave it for later.
+	walk := uuid.NewString()
 	rep := Report{Action: action, Queue: r.Queue, DryRun: r.DryRun, Matched: []string{}}
 	if r.DryRun {
 		rep.Action = action + "-dry-run"
@@ -327,14 +361,14 @@ func (o *Ops) act(ctx context.Context, r Request, action string, apply func(amqp
 		if r.Progress != nil {
 			defer r.Progress(i, total)
 		}
-		if !r.Filter.matches(o.letter(r.Queue, d)) {
+		if headerString(d.Headers, headerReplayWalk) == walk || !r.Filter.matches(o.letter(r.Queue, d)) {
 			return false, nil
 		}
 		rep.Matched = append(rep.Matched, d.MessageId)
 		if r.DryRun {
 			return false, nil
 		}
-		if err := apply(d); err != nil {
+		if err := apply(d, walk); err != nil {
 			rep.Failed++
 			rep.Errors = append(rep.Errors, fmt.Sprintf("%s: %v", d.MessageId, err))
 			return false, nil
