@@ -1,0 +1,167 @@
+// Command ai-builder indexes document text into per-tenant pgvector
+// partitions and answers attendants' questions over it (POST /v1/chat).
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/host"
+	"github.com/agora-platform/agora/pkg/fabric/topology"
+	"github.com/agora-platform/agora/services/ai-builder/internal/embed"
+	"github.com/agora-platform/agora/services/ai-builder/internal/httpapi"
+	"github.com/agora-platform/agora/services/ai-builder/internal/knowledge"
+	"github.com/agora-platform/agora/services/ai-builder/internal/messaging"
+	"github.com/agora-platform/agora/services/ai-builder/internal/openai"
+	"github.com/agora-platform/agora/services/ai-builder/internal/postgres"
+	"github.com/agora-platform/agora/services/ai-builder/internal/s3text"
+	"github.com/agora-platform/agora/services/ai-builder/migrations"
+)
+
+const queue = "ai.knowledge-builder"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args, os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "ai-builder:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	host        host.Config
+	bucket      string
+	embedder    string // hash | openai
+	dimensions  int
+	baseURL     string
+	apiKey      string
+	embedModel  string
+	chatModel   string
+	aiTimeout   time.Duration
+	chunking    knowledge.ChunkOptions
+	concurrency int
+	retryTiers  []topology.Duration
+}
+
+func loadConfig(getenv func(string) string) (config, error) {
+	hc, err := host.ConfigFrom("ai-builder", ":8085", getenv)
+	if err != nil {
+		return config{}, err
+	}
+	get := func(k, def string) string {
+		if v := getenv(k); v != "" {
+			return v
+		}
+		return def
+	}
+	atoi := func(k, def string, min int) (int, error) {
+		n, err := strconv.Atoi(get(k, def))
+		if err != nil || n < min {
+			return 0, fmt.Errorf("%s %q: want an integer ≥ %d", k, getenv(k), min)
+		}
+		return n, nil
+	}
+	c := config{
+		host: hc, bucket: get("DOCUMENTS_BUCKET", "documents"), embedder: get("AI_EMBEDDER", "hash"),
+		baseURL: getenv("AI_BASE_URL"), apiKey: getenv("AI_API_KEY"),
+		embedModel: get("AI_EMBEDDINGS_MODEL", "text-embedding-3-small"), chatModel: getenv("AI_CHAT_MODEL"),
+	}
+	if c.dimensions, err = atoi("AI_EMBEDDING_DIMENSIONS", "384", 1); err != nil {
+		return config{}, err
+	}
+	if c.chunking.Target, err = atoi("CHUNK_TARGET_CHARS", "800", 100); err != nil {
+		return config{}, err
+	}
+	if c.chunking.OverlapSentences, err = atoi("CHUNK_OVERLAP_SENTENCES", "1", 0); err != nil {
+		return config{}, err
+	}
+	if c.concurrency, err = atoi("WORKER_CONCURRENCY", "2", 1); err != nil {
+		return config{}, err
+	}
+	if c.aiTimeout, err = time.ParseDuration(get("AI_TIMEOUT", "30s")); err != nil || c.aiTimeout <= 0 {
+		return config{}, fmt.Errorf("AI_TIMEOUT %q: want a positive duration", getenv("AI_TIMEOUT"))
+	}
+	switch c.embedder {
+	case "hash":
+	case "openai":
+		if c.baseURL == "" {
+			return config{}, fmt.Errorf("AI_EMBEDDER=openai needs AI_BASE_URL")
+		}
+	default:
+		return config{}, fmt.Errorf("AI_EMBEDDER %q: want hash or openai", c.embedder)
+	}
+	if c.chatModel != "" && c.baseURL == "" {
+		return config{}, fmt.Errorf("AI_CHAT_MODEL needs AI_BASE_URL")
+	}
+	// RETRY_TIERS overrides the platform's tiers (tests use short ones);
+	// every instance on a broker must agree, or queue declarations conflict.
+	if v := getenv("RETRY_TIERS"); v != "" {
+		for _, s := range strings.Split(v, ",") {
+			d, err := time.ParseDuration(strings.TrimSpace(s))
+			if err != nil || d <= 0 {
+				return config{}, fmt.Errorf("RETRY_TIERS %q: want positive durations separated by commas", v)
+			}
+			c.retryTiers = append(c.retryTiers, topology.Duration(d))
+		}
+	}
+	return c, nil
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	spec, ok := topology.Platform().Consumer(queue)
+	if !ok {
+		return fmt.Errorf("platform topology has no %s queue", queue)
+	}
+	if len(cfg.retryTiers) > 0 {
+		spec.RetryTiers = cfg.retryTiers
+	}
+	h, err := host.New(ctx, cfg.host, host.Options{
+		Consumers: []topology.Consumer{spec}, Migrations: migrations.FS, NeedsAuth: true, Relay: true,
+	}, stdout)
+	if err != nil {
+		return err
+	}
+	store := postgres.NewStore(h.Pool, cfg.host.Schema)
+	dims, err := store.Dimensions(ctx)
+	if err != nil {
+		return err
+	}
+	if dims != cfg.dimensions {
+		return fmt.Errorf("AI_EMBEDDING_DIMENSIONS is %d but the embedding column has %d dimensions", cfg.dimensions, dims)
+	}
+	client := openai.Client{BaseURL: cfg.baseURL, APIKey: cfg.apiKey, HTTP: &http.Client{Timeout: cfg.aiTimeout}}
+	var embedder knowledge.Embedder = embed.NewHash(cfg.dimensions)
+	if cfg.embedder == "openai" {
+		embedder = openai.Embedder{Client: client, Model: cfg.embedModel, Dimensions: cfg.dimensions}
+	}
+	var gen knowledge.Generator
+	if cfg.chatModel != "" {
+		gen = openai.Generator{Client: client, Model: cfg.chatModel}
+	}
+	texts, err := s3text.New(cfg.host.S3Endpoint, cfg.host.S3AccessKey, cfg.host.S3SecretKey, cfg.bucket, false)
+	if err != nil {
+		return err
+	}
+	handler := messaging.NewHandler(knowledge.NewIndexer(texts, embedder, cfg.chunking), store, h.Outbox, h.Log)
+	if err := h.Consume(queue, h.Inbox(queue).Handler(handler.Index), fabric.ConsumerOptions{
+		Concurrency: cfg.concurrency, Prefetch: cfg.concurrency * 2,
+	}); err != nil {
+		return err
+	}
+	chat := knowledge.NewChat(embedder, store, gen)
+	return h.Serve(ctx, httpapi.NewHandler(h.Verifier.Require, chat, h.Log), nil)
+}

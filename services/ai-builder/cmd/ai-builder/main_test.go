@@ -1,0 +1,553 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/pkg/fabric/registry"
+	"github.com/agora-platform/agora/pkg/fabric/topology"
+	"github.com/agora-platform/agora/services/ai-builder/internal/postgres"
+)
+
+// stack is an isolated corner of the real infrastructure: a vhost, a
+// schema, the documents bucket, dev signing keys, a publisher standing in
+// for the document worker and an observer of ai.knowledge-indexed.v1.
+type stack struct {
+	t      testing.TB
+	vhost  *fabrictest.Vhost
+	schema string
+	pool   *pgxpool.Pool
+	s3     *minio.Client
+	bucket string
+	conn   *broker.Conn
+	pub    *fabric.Publisher
+	keys   *auth.DevKeys
+
+	mu      sync.Mutex
+	indexed []envelope.Envelope
+}
+
+func env(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func newStack(t testing.TB) *stack {
+	t.Helper()
+	fenv := fabrictest.EnvFrom(os.Getenv)
+	s := &stack{t: t, vhost: fabrictest.NewVhost(t, fenv), schema: "t_" + randHex(4), bucket: "documents"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, fenv.DatabaseURL)
+	if err == nil {
+		err = pool.Ping(ctx)
+	}
+	if err != nil {
+		t.Fatalf("postgres at %s (run `make infra`): %v", fenv.DatabaseURL, err)
+	}
+	s.pool = pool
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{s.schema}.Sanitize()+" CASCADE")
+		pool.Close()
+	})
+	s.s3, err = minio.New(env("S3_ENDPOINT", "127.0.0.1:9000"), &minio.Options{
+		Creds: credentials.NewStaticV4(env("S3_ACCESS_KEY", "agora-dev"), env("S3_SECRET_KEY", "agora-dev-secret"), "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.s3.BucketExists(ctx, s.bucket); err != nil {
+		t.Fatalf("minio (run `make infra`): %v", err)
+	} else if !ok {
+		if err := s.s3.MakeBucket(ctx, s.bucket, minio.MakeBucketOptions{}); err != nil {
+			if ok, _ := s.s3.BucketExists(ctx, s.bucket); !ok {
+				t.Fatalf("make bucket: %v", err)
+			}
+		}
+	}
+	s.conn = s.vhost.Dial(t, func(ctx context.Context, c *amqp.Connection) error {
+		return topology.Apply(ctx, c, topology.Description{Exchanges: topology.PlatformExchanges()})
+	})
+	reg, err := registry.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.pub, err = fabric.NewPublisher(s.conn, reg, fabric.PublisherOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.pub.Close() })
+	if s.keys, err = auth.LoadOrCreateDevKeys(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	s.observe()
+	return s
+}
+
+func (s *stack) observe() {
+	ch, err := s.conn.Channel(context.Background())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	q, err := ch.QueueDeclare("", false, true, true, false, nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := ch.QueueBind(q.Name, "ai.knowledge-indexed.v1", topology.EventsExchange, false, nil); err != nil {
+		s.t.Fatal(err)
+	}
+	deliveries, err := ch.Consume(q.Name, "", true, true, false, false, nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	go func() {
+		for d := range deliveries {
+			if e, err := envelope.Decode(d.Body, 0); err == nil {
+				s.mu.Lock()
+				s.indexed = append(s.indexed, e)
+				s.mu.Unlock()
+			}
+		}
+	}()
+	s.t.Cleanup(func() { ch.Close() })
+}
+
+type indexedEvent struct {
+	TenantID   string
+	DocumentID string `json:"documentId"`
+	Chunks     int    `json:"chunks"`
+	Embedder   string `json:"embedder"`
+	Dimensions int    `json:"dimensions"`
+}
+
+// waitIndexed waits for the n-th ai.knowledge-indexed.v1 of documentID.
+func (s *stack) waitIndexed(documentID string, n int) indexedEvent {
+	s.t.Helper()
+	var found []indexedEvent
+	fabrictest.Eventually(s.t, 60*time.Second, "ai.knowledge-indexed.v1 of "+documentID, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		found = found[:0]
+		for _, e := range s.indexed {
+			var p indexedEvent
+			if json.Unmarshal(e.Payload, &p) == nil && p.DocumentID == documentID {
+				p.TenantID = e.TenantID
+				found = append(found, p)
+			}
+		}
+		return len(found) >= n
+	})
+	return found[n-1]
+}
+
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func (l *logBuffer) addr() string {
+	sc := bufio.NewScanner(strings.NewReader(l.String()))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var line struct {
+			Msg  string `json:"msg"`
+			Addr string `json:"addr"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "service started" {
+			return line.Addr
+		}
+	}
+	return ""
+}
+
+// start runs run() against the stack and waits for /healthz; it returns
+// the base URL. The instance stops, and run must return nil, at cleanup.
+func (s *stack) start(extra map[string]string) string {
+	s.t.Helper()
+	vars := map[string]string{
+		"AMQP_URL": s.vhost.URL, "DATABASE_SCHEMA": s.schema, "HTTP_ADDR": "127.0.0.1:0",
+		"DATABASE_URL": fabrictest.EnvFrom(os.Getenv).DatabaseURL, "JWT_KEYS": s.keys.JWKSPath,
+		"RETRY_TIERS": "300ms,300ms",
+	}
+	for k, v := range extra {
+		vars[k] = v
+	}
+	getenv := func(k string) string {
+		if v, ok := vars[k]; ok {
+			return v
+		}
+		return os.Getenv(k)
+	}
+	logs := &logBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"ai-builder"}, getenv, logs) }()
+	s.t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				s.t.Errorf("run returned %v", err)
+			}
+		case <-time.After(40 * time.Second):
+			s.t.Errorf("run did not return after cancellation")
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case err := <-done:
+			s.t.Fatalf("run ended early: %v\n%s", err, logs)
+		default:
+		}
+		if addr := logs.addr(); addr != "" {
+			if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return "http://" + addr
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("ai-builder not healthy in time:\n%s", logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// putText stores text as the document worker would and returns its key.
+func (s *stack) putText(tenantID, documentID, text string) string {
+	s.t.Helper()
+	key := fmt.Sprintf("tenant=%s/documents/%s/text.txt", tenantID, documentID)
+	if _, err := s.s3.PutObject(context.Background(), s.bucket, key, strings.NewReader(text), int64(len(text)),
+		minio.PutObjectOptions{ContentType: "text/plain; charset=utf-8"}); err != nil {
+		s.t.Fatalf("put %s: %v", key, err)
+	}
+	return key
+}
+
+// index sends the command ai.knowledge.index.v1 for tenantID.
+func (s *stack) index(tenantID, documentID, textKey string) {
+	s.t.Helper()
+	e, err := envelope.New("ai.knowledge.index.v1", tenantID, "document-worker", map[string]any{
+		"documentId": documentID, "requestId": uuid.NewString(), "textObjectKey": textKey, "language": "por"})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := s.pub.Publish(context.Background(), e); err != nil {
+		s.t.Fatalf("publish index command: %v", err)
+	}
+}
+
+func (s *stack) token(tenantID string, roles ...string) string {
+	s.t.Helper()
+	tok, err := s.keys.Mint(auth.Claims{Subject: "user-" + randHex(2), TenantID: tenantID, Roles: roles}, time.Hour)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return tok
+}
+
+type chatAnswer struct {
+	Answer    string `json:"answer"`
+	Generated bool   `json:"generated"`
+	Citations []struct {
+		DocumentID string  `json:"documentId"`
+		ChunkID    string  `json:"chunkId"`
+		Score      float64 `json:"score"`
+	} `json:"citations"`
+}
+
+// chat posts body to /v1/chat and returns the status, content type and body.
+func chat(t testing.TB, base, token, contentType, body string) (int, string, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/chat", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Content-Type"), data
+}
+
+func ask(t testing.TB, base, token, question string, topK int) chatAnswer {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"question": question, "topK": topK})
+	status, _, data := chat(t, base, token, "application/json", string(body))
+	if status != http.StatusOK {
+		t.Fatalf("chat status %d: %s", status, data)
+	}
+	var a chatAnswer
+	if err := json.Unmarshal(data, &a); err != nil {
+		t.Fatalf("chat body %s: %v", data, err)
+	}
+	return a
+}
+
+const (
+	docPadaria = "Certidão de residência emitida pela prefeitura municipal. " +
+		"O requerente solicita a renovação do alvará de funcionamento da padaria situada na rua das Flores, número 120. " +
+		"A taxa de serviço foi paga no dia quinze de março."
+	docIPTU = "O imposto predial e territorial urbano vence em dezembro. " +
+		"O contribuinte pode parcelar o débito em até dez vezes sem juros."
+	question = "Em que rua fica a padaria do alvará?"
+)
+
+func TestIndexAndChat(t *testing.T) {
+	s := newStack(t)
+	base := s.start(nil)
+	tenantA, tenantB := "org-a-"+randHex(3), "org-b-"+randHex(3)
+	padaria, iptu, other := uuid.NewString(), uuid.NewString(), uuid.NewString()
+	s.index(tenantA, padaria, s.putText(tenantA, padaria, docPadaria))
+	s.index(tenantA, iptu, s.putText(tenantA, iptu, docIPTU))
+	// Tenant B has knowledge of its own, so its partition exists too.
+	s.index(tenantB, other, s.putText(tenantB, other, docIPTU))
+	ev := s.waitIndexed(padaria, 1)
+	s.waitIndexed(iptu, 1)
+	s.waitIndexed(other, 1)
+	if ev.TenantID != tenantA || ev.Chunks != 1 || ev.Embedder != "hash-v1" || ev.Dimensions != 384 {
+		t.Errorf("indexed event = %+v, want tenant %s, 1 chunk, hash-v1, 384 dimensions", ev, tenantA)
+	}
+
+	t.Run("each tenant has its partition with an HNSW index", func(t *testing.T) {
+		for _, tenantID := range []string{tenantA, tenantB} {
+			part := postgres.PartitionName(tenantID)
+			var def string
+			if err := s.pool.QueryRow(context.Background(), `SELECT indexdef FROM pg_indexes
+				WHERE schemaname = $1 AND tablename = $2 AND indexdef LIKE '%hnsw%'`, s.schema, part).Scan(&def); err != nil {
+				t.Fatalf("HNSW index of %s: %v", part, err)
+			}
+			if !strings.Contains(def, "vector_cosine_ops") {
+				t.Errorf("index %q, want vector_cosine_ops", def)
+			}
+			var foreign int
+			if err := s.pool.QueryRow(context.Background(), fmt.Sprintf("SELECT count(*) FROM %s WHERE tenant_id <> $1",
+				pgx.Identifier{s.schema, part}.Sanitize()), tenantID).Scan(&foreign); err != nil || foreign != 0 {
+				t.Errorf("partition %s holds %d rows of other tenants (err %v)", part, foreign, err)
+			}
+		}
+	})
+
+	t.Run("attendant of the tenant gets the passage with its citation", func(t *testing.T) {
+		a := ask(t, base, s.token(tenantA, auth.RoleAttendant), question, 5)
+		if len(a.Citations) != 2 || a.Citations[0].DocumentID != padaria {
+			t.Fatalf("citations = %+v, want 2 with document %s first", a.Citations, padaria)
+		}
+		if a.Citations[0].Score <= a.Citations[1].Score || a.Citations[0].Score <= 0 {
+			t.Errorf("scores %v then %v, want the padaria first and positive", a.Citations[0].Score, a.Citations[1].Score)
+		}
+		if !strings.Contains(a.Answer, "rua das Flores, número 120") || !strings.Contains(a.Answer, "[1]") || a.Generated {
+			t.Errorf("answer = %q, want the extractive sentence about rua das Flores cited [1]", a.Answer)
+		}
+	})
+
+	t.Run("another tenant never sees it", func(t *testing.T) {
+		a := ask(t, base, s.token(tenantB, auth.RoleAttendant), question, 20)
+		for _, c := range a.Citations {
+			if c.DocumentID == padaria || c.DocumentID == iptu {
+				t.Errorf("tenant B got tenant A's document %s", c.DocumentID)
+			}
+		}
+		if strings.Contains(a.Answer, "Flores") {
+			t.Errorf("tenant B's answer %q carries tenant A's text", a.Answer)
+		}
+		c := ask(t, base, s.token("org-c-"+randHex(3), auth.RoleAttendant), question, 5)
+		if len(c.Citations) != 0 {
+			t.Errorf("a tenant without knowledge got citations %+v", c.Citations)
+		}
+	})
+
+	t.Run("topK limits the citations", func(t *testing.T) {
+		if a := ask(t, base, s.token(tenantA, auth.RoleAttendant), question, 1); len(a.Citations) != 1 {
+			t.Errorf("topK 1 gave %d citations", len(a.Citations))
+		}
+	})
+
+	t.Run("re-indexing replaces the document's chunks", func(t *testing.T) {
+		var long strings.Builder
+		for i := range 30 {
+			fmt.Fprintf(&long, "Parágrafo %d da nova versão do documento sobre a padaria reformada. ", i)
+		}
+		s.index(tenantA, padaria, s.putText(tenantA, padaria, long.String()))
+		ev := s.waitIndexed(padaria, 2)
+		var n int
+		var old bool
+		if err := s.pool.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*), bool_or(content LIKE '%%rua das Flores%%')
+			FROM %s WHERE tenant_id = $1 AND document_id = $2`, pgx.Identifier{s.schema, "chunk"}.Sanitize()),
+			tenantA, padaria).Scan(&n, &old); err != nil {
+			t.Fatal(err)
+		}
+		if n != ev.Chunks || n < 3 || old {
+			t.Errorf("after re-index: %d rows (event says %d), old text present %v; want the new chunks only", n, ev.Chunks, old)
+		}
+	})
+
+	t.Run("malformed and unauthorised requests", func(t *testing.T) {
+		att := s.token(tenantA, auth.RoleAttendant)
+		cases := []struct {
+			name, token, contentType, body string
+			status                         int
+		}{
+			{"no token", "", "application/json", `{"question":"x"}`, http.StatusUnauthorized},
+			{"garbage token", "abc.def.ghi", "application/json", `{"question":"x"}`, http.StatusUnauthorized},
+			{"citizen", s.token(tenantA, auth.RoleCitizen), "application/json", `{"question":"x"}`, http.StatusForbidden},
+			{"not json", att, "application/json", `{"question":`, http.StatusBadRequest},
+			{"unknown field", att, "application/json", `{"question":"x","tenantId":"org-b"}`, http.StatusBadRequest},
+			{"wrong type", att, "application/json", `{"question":"x","topK":"five"}`, http.StatusBadRequest},
+			{"trailing data", att, "application/json", `{"question":"x"} {}`, http.StatusBadRequest},
+			{"form body", att, "application/x-www-form-urlencoded", `question=x`, http.StatusUnsupportedMediaType},
+			{"empty question", att, "application/json", `{"question":"  "}`, http.StatusUnprocessableEntity},
+			{"topK 0", att, "application/json", `{"question":"x","topK":0}`, http.StatusUnprocessableEntity},
+			{"topK 21", att, "application/json", `{"question":"x","topK":21}`, http.StatusUnprocessableEntity},
+		}
+		for _, c := range cases {
+			status, ct, body := chat(t, base, c.token, c.contentType, c.body)
+			var p struct {
+				Status int    `json:"status"`
+				Title  string `json:"title"`
+			}
+			if status != c.status || ct != "application/problem+json" || json.Unmarshal(body, &p) != nil || p.Status != c.status {
+				t.Errorf("%s: status %d, %s, %s; want %d with a problem body", c.name, status, ct, body, c.status)
+			}
+		}
+		if a := ask(t, base, att, question, 0+5); len(a.Citations) == 0 {
+			t.Error("a valid request after the bad ones got no citations")
+		}
+	})
+}
+
+// A command whose envelope says tenant A but whose key points into tenant
+// B's objects is refused: nothing of B is read or written anywhere.
+func TestIndexRefusesObjectsOfAnotherTenant(t *testing.T) {
+	s := newStack(t)
+	s.start(nil)
+	tenantA, tenantB := "org-a-"+randHex(3), "org-b-"+randHex(3)
+	doc := uuid.NewString()
+	keyOfB := s.putText(tenantB, doc, docPadaria)
+	s.index(tenantA, doc, keyOfB)
+	var reason, class, errText string
+	fabrictest.Eventually(t, 30*time.Second, "dead letter in ai.knowledge-builder.dlq", func() bool {
+		ch, err := s.conn.Channel(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ch.Close()
+		d, ok, err := ch.Get("ai.knowledge-builder.dlq", true)
+		if err != nil || !ok {
+			return false
+		}
+		reason, _ = d.Headers[fabric.HeaderReason].(string)
+		class, _ = d.Headers[fabric.HeaderErrorClass].(string)
+		errText, _ = d.Headers[fabric.HeaderError].(string)
+		return true
+	})
+	if reason != fabric.ReasonPermanent || class != string(fabric.ClassPermanent) || !strings.Contains(errText, "outside the tenant's prefix") {
+		t.Errorf("dead letter %s/%s %q, want a permanent failure naming the tenant prefix", reason, class, errText)
+	}
+	var n int
+	if err := s.pool.QueryRow(context.Background(), fmt.Sprintf("SELECT count(*) FROM %s",
+		pgx.Identifier{s.schema, "chunk"}.Sanitize())).Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d chunks written (err %v), want none", n, err)
+	}
+}
+
+// With AI_CHAT_MODEL set, answers are generated by the (external, faked)
+// model, which only ever sees masked text.
+func TestChatGenerationMasksPersonalData(t *testing.T) {
+	var mu sync.Mutex
+	var prompts []string
+	llm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Messages []struct {
+				Content string `json:"content"`
+			} `json:"messages"`
+		}
+		if r.URL.Path != "/v1/chat/completions" || json.NewDecoder(r.Body).Decode(&req) != nil || len(req.Messages) != 2 {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		prompts = append(prompts, req.Messages[1].Content)
+		mu.Unlock()
+		_ = json.NewEncoder(w).Encode(map[string]any{"choices": []any{
+			map[string]any{"message": map[string]string{"content": "Segundo o documento [1], a padaria fica na rua das Flores."}}}})
+	}))
+	defer llm.Close()
+	s := newStack(t)
+	base := s.start(map[string]string{"AI_CHAT_MODEL": "test-model", "AI_BASE_URL": llm.URL + "/v1", "AI_API_KEY": "local-test-key"})
+	tenantA := "org-a-" + randHex(3)
+	doc := uuid.NewString()
+	text := docPadaria + " Contato do requerente: CPF 123.456.789-09, e-mail maria@example.com, telefone (21) 99876-5432."
+	s.index(tenantA, doc, s.putText(tenantA, doc, text))
+	s.waitIndexed(doc, 1)
+	a := ask(t, base, s.token(tenantA, auth.RoleAttendant), "Qual a rua da padaria? Meu CPF é 98765432100.", 3)
+	if !a.Generated || a.Answer != "Segundo o documento [1], a padaria fica na rua das Flores." || len(a.Citations) != 1 || a.Citations[0].DocumentID != doc {
+		t.Errorf("answer = %+v, want the generated answer citing %s", a, doc)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(prompts) != 1 {
+		t.Fatalf("model called %d times, want 1", len(prompts))
+	}
+	for _, leaked := range []string{"123.456.789-09", "98765432100", "maria@example.com", "99876-5432"} {
+		if strings.Contains(prompts[0], leaked) {
+			t.Errorf("prompt leaks %q: %s", leaked, prompts[0])
+		}
+	}
+	if !strings.Contains(prompts[0], "rua das Flores") || !strings.Contains(prompts[0], "[CPF]") {
+		t.Errorf("prompt = %q, want the passage with masks", prompts[0])
+	}
+}

@@ -1,0 +1,91 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+
+	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/problem"
+	"github.com/agora-platform/agora/services/ai-builder/internal/knowledge"
+)
+
+// Asker answers a question from one tenant's knowledge.
+type Asker interface {
+	Ask(ctx context.Context, tenantID, question string, topK int) (knowledge.Answer, error)
+}
+
+type chatRequest struct {
+	Question string `json:"question"`
+	TopK     *int   `json:"topK"`
+}
+
+type citation struct {
+	DocumentID string  `json:"documentId"`
+	ChunkID    string  `json:"chunkId"`
+	Score      float64 `json:"score"`
+}
+
+type chatResponse struct {
+	Answer    string     `json:"answer"`
+	Citations []citation `json:"citations"`
+	Generated bool       `json:"generated"`
+}
+
+const maxChatBody = 64 << 10
+
+func handleChat(chat Asker, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		claims, ok := auth.FromContext(r.Context())
+		if !ok {
+			problem.Error(w, r, http.StatusUnauthorized, "a bearer token is required")
+			return
+		}
+		if ct := r.Header.Get("Content-Type"); ct != "" {
+			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+				problem.Error(w, r, http.StatusUnsupportedMediaType, "the body must be application/json")
+				return
+			}
+		}
+		var req chatRequest
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxChatBody))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			problem.Error(w, r, http.StatusBadRequest, fmt.Sprintf("malformed JSON body: %v", err))
+			return
+		}
+		if _, err := dec.Token(); err != io.EOF {
+			problem.Error(w, r, http.StatusBadRequest, "malformed JSON body: trailing data")
+			return
+		}
+		topK := knowledge.DefaultTopK
+		if req.TopK != nil {
+			topK = *req.TopK
+		}
+		ans, err := chat.Ask(r.Context(), claims.TenantID, req.Question, topK)
+		switch {
+		case errors.Is(err, knowledge.ErrInvalid):
+			problem.Write(w, r, problem.Details{Status: http.StatusUnprocessableEntity, Detail: err.Error()})
+			return
+		case errors.Is(err, knowledge.ErrUnavailable):
+			log.WarnContext(r.Context(), "chat dependency unavailable", "err", err)
+			problem.Error(w, r, http.StatusServiceUnavailable, "the answer service is unavailable; try again")
+			return
+		case err != nil:
+			log.ErrorContext(r.Context(), "chat failed", "err", err, "tenant", claims.TenantID)
+			problem.Error(w, r, http.StatusInternalServerError, "the question could not be answered")
+			return
+		}
+		resp := chatResponse{Answer: ans.Text, Citations: make([]citation, len(ans.Citations)), Generated: ans.Generated}
+		for i, c := range ans.Citations {
+			resp.Citations[i] = citation{DocumentID: c.DocumentID, ChunkID: c.ChunkID, Score: c.Score}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(resp)
+	})
+}

@@ -1,0 +1,110 @@
+// Package messaging is the ai-builder's inbound port for the command
+// ai.knowledge.index.v1: it prepares the document's chunks, replaces them
+// in the tenant's partition and enqueues ai.knowledge-indexed.v1, all in
+// the inbox transaction, and classifies failures for the fabric.
+package messaging
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/outbox"
+	"github.com/agora-platform/agora/pkg/fabric/tenant"
+	"github.com/agora-platform/agora/services/ai-builder/internal/knowledge"
+)
+
+// Producer names this service in the envelopes it emits.
+const Producer = "ai-builder"
+
+// Preparer chunks and embeds a document.
+type Preparer interface {
+	Prepare(ctx context.Context, tenantID string, r knowledge.IndexRequest) (knowledge.Document, error)
+}
+
+// Writer replaces a document's chunks inside tx.
+type Writer interface {
+	Replace(ctx context.Context, tx pgx.Tx, doc knowledge.Document, eventID string) error
+}
+
+// Enqueuer stores outgoing envelopes in tx.
+type Enqueuer interface {
+	Enqueue(ctx context.Context, tx outbox.Tx, items ...outbox.Item) error
+}
+
+// Handler handles ai.knowledge.index.v1.
+type Handler struct {
+	prep Preparer
+	w    Writer
+	out  Enqueuer
+	log  *slog.Logger
+}
+
+// NewHandler returns the index-command handler.
+func NewHandler(prep Preparer, w Writer, out Enqueuer, log *slog.Logger) *Handler {
+	return &Handler{prep: prep, w: w, out: out, log: log}
+}
+
+type indexPayload struct {
+	DocumentID    string `json:"documentId"`
+	RequestID     string `json:"requestId"`
+	TextObjectKey string `json:"textObjectKey"`
+	Language      string `json:"language"`
+}
+
+type indexedPayload struct {
+	DocumentID string `json:"documentId"`
+	RequestID  string `json:"requestId,omitempty"`
+	Chunks     int    `json:"chunks"`
+	Embedder   string `json:"embedder"`
+	Dimensions int    `json:"dimensions,omitempty"`
+}
+
+// Index is the inbox effect for one index command (an inbox.TxHandler).
+// The tenant written is always the envelope's (from ctx), never anything
+// the payload says.
+func (h *Handler) Index(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
+	tenantID, err := tenant.From(ctx)
+	if err != nil {
+		return fabric.Invalid(fmt.Errorf("index %s: %w", env.ID, err))
+	}
+	var p indexPayload
+	if err := json.Unmarshal(env.Payload, &p); err != nil {
+		return fabric.Invalid(fmt.Errorf("index %s: payload: %w", env.ID, err))
+	}
+	doc, err := h.prep.Prepare(ctx, tenantID, knowledge.IndexRequest{DocumentID: p.DocumentID, RequestID: p.RequestID, TextObjectKey: p.TextObjectKey})
+	if err != nil {
+		return Classify(err)
+	}
+	if err := h.w.Replace(ctx, tx, doc, env.ID); err != nil {
+		return fabric.Transient(err)
+	}
+	indexed, err := envelope.Derive(env, "ai.knowledge-indexed.v1", Producer, indexedPayload{
+		DocumentID: doc.DocumentID, RequestID: doc.RequestID, Chunks: len(doc.Chunks), Embedder: doc.Embedder, Dimensions: doc.Dimensions,
+	})
+	if err != nil {
+		return fmt.Errorf("derive indexed event of %s: %w", doc.DocumentID, err)
+	}
+	if err := h.out.Enqueue(ctx, tx, outbox.Item{Aggregate: outbox.Aggregate{Type: "knowledge-document", ID: doc.DocumentID}, Envelope: indexed}); err != nil {
+		return fmt.Errorf("enqueue indexed event of %s: %w", doc.DocumentID, err)
+	}
+	h.log.InfoContext(ctx, "document indexed", "document", doc.DocumentID, "tenant", tenantID, "chunks", len(doc.Chunks), "embedder", doc.Embedder)
+	return nil
+}
+
+// Classify maps the domain's failure kinds to the fabric's classes.
+func Classify(err error) error {
+	switch {
+	case errors.Is(err, knowledge.ErrUnavailable):
+		return fabric.Transient(err)
+	case errors.Is(err, knowledge.ErrForeignObject), errors.Is(err, knowledge.ErrNotFound), errors.Is(err, knowledge.ErrInvalid):
+		return fabric.Permanent(err)
+	}
+	return err
+}

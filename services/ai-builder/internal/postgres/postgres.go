@@ -1,0 +1,197 @@
+// Package postgres stores chunks and their vectors in the ai-builder's
+// schema: table chunk is partitioned by tenant, one partition per tenant
+// created on first use with its own HNSW cosine index. Vector SQL (the
+// pgvector type and operator live in schema public, outside the service's
+// search_path) is written by hand; the rest comes from sqlc (pgdb).
+//
+// Every query filters by tenant as well as relying on row-level security,
+// because superusers (local runs, tests) bypass RLS.
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+		"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/pgvector/pgvector-go"
+
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/services/ai-builder/internal/knowledge"
+	"github.com/agora-platform/agora/services/ai-builder/internal/postgres/pgdb"
+)
+
+// Store reads and writes the knowledge tables of one schema.
+type Store struct {
+	pool   *pgxpool.Pool
+	schema string
+	// known caches partitions that exist, so the common path does not
+	// touch the catalog.
+	known sync.Map
+}
+
+var _ knowledge.Searcher = (*Store)(nil)
+
+// NewStore returns a Store for schema.
+func NewStore(pool *pgxpool.Pool, schema string) *Store {
+	return &Store{pool: pool, schema: schema}
+}
+
+// PartitionName is the table holding tenantID's chunks: chunk_<tenant with
+// - as _>, shortened with a hash when it would pass Postgres' 63-byte limit.
+func PartitionName(tenantID string) string {
+	name := "chunk_" + strings.ReplaceAll(tenantID, "-", "_")
+	if len(name) <= 55 { // room for the "_hnsw" index suffix
+		return name
+	}
+	sum := sha256.Sum256([]byte(tenantID))
+	return name[:42] + "_" + hex.EncodeToString(sum[:6])
+}
+
+// Dimensions returns the dimension of the embedding column, which every
+// embedder must produce.
+func (s *Store) Dimensions(ctx context.Context) (int, error) {
+	var dims int
+	err := s.pool.QueryRow(ctx, `SELECT a.atttypmod FROM pg_attribute a
+		WHERE a.attrelid = $1::regclass AND a.attname = 'embedding'`,
+		pgx.Identifier{s.schema, "chunk"}.Sanitize()).Scan(&dims)
+	if err != nil {
+		return 0, fmt.Errorf("embedding dimension of %s.chunk: %w", s.schema, err)
+	}
+	return dims, nil
+}
+
+// EnsurePartition creates tenantID's partition and its HNSW index when
+// missing. Concurrent callers serialise on a transaction-level advisory
+// lock per tenant, so two instances never race on the DDL.
+func (s *Store) EnsurePartition(ctx context.Context, tx pgx.Tx, tenantID string) error {
+	if !envelope.ValidTenant(tenantID) {
+		return fmt.Errorf("partition for %q: not a tenant id", tenantID)
+	}
+	if _, ok := s.known.Load(tenantID); ok {
+		return nil
+	}
+	part := PartitionName(tenantID)
+	table := pgx.Identifier{s.schema, part}.Sanitize()
+	var exists bool
+	if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&exists); err != nil {
+		return fmt.Errorf("look up partition %s: %w", part, err)
+	}
+	if !exists {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", s.schema+".chunk:"+tenantID); err != nil {
+			return fmt.Errorf("lock partition %s: %w", part, err)
+		}
+		// The tenant id matches [a-z0-9-], so the literal cannot break out.
+		stmts := []string{
+			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s PARTITION OF %s FOR VALUES IN ('%s')",
+				table, pgx.Identifier{s.schema, "chunk"}.Sanitize(), tenantID),
+			fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s ON %s USING hnsw (embedding public.vector_cosine_ops)",
+				pgx.Identifier{part + "_hnsw"}.Sanitize(), table),
+			// Policies are not inherited by partitions: a role reading the
+			// partition directly must meet the same rule as on the parent.
+			fmt.Sprintf("ALTER TABLE %s ENABLE ROW LEVEL SECURITY", table),
+			fmt.Sprintf("ALTER TABLE %s FORCE ROW LEVEL SECURITY", table),
+			fmt.Sprintf(`DO $$ BEGIN
+				CREATE POLICY tenant_isolation ON %s USING (tenant_id = current_setting('app.tenant_id', true));
+				EXCEPTION WHEN duplicate_object THEN NULL; END $$`, table),
+		}
+		for _, q := range stmts {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return fmt.Errorf("create partition %s: %w", part, err)
+			}
+		}
+	}
+	// Cached only once committed would be stricter; a rolled-back creation
+	// at worst makes the next insert fail and retry without the cache.
+	s.known.Store(tenantID, struct{}{})
+	return nil
+}
+
+// Forget drops the partition cache (after a rollback that created one).
+func (s *Store) Forget(tenantID string) { s.known.Delete(tenantID) }
+
+// Replace swaps doc's chunks for the new ones and records the document,
+// inside tx (whose app.tenant_id is doc.TenantID). eventID is the command
+// that asked for it.
+func (s *Store) Replace(ctx context.Context, tx pgx.Tx, doc knowledge.Document, eventID string) error {
+	if err := s.EnsurePartition(ctx, tx, doc.TenantID); err != nil {
+		return err
+	}
+	q := pgdb.New(tx)
+	if _, err := q.DeleteDocumentChunks(ctx, pgdb.DeleteDocumentChunksParams{TenantID: doc.TenantID, DocumentID: doc.DocumentID}); err != nil {
+		return fmt.Errorf("delete chunks of %s: %w", doc.DocumentID, err)
+	}
+	if len(doc.Chunks) > 0 {
+		ids := make([]string, len(doc.Chunks))
+		ords := make([]int32, len(doc.Chunks))
+		contents := make([]string, len(doc.Chunks))
+		vecs := make([]string, len(doc.Chunks))
+		for i, c := range doc.Chunks {
+			ids[i], ords[i], contents[i], vecs[i] = c.ID, int32(c.Ordinal), c.Content, VectorText(c.Vector)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO chunk (tenant_id, chunk_id, document_id, ordinal, content, embedding, embedder)
+			SELECT $1, c.id, $2, c.ord, c.content, c.emb::public.vector, $3
+			FROM unnest($4::uuid[], $5::int[], $6::text[], $7::text[]) AS c(id, ord, content, emb)`,
+			doc.TenantID, doc.DocumentID, doc.Embedder, ids, ords, contents, vecs); err != nil {
+			s.Forget(doc.TenantID)
+			return fmt.Errorf("insert %d chunks of %s: %w", len(doc.Chunks), doc.DocumentID, err)
+		}
+	}
+	var reqID *string
+	if doc.RequestID != "" {
+		reqID = &doc.RequestID
+	}
+	if err := q.UpsertIndexedDocument(ctx, pgdb.UpsertIndexedDocumentParams{
+		TenantID: doc.TenantID, DocumentID: doc.DocumentID, RequestID: reqID, TextKey: doc.TextKey,
+		Chunks: int32(len(doc.Chunks)), Embedder: doc.Embedder, Dimensions: int32(doc.Dimensions), EventID: eventID,
+	}); err != nil {
+		return fmt.Errorf("record document %s: %w", doc.DocumentID, err)
+	}
+	return nil
+}
+
+// Search returns the k chunks of tenantID nearest to vector by cosine
+// distance, best first, with score = cosine similarity. The tenant filter
+// prunes the plan to the tenant's partition, whose HNSW index orders the
+// scan; app.tenant_id is set for row-level security as well.
+func (s *Store) Search(ctx context.Context, tenantID string, vector []float32, k int) ([]knowledge.Passage, error) {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("search: begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, "SELECT set_config('app.tenant_id', $1, true)", tenantID); err != nil {
+		return nil, fmt.Errorf("search: set tenant: %w", err)
+	}
+	vec := VectorText(vector)
+	rows, err := tx.Query(ctx, `SELECT chunk_id::text, document_id::text, content,
+			1 - (embedding OPERATOR(public.<=>) $2::public.vector) AS score
+		FROM chunk WHERE tenant_id = $1
+		ORDER BY embedding OPERATOR(public.<=>) $2::public.vector
+		LIMIT $3`, tenantID, vec, k)
+	if err != nil {
+		return nil, fmt.Errorf("search tenant %s: %w", tenantID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (knowledge.Passage, error) {
+		var p knowledge.Passage
+		err := r.Scan(&p.ChunkID, &p.DocumentID, &p.Content, &p.Score)
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("search tenant %s: %w", tenantID, err)
+	}
+	if err := tx.Commit(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+		return nil, fmt.Errorf("search: commit: %w", err)
+	}
+	return out, nil
+}
+
+// VectorText is pgvector's text form of v ("[0.1,0.2,…]"). Vectors travel
+// as text because the vector type lives outside the service's search_path,
+// so pgx cannot register its binary codec by name.
+func VectorText(v []float32) string { return pgvector.NewVector(v).String() }
