@@ -15,7 +15,9 @@ import (
 // middleware (auth.Verifier.Require).
 func NewHandler(require func(roles ...string) func(http.Handler) http.Handler, chat Asker, log *slog.Logger) http.Handler {
 	r := chi.NewRouter()
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) { problem.Error(w, r, http.StatusNotFound, "no such resource") })
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		problem.Error(w, r, http.StatusNotFound, "no such resource")
+	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		problem.Error(w, r, http.StatusMethodNotAllowed, "method not allowed on this resource")
 	})

@@ -14,7 +14,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-		"strings"
+	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
