@@ -15,7 +15,7 @@ export AMQP_URL ?= amqp://guest:guest@127.0.0.1:5672/
 export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 export S3_ENDPOINT ?= 127.0.0.1:9000
 
-.PHONY: help infra infra-stop test test-unit bench fuzz lint generate up down demo token fabricctl
+.PHONY: help infra infra-stop test test-unit bench fuzz lint generate up down status demo demo-documents token fabricctl
 
 help:
 	@echo "make up      start infrastructure, apply topology, start services (logs in .data/logs)"
@@ -62,12 +62,21 @@ ROLES ?= citizen
 token: fabricctl
 	@bin/fabricctl token --tenant $(TENANT) --sub $(SUB) --roles $(ROLES)
 
-up: infra fabricctl
-	bin/fabricctl topology apply
-	@echo "platform topology applied on $(AMQP_URL)"
+up: infra
+	bash deploy/local/up.sh up
 
 down:
-	@echo "nothing else to stop; 'make infra-stop' stops MinIO"
+	bash deploy/local/up.sh down
+
+status:
+	bash deploy/local/up.sh status
+
+# The demos talk to the services make up started.
+demo:
+	$(GO) run ./e2e/cmd/demo
+
+demo-documents:
+	$(GO) run ./e2e/cmd/demo -documents
 
 # ---- deploy (issue 6) --------------------------------------------------------
 .PHONY: certs deploy-validate
