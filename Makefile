@@ -15,7 +15,7 @@ export AMQP_URL ?= amqp://guest:guest@127.0.0.1:5672/
 export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 export S3_ENDPOINT ?= 127.0.0.1:9000
 
-.PHONY: help infra infra-stop test test-unit bench fuzz lint generate up down status demo demo-documents token fabricctl
+.PHONY: help infra infra-stop test test-unit bench fuzz lint generate generate-check up down status demo demo-documents token fabricctl
 
 help:
 	@echo "make up      start infrastructure, apply topology, start services (logs in .data/logs)"
@@ -31,7 +31,22 @@ infra:
 infra-stop:
 	bash deploy/local/infra.sh stop
 
-lint:
+SQLC_VERSION = v1.31.1
+SQLC = $(shell $(GO) env GOPATH)/bin/sqlc
+
+$(SQLC):
+	@echo "installing sqlc $(SQLC_VERSION) (cgo build, ~3 min once)"
+	GOFLAGS=-p=1 $(GO) install github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION)
+
+# Regenerate every service's query code from its queries/*.sql.
+generate: $(SQLC)
+	@for f in services/*/sqlc.yaml; do echo "sqlc generate $$(dirname $$f)"; (cd $$(dirname $$f) && $(SQLC) generate); done
+
+# Generated code must match its SQL: fails on drift.
+generate-check: $(SQLC)
+	@for f in services/*/sqlc.yaml; do (cd $$(dirname $$f) && $(SQLC) diff) || { echo "sqlc output of $$(dirname $$f) is stale: run make generate"; exit 1; }; done
+
+lint: generate-check
 	@unformatted=$$(gofmt -l pkg services e2e 2>/dev/null || true); \
 	if [ -n "$$unformatted" ]; then echo "not gofmt-ed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
