@@ -47,7 +47,7 @@ generate-check: $(SQLC)
 	@for f in services/*/sqlc.yaml; do (cd $$(dirname $$f) && $(SQLC) diff) || { echo "sqlc output of $$(dirname $$f) is stale: run make generate"; exit 1; }; done
 
 lint: generate-check
-	@unformatted=$$(gofmt -l pkg services e2e 2>/dev/null || true); \
+	@unformatted=$$(gofmt -l pkg services e2e deploy 2>/dev/null || true); \
 	if [ -n "$$unformatted" ]; then echo "not gofmt-ed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
 
