@@ -1,0 +1,394 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/pkg/fabric/registry"
+)
+
+// lakeRow is the reader's view of a lake file, declared here so the test
+// reads the objects as any parquet-go consumer would.
+type lakeRow struct {
+	EventID       string    `parquet:"event_id"`
+	Type          string    `parquet:"type"`
+	OccurredAt    time.Time `parquet:"occurred_at,timestamp(millisecond)"`
+	TenantID      string    `parquet:"tenant_id"`
+	CorrelationID string    `parquet:"correlation_id"`
+	Producer      string    `parquet:"producer"`
+	Payload       string    `parquet:"payload"`
+	RequestID     string    `parquet:"request_id,optional"`
+	Status        string    `parquet:"status,optional"`
+}
+
+type lineage struct {
+	EventID, TenantID, EventType, Bucket, ObjectKey, BatchID, Producer, CorrelationID string
+	RowOffset                                                                         int
+}
+
+type stack struct {
+	url    string
+	keys   *auth.DevKeys
+	pub    *fabric.Publisher
+	s3     *minio.Client
+	bucket string
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func getenv(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// startStack runs the service; s3Endpoint overrides the store's address
+// (the outage test puts a proxy in between).
+func startStack(t *testing.T, s3Endpoint string) *stack {
+	t.Helper()
+	env := fabrictest.EnvFrom(os.Getenv)
+	vh := fabrictest.NewVhost(t, env)
+	schema := "t_" + randHex(4)
+	s := &stack{bucket: "dl-test-" + randHex(6)}
+	realS3 := getenv("S3_ENDPOINT", "127.0.0.1:9000")
+	access, secret := getenv("S3_ACCESS_KEY", "agora-dev"), getenv("S3_SECRET_KEY", "agora-dev-secret")
+	var err error
+	if s.s3, err = minio.New(realS3, &minio.Options{Creds: credentials.NewStaticV4(access, secret, "")}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, env.DatabaseURL); err == nil {
+			_, _ = c.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+			c.Close(ctx)
+		}
+		for o := range s.s3.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Recursive: true}) {
+			_ = s.s3.RemoveObject(ctx, s.bucket, o.Key, minio.RemoveObjectOptions{})
+		}
+		_ = s.s3.RemoveBucket(ctx, s.bucket)
+	})
+	if s.keys, err = auth.LoadOrCreateDevKeys(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	if s3Endpoint == "" {
+		s3Endpoint = realS3
+	}
+	vars := map[string]string{"AMQP_URL": vh.URL, "DATABASE_URL": env.DatabaseURL, "DATABASE_SCHEMA": schema,
+		"HTTP_ADDR": addr, "JWT_KEYS": s.keys.JWKSPath, "S3_ENDPOINT": s3Endpoint, "S3_ACCESS_KEY": access,
+		"S3_SECRET_KEY": secret, "DATALAKE_BUCKET": s.bucket, "DATALAKE_BATCH_SIZE": "5", "DATALAKE_BATCH_AGE": "300ms",
+		"DATALAKE_FLUSH_TIMEOUT": "3s", "RETRY_TIERS": "700ms,700ms,700ms,700ms,700ms,700ms,700ms,700ms", "LOG_LEVEL": "warn"}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, func(k string) string { return vars[k] }, os.Stderr) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	s.url = "http://" + addr
+	fabrictest.Eventually(t, 60*time.Second, "datalake-ingestion /readyz", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("run stopped: %v (is the infrastructure up? run `make infra`)", err)
+		default:
+		}
+		resp, err := http.Get(s.url + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	reg, err := registry.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.pub, err = fabric.NewPublisher(vh.Dial(t), reg, fabric.PublisherOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.pub.Close() })
+	return s
+}
+
+func (s *stack) token(t *testing.T, tenantID string, roles ...string) string {
+	t.Helper()
+	tok, err := s.keys.Mint(auth.Claims{Subject: "u-1", TenantID: tenantID, Roles: roles}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func (s *stack) publish(t *testing.T, typ, tenantID string, payload map[string]any) envelope.Envelope {
+	t.Helper()
+	e, err := envelope.New(typ, tenantID, "request-service", payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.pub.Publish(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (s *stack) submit(t *testing.T, tenantID string) envelope.Envelope {
+	t.Helper()
+	return s.publish(t, "request.submitted.v1", tenantID, map[string]any{
+		"requestId": uuid.NewString(), "protocol": "AG-" + strings.ToUpper(randHex(4)), "serviceId": "iptu",
+		"formId": "f", "formVersion": 1, "channel": "web", "citizenId": "c-1", "submittedAt": time.Now().UTC().Format(time.RFC3339)})
+}
+
+func (s *stack) lineage(t *testing.T, token, eventID string) (lineage, int) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, s.url+"/v1/lineage/"+eventID, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var l lineage
+	if resp.StatusCode == http.StatusOK {
+		if err := json.NewDecoder(resp.Body).Decode(&l); err != nil {
+			t.Fatal(err)
+		}
+	} else if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("status %d with Content-Type %q, want a problem", resp.StatusCode, ct)
+	}
+	return l, resp.StatusCode
+}
+
+func (s *stack) readObject(t *testing.T, key string) []lakeRow {
+	t.Helper()
+	obj, err := s.s3.GetObject(context.Background(), s.bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obj.Close()
+	data, err := io.ReadAll(obj)
+	if err != nil {
+		t.Fatalf("read %s: %v", key, err)
+	}
+	rows, err := parquet.Read[lakeRow](bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatalf("parquet %s: %v", key, err)
+	}
+	return rows
+}
+
+func (s *stack) objects(t *testing.T) []string {
+	t.Helper()
+	var keys []string
+	for o := range s.s3.ListObjects(context.Background(), s.bucket, minio.ListObjectsOptions{Recursive: true}) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		keys = append(keys, o.Key)
+	}
+	return keys
+}
+
+func TestIngestsBatchesAsParquetWithLineage(t *testing.T) {
+	s := startStack(t, "")
+	var events []envelope.Envelope
+	for range 3 {
+		events = append(events, s.submit(t, "org-a"))
+	}
+	var req struct{ RequestID string }
+	_ = json.Unmarshal(events[0].Payload, &req)
+	events = append(events, s.publish(t, "request.status-changed.v1", "org-a", map[string]any{
+		"requestId": req.RequestID, "status": "in_progress", "changedAt": time.Now().UTC().Format(time.RFC3339)}))
+	events = append(events, s.submit(t, "org-b"), s.submit(t, "org-b"))
+	// A redelivery of an already published event must not be written twice.
+	if err := s.pub.Publish(context.Background(), events[1]); err != nil {
+		t.Fatal(err)
+	}
+
+	staffA, staffB := s.token(t, "org-a", auth.RoleOperator), s.token(t, "org-b", auth.RoleAttendant)
+	tokenOf := map[string]string{"org-a": staffA, "org-b": staffB}
+	got := map[string]lineage{}
+	fabrictest.Eventually(t, 20*time.Second, "lineage of every event", func() bool {
+		for _, e := range events {
+			if _, ok := got[e.ID]; ok {
+				continue
+			}
+			if l, code := s.lineage(t, tokenOf[e.TenantID], e.ID); code == http.StatusOK {
+				got[e.ID] = l
+			}
+		}
+		return len(got) == len(events)
+	})
+	date := time.Now().UTC().Format("2006-01-02")
+	for _, e := range events {
+		l := got[e.ID]
+		wantPrefix := "tenant=" + e.TenantID + "/domain=request/type=" + e.Type + "/date=" + e.OccurredAt.Format("2006-01-02") + "/"
+		if !strings.HasPrefix(l.ObjectKey, wantPrefix) || !strings.HasSuffix(l.ObjectKey, l.BatchID+".parquet") {
+			t.Errorf("lineage of %s: key %q, want under %q named after batch %s", e.ID, l.ObjectKey, wantPrefix, l.BatchID)
+		}
+		if l.Bucket != s.bucket || l.Producer != "request-service" || l.CorrelationID != e.CorrelationID || l.EventType != e.Type {
+			t.Errorf("lineage of %s = %+v", e.ID, l)
+		}
+		rows := s.readObject(t, l.ObjectKey)
+		if l.RowOffset >= len(rows) || rows[l.RowOffset].EventID != e.ID {
+			t.Fatalf("row %d of %s is not event %s (%d rows)", l.RowOffset, l.ObjectKey, e.ID, len(rows))
+		}
+		r := rows[l.RowOffset]
+		if r.TenantID != e.TenantID || r.Type != e.Type || !r.OccurredAt.Equal(e.OccurredAt) || r.CorrelationID != e.CorrelationID {
+			t.Errorf("row of %s = %+v", e.ID, r)
+		}
+		var payload map[string]any
+		if err := json.Unmarshal([]byte(r.Payload), &payload); err != nil || payload["requestId"] == nil {
+			t.Errorf("payload column of %s = %q, want the payload JSON", e.ID, r.Payload)
+		}
+	}
+	total := 0
+	for _, k := range s.objects(t) {
+		if !strings.Contains(k, "/date="+date+"/") {
+			t.Errorf("object %s outside today's partition", k)
+		}
+		total += len(s.readObject(t, k))
+	}
+	if total != len(events) {
+		t.Errorf("rows in the lake = %d, want %d (one per event, duplicates skipped)", total, len(events))
+	}
+
+	tests := []struct {
+		name, token, id string
+		want            int
+	}{
+		{"tenant B cannot see tenant A's lineage", staffB, events[0].ID, 404},
+		{"unknown event", staffA, uuid.NewString(), 404},
+		{"not a UUID", staffA, "abc", 400},
+		{"no token", "", events[0].ID, 401},
+		{"citizens may not", s.token(t, "org-a", auth.RoleCitizen), events[0].ID, 403},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, code := s.lineage(t, tc.token, tc.id); code != tc.want {
+				t.Errorf("GET lineage = %d, want %d", code, tc.want)
+			}
+		})
+	}
+}
+
+// proxy forwards TCP to target while up; while down it hangs up at once,
+// as a store that is unreachable would.
+type proxy struct {
+	ln     net.Listener
+	target string
+	up     atomic.Bool
+}
+
+func startProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, target: target}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if !p.up.Load() {
+				c.Close()
+				continue
+			}
+			go func() {
+				defer c.Close()
+				u, err := net.Dial("tcp", p.target)
+				if err != nil {
+					return
+				}
+				defer u.Close()
+				go func() { _, _ = io.Copy(u, c) }()
+				_, _ = io.Copy(c, u)
+			}()
+		}
+	}()
+	return p
+}
+
+// retried reads fabric_consumer_retried_total from /metrics.
+func retried(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	n := 0
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "fabric_consumer_retried_total") {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			n += int(v)
+		}
+	}
+	return n
+}
+
+func TestStoreOutageMessagesWaitAndIngestionResumes(t *testing.T) {
+	p := startProxy(t, getenv("S3_ENDPOINT", "127.0.0.1:9000"))
+	s := startStack(t, p.ln.Addr().String())
+	e := s.submit(t, "org-a")
+	fabrictest.Eventually(t, 20*time.Second, "the message sent to a retry tier", func() bool { return retried(t, s.url) >= 1 })
+	staff := s.token(t, "org-a", auth.RoleOperator)
+	if _, code := s.lineage(t, staff, e.ID); code != http.StatusNotFound {
+		t.Fatalf("lineage while the store is down = %d, want 404", code)
+	}
+	p.up.Store(true)
+	var l lineage
+	fabrictest.Eventually(t, 20*time.Second, "ingestion after the store came back", func() bool {
+		var code int
+		l, code = s.lineage(t, staff, e.ID)
+		return code == http.StatusOK
+	})
+	rows := s.readObject(t, l.ObjectKey)
+	if len(rows) != 1 || rows[0].EventID != e.ID {
+		t.Errorf("object %s rows = %+v, want only event %s", l.ObjectKey, rows, e.ID)
+	}
+}

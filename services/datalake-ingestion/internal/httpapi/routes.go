@@ -1,0 +1,65 @@
+// Package httpapi is the ingestion service's REST surface: lineage lookup.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+
+	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/problem"
+	"github.com/agora-platform/agora/services/datalake-ingestion/internal/postgres"
+)
+
+// Store answers lineage queries.
+type Store interface {
+	Lineage(ctx context.Context, tenantID, eventID string) (postgres.Lineage, error)
+}
+
+// Authenticator returns middleware admitting bearers of one of roles;
+// *auth.Verifier is one.
+type Authenticator interface {
+	Require(roles ...string) func(http.Handler) http.Handler
+}
+
+// NewHandler returns the service's routes.
+func NewHandler(store Store, authn Authenticator, log *slog.Logger) http.Handler {
+	r := chi.NewRouter()
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		problem.Error(w, r, http.StatusNotFound, "no such route")
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		problem.Error(w, r, http.StatusMethodNotAllowed, r.Method+" is not allowed here")
+	})
+	r.With(authn.Require(auth.RoleAttendant, auth.RoleOperator)).
+		Get("/v1/lineage/{eventId}", handleLineage(store, log))
+	return r
+}
+
+func handleLineage(store Store, log *slog.Logger) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		claims, _ := auth.FromContext(r.Context())
+		id := chi.URLParam(r, "eventId")
+		if _, err := uuid.Parse(id); err != nil {
+			problem.Error(w, r, http.StatusBadRequest, "eventId must be a UUID")
+			return
+		}
+		l, err := store.Lineage(r.Context(), claims.TenantID, id)
+		switch {
+		case errors.Is(err, postgres.ErrNotFound):
+			problem.Error(w, r, http.StatusNotFound, "no lineage for this event")
+			return
+		case err != nil:
+			log.Error("lineage query", "err", err)
+			problem.Error(w, r, http.StatusInternalServerError, "internal error")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(l)
+	}
+}

@@ -1,0 +1,75 @@
+package lake
+
+import (
+	"testing"
+	"time"
+
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+)
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	e, err := envelope.New("request.submitted.v1", "org-a", "request-service", map[string]any{
+		"requestId": "0198a3c4-0000-7000-8000-000000000001", "serviceId": "iptu", "channel": "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := RowOf(e)
+	data, err := Encode([]Row{want})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 {
+		t.Fatalf("Decode = %d rows, want 1", len(got))
+	}
+	if !got[0].OccurredAt.Equal(want.OccurredAt) {
+		t.Errorf("occurred_at = %v, want %v", got[0].OccurredAt, want.OccurredAt)
+	}
+	got[0].OccurredAt = want.OccurredAt
+	if got[0] != want {
+		t.Errorf("Decode = %+v, want %+v", got[0], want)
+	}
+	if want.Status != "submitted" || want.ServiceID != "iptu" {
+		t.Errorf("typed columns = %+v", want)
+	}
+}
+
+func TestGroupRows(t *testing.T) {
+	d1 := time.Date(2026, 3, 1, 23, 59, 0, 0, time.UTC)
+	d2 := d1.Add(2 * time.Minute)
+	rows := []Row{
+		{EventID: "1", TenantID: "org-a", Type: "request.submitted.v1", OccurredAt: d1},
+		{EventID: "2", TenantID: "org-b", Type: "request.submitted.v1", OccurredAt: d1},
+		{EventID: "3", TenantID: "org-a", Type: "request.submitted.v1", OccurredAt: d1},
+		{EventID: "4", TenantID: "org-a", Type: "request.submitted.v1", OccurredAt: d2},
+		{EventID: "5", TenantID: "org-a", Type: "request.status-changed.v1", OccurredAt: d1},
+	}
+	groups := GroupRows(rows)
+	want := []struct {
+		key string
+		ids []string
+	}{
+		{"tenant=org-a/domain=request/type=request.status-changed.v1/date=2026-03-01/b.parquet", []string{"5"}},
+		{"tenant=org-a/domain=request/type=request.submitted.v1/date=2026-03-01/b.parquet", []string{"1", "3"}},
+		{"tenant=org-a/domain=request/type=request.submitted.v1/date=2026-03-02/b.parquet", []string{"4"}},
+		{"tenant=org-b/domain=request/type=request.submitted.v1/date=2026-03-01/b.parquet", []string{"2"}},
+	}
+	if len(groups) != len(want) {
+		t.Fatalf("GroupRows = %d groups, want %d", len(groups), len(want))
+	}
+	for i, g := range groups {
+		if k := g.Partition.ObjectKey("b"); k != want[i].key {
+			t.Errorf("group %d key = %q, want %q", i, k, want[i].key)
+		}
+		var ids []string
+		for _, r := range g.Rows {
+			ids = append(ids, r.EventID)
+		}
+		if len(ids) != len(want[i].ids) || ids[0] != want[i].ids[0] {
+			t.Errorf("group %d ids = %v, want %v", i, ids, want[i].ids)
+		}
+	}
+}
