@@ -99,7 +99,9 @@ type Grant struct {
 	// Queues are every queue the service owns: Q, Q.retry.<n>, Q.dlq.
 	Queues []string
 	// ConfigureExchanges may be (re)declared (and, as RabbitMQ cannot
-	// tell declare from delete, deleted).
+	// tell declare from delete, deleted). Empty for services: the platform
+	// exchanges come from the definitions (owned by agora-admin) and the
+	// fabric only checks them passively, which needs no permission.
 	ConfigureExchanges []string
 	// WriteExchanges may be published to; "amq.default" is the default exchange.
 	WriteExchanges []string
@@ -217,9 +219,6 @@ func Build(topo topology.Description, reg *registry.Registry, services []Service
 			Service:     s.Name,
 			PublishKeys: map[string][]string{},
 			BindKeys:    map[string][]string{},
-		}
-		for _, e := range topo.Exchanges {
-			g.ConfigureExchanges = append(g.ConfigureExchanges, e.Name)
 		}
 		for _, typ := range s.Publishes {
 			def, ok := reg.Lookup(typ)

@@ -431,7 +431,8 @@ func TestACLMatrix(t *testing.T) {
 		}
 	}
 
-	// Fresh declaration: in a vhost without topology, each user applies every
+	// Fresh declaration: in a vhost with only the platform exchanges (which
+	// the administrator's definitions own), each user applies every
 	// consumer's topology. Declaring a NEW queue with a dead-letter exchange
 	// also checks write on the DLX (amq.default for retry tiers,
 	// platform.dead-letter for the main queue) and read on the queue, which a
@@ -440,6 +441,13 @@ func TestACLMatrix(t *testing.T) {
 	fopts := opts
 	fopts.Vhost, fopts.Topology = fresh.Name, false
 	loadPolicy(t, fresh, pol, fopts)
+	adminConn, err := fresh.Dial(t).Connection(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := topology.Apply(ctx, adminConn, topology.Description{Exchanges: pol.Topology.Exchanges}); err != nil {
+		t.Fatalf("admin declares the platform exchanges: %v", err)
+	}
 	for _, g := range pol.Grants {
 		user := opts.User(g.Service)
 		conn := dialUser(t, env, fresh.Name, user, acl.DevPassword(user))

@@ -39,6 +39,41 @@ func classify(err error, kind, name string) error {
 	return fmt.Errorf("declare %s %q: %w", kind, name, err)
 }
 
+// declareExchanges makes sure every exchange exists. An existing exchange is
+// only checked passively, which needs no configure permission: in a
+// provisioned vhost the exchanges belong to the administrator's definitions
+// and a service user may not (re)declare — and so may not delete — them.
+// A missing exchange is declared, which needs that permission.
+func declareExchanges(ctx context.Context, conn ChannelOpener, exchanges []Exchange) error {
+	for _, e := range exchanges {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("topology: %w", err)
+		}
+		ch, err := conn.Channel()
+		if err != nil {
+			return fmt.Errorf("topology: open channel: %w", err)
+		}
+		err = ch.ExchangeDeclarePassive(e.Name, e.Type, true, false, false, false, nil)
+		var aerr *amqp.Error
+		if errors.As(err, &aerr) && aerr.Code == amqp.NotFound {
+			// The failed passive declare closed that channel.
+			if ch, err = conn.Channel(); err != nil {
+				return fmt.Errorf("topology: open channel: %w", err)
+			}
+			err = ch.ExchangeDeclare(e.Name, e.Type, true, false, false, false, nil)
+			if errors.As(err, &aerr) && aerr.Code == amqp.AccessRefused {
+				ch.Close()
+				return fmt.Errorf("topology: exchange %q does not exist and this user may not declare it (provision the broker definitions first): %w", e.Name, err)
+			}
+		}
+		ch.Close()
+		if err != nil {
+			return fmt.Errorf("topology: %w", classify(err, "exchange", e.Name))
+		}
+	}
+	return nil
+}
+
 // Apply declares d on the broker: exchanges, then for each consumer its DLQ
 // (bound to platform.dead-letter with key Q), retry tiers and main queue with
 // bindings. It is idempotent. A queue or exchange that exists with other
@@ -47,19 +82,14 @@ func Apply(ctx context.Context, conn ChannelOpener, d Description) error {
 	if err := d.Validate(); err != nil {
 		return err
 	}
+	if err := declareExchanges(ctx, conn, d.Exchanges); err != nil {
+		return err
+	}
 	ch, err := conn.Channel()
 	if err != nil {
 		return fmt.Errorf("topology: open channel: %w", err)
 	}
 	defer ch.Close()
-	for _, e := range d.Exchanges {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("topology: %w", err)
-		}
-		if err := ch.ExchangeDeclare(e.Name, e.Type, true, false, false, false, nil); err != nil {
-			return fmt.Errorf("topology: %w", classify(err, "exchange", e.Name))
-		}
-	}
 	for _, c := range d.Consumers {
 		for _, q := range c.Queues() {
 			if err := ctx.Err(); err != nil {
