@@ -11,6 +11,12 @@ require (
 )
 
 require (
+	github.com/go-pdf/fpdf v0.9.0 // indirect
+	golang.org/x/image v0.48.0 // indirect
+)
+
+require (
+	github.com/agora-platform/agora/services/document-worker v0.0.0
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/decred/dcrd/dcrec/secp256k1/v4 v4.4.1 // indirect
@@ -36,7 +42,7 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/otlptranslator v1.0.0 // indirect
 	github.com/prometheus/procfs v0.23.0 // indirect
-	github.com/rabbitmq/amqp091-go v1.16.0 // indirect
+	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
 	github.com/segmentio/asm v1.2.1 // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect
@@ -56,3 +62,5 @@ require (
 )
 
 replace github.com/agora-platform/agora/pkg/fabric => ../pkg/fabric
+
+replace github.com/agora-platform/agora/services/document-worker => ../services/document-worker

@@ -3,6 +3,7 @@ package knowledge
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"unicode/utf8"
 )
@@ -106,30 +107,68 @@ func (c *Chat) Ask(ctx context.Context, tenantID, question string, topK int) (An
 }
 
 // Extract composes an extractive answer: from each of the best passages,
-// the sentence sharing most terms with the question, followed by the
-// number of its citation ([1] is the first).
+// the (up to two) sentences sharing most terms with the question, in their
+// order in the passage, followed by the number of the passage's citation
+// ([1] is the first). A sentence repeated by overlapping chunks appears once.
 func Extract(question string, passages []Passage) string {
 	q := map[string]bool{}
 	for _, t := range Terms(question) {
 		q[t] = true
 	}
+	seen := map[string]bool{}
 	var parts []string
 	for i, p := range passages[:min(len(passages), passagesInAnswer)] {
-		best, bestScore := "", -1
-		for _, s := range Sentences(p.Content) {
+		type scored struct {
+			pos, score int
+			text       string
+		}
+		var ss []scored
+		for pos, s := range Sentences(p.Content) {
+			if seen[s] {
+				continue
+			}
 			score := 0
 			for _, t := range Terms(s) {
-				if q[t] {
+				if matches(q, t) {
 					score++
 				}
 			}
-			if score > bestScore {
-				best, bestScore = s, score
-			}
+			ss = append(ss, scored{pos, score, s})
 		}
-		if best != "" {
-			parts = append(parts, fmt.Sprintf("%s [%d]", best, i+1))
+		if len(ss) == 0 {
+			continue
 		}
+		sort.SliceStable(ss, func(a, b int) bool { return ss[a].score > ss[b].score })
+		pick := ss[:1]
+		if len(ss) > 1 && ss[1].score > 0 {
+			pick = ss[:2]
+		}
+		sort.Slice(pick, func(a, b int) bool { return pick[a].pos < pick[b].pos })
+		var texts []string
+		for _, s := range pick {
+			seen[s.text] = true
+			texts = append(texts, s.text)
+		}
+		parts = append(parts, fmt.Sprintf("%s [%d]", strings.Join(texts, " "), i+1))
 	}
 	return strings.Join(parts, " ")
+}
+
+// matches reports whether term is in the question, or shares its first
+// five letters with a question term: a crude stemmer, so "parcelar" meets
+// "parcelamento" and "certidão" meets "certidões".
+func matches(q map[string]bool, term string) bool {
+	if q[term] {
+		return true
+	}
+	r := []rune(term)
+	if len(r) < 5 {
+		return false
+	}
+	for t := range q {
+		if tr := []rune(t); len(tr) >= 5 && string(tr[:5]) == string(r[:5]) {
+			return true
+		}
+	}
+	return false
 }

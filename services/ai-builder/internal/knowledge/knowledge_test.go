@@ -153,7 +153,7 @@ func TestAskExtractsCitedSentences(t *testing.T) {
 	if search.tenant != "org-a" {
 		t.Errorf("searched tenant %q, want org-a", search.tenant)
 	}
-	if !strings.HasPrefix(ans.Text, "A padaria fica na rua das Flores, número 120. [1]") {
+	if !strings.HasPrefix(ans.Text, "A padaria fica na rua das Flores, número 120. [1] A taxa foi paga em março. [2]") {
 		t.Errorf("answer = %q, want the padaria sentence cited as [1] first", ans.Text)
 	}
 	if len(ans.Citations) != 2 || ans.Citations[0].ChunkID != "c1" || ans.Citations[0].DocumentID != "d1" {
@@ -162,5 +162,31 @@ func TestAskExtractsCitedSentences(t *testing.T) {
 	empty, err := knowledge.NewChat(embed.NewHash(64), &fakeSearch{}, nil).Ask(context.Background(), "org-b", "Em que rua fica a padaria?", 5)
 	if err != nil || empty.Text != knowledge.NoAnswer || len(empty.Citations) != 0 {
 		t.Errorf("Ask with nothing indexed = %+v, %v, want NoAnswer and no citations", empty, err)
+	}
+}
+
+func TestExtract(t *testing.T) {
+	cases := []struct {
+		name, question string
+		passages       []knowledge.Passage
+		want           string
+	}{
+		{"two matching sentences keep their order", "Em quantas vezes posso parcelar o imposto predial?",
+			[]knowledge.Passage{{Content: "O imposto predial vence em dezembro. O boleto vai pelo correio. Pode parcelar em dez vezes."}},
+			"O imposto predial vence em dezembro. Pode parcelar em dez vezes. [1]"},
+		{"prefix stemming", "Como pedir o parcelamento?",
+			[]knowledge.Passage{{Content: "Nada aqui. O débito pode ser parcelado."}},
+			"O débito pode ser parcelado. [1]"},
+		{"no match still gives the passage's first sentence", "xyz?",
+			[]knowledge.Passage{{Content: "Primeira. Segunda."}},
+			"Primeira. [1]"},
+		{"overlapping chunks do not repeat a sentence", "Onde fica a padaria?",
+			[]knowledge.Passage{{Content: "A padaria fica na rua A. Fim."}, {Content: "A padaria fica na rua A. A padaria abre cedo."}},
+			"A padaria fica na rua A. [1] A padaria abre cedo. [2]"},
+	}
+	for _, c := range cases {
+		if got := knowledge.Extract(c.question, c.passages); got != c.want {
+			t.Errorf("%s: Extract = %q, want %q", c.name, got, c.want)
+		}
 	}
 }

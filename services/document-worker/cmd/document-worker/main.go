@@ -111,6 +111,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
+	// The request service normally creates the bucket; a worker started
+	// first creates it too. Storage being down now is not fatal: messages
+	// wait in the retry tiers until it is back.
+	bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	if err := store.EnsureBucket(bctx, cfg.bucket); err != nil {
+		h.Log.Warn("documents bucket not verified", "bucket", cfg.bucket, "err", err)
+	}
+	cancel()
 	proc := document.NewProcessor(store, cfg.tools, cfg.bucket, time.Now)
 	handler := messaging.NewHandler(proc, postgres.NewStore(), h.Outbox, h.Log)
 	if err := h.Consume(queue, h.Inbox(queue).Handler(handler.Uploaded), fabric.ConsumerOptions{

@@ -115,8 +115,13 @@ func (h *Handler) Uploaded(ctx context.Context, tx pgx.Tx, env envelope.Envelope
 	if err != nil {
 		return fmt.Errorf("derive index command of %s: %w", res.DocumentID, err)
 	}
-	agg := outbox.Aggregate{Type: "document", ID: res.DocumentID}
-	if err := h.out.Enqueue(ctx, tx, outbox.Item{Aggregate: agg, Envelope: processed}, outbox.Item{Aggregate: agg, Envelope: index}); err != nil {
+	// Two aggregates: the relay holds back later rows of an aggregate while
+	// an earlier one fails, and the event may be unroutable (no consumer
+	// binds document.processed.v1 in the platform topology yet), which must
+	// never hold back the indexing command.
+	if err := h.out.Enqueue(ctx, tx,
+		outbox.Item{Aggregate: outbox.Aggregate{Type: "document", ID: res.DocumentID}, Envelope: processed},
+		outbox.Item{Aggregate: outbox.Aggregate{Type: "document-index", ID: res.DocumentID}, Envelope: index}); err != nil {
 		return fmt.Errorf("enqueue events of document %s: %w", res.DocumentID, err)
 	}
 	h.log.InfoContext(ctx, "document processed", "document", res.DocumentID, "tenant", tenantID,
