@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -531,12 +532,18 @@ func TestDocumentWorkerDeadLettersBadFiles(t *testing.T) {
 }
 
 func TestDocumentWorkerRetriesWhenDependenciesAreDown(t *testing.T) {
+	// An engine that hangs: killed at OCR_TIMEOUT.
+	hang := filepath.Join(t.TempDir(), "tesseract")
+	if err := os.WriteFile(hang, []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name  string
 		extra map[string]string
 		error string
 	}{
 		{"ocr engine missing", map[string]string{"TESSERACT_BIN": "/nonexistent/tesseract"}, "dependency unavailable"},
+		{"ocr engine times out", map[string]string{"TESSERACT_BIN": hang, "OCR_TIMEOUT": "300ms"}, "no result within 300ms"},
 		{"object storage unreachable", map[string]string{"S3_ENDPOINT": "127.0.0.1:1"}, "dependency unavailable"},
 	}
 	for _, c := range cases {

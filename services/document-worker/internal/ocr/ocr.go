@@ -137,6 +137,9 @@ func (t Tools) run(ctx context.Context, tool string, args ...string) (string, er
 	// One thread per engine run: instances compete for the queue and the
 	// machine's cores are shared, so parallelism belongs to the consumers.
 	cmd.Env = append(os.Environ(), "OMP_THREAD_LIMIT=1")
+	// A killed engine's children could hold the output pipes open; do not
+	// wait for them past the timeout.
+	cmd.WaitDelay = time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
