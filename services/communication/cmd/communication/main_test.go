@@ -90,7 +90,7 @@ func startSink(t *testing.T, dir string) string {
 	return addr
 }
 
-func startStack(t *testing.T) *stack {
+func startStack(t *testing.T, extra ...string) *stack {
 	t.Helper()
 	env := fabrictest.EnvFrom(os.Getenv)
 	vh := fabrictest.NewVhost(t, env)
@@ -113,6 +113,9 @@ func startStack(t *testing.T) *stack {
 		"AMQP_URL": vh.URL, "DATABASE_URL": env.DatabaseURL, "DATABASE_SCHEMA": s.schema,
 		"HTTP_ADDR": httpAddr, "JWT_KEYS": s.keys.JWKSPath, "SMTP_ADDR": smtpAddr,
 		"RETRY_TIERS": "300ms,300ms,300ms,300ms,300ms,300ms", "LOG_LEVEL": "warn",
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		vars[extra[i]] = extra[i+1]
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -457,5 +460,42 @@ func TestAPI(t *testing.T) {
 				t.Errorf("items = %d, want %d", len(out.Items), tc.wantItems)
 			}
 		})
+	}
+}
+
+// TestConcurrentDeliveriesWithASmallPool guards against a handler needing
+// a second pool connection while its inbox transaction holds one: with
+// every connection held by waiting handlers, the service would stall.
+func TestConcurrentDeliveriesWithASmallPool(t *testing.T) {
+	dbURL := fabrictest.EnvFrom(os.Getenv).DatabaseURL
+	sep := "?"
+	if strings.Contains(dbURL, "?") {
+		sep = "&"
+	}
+	s := startStack(t, "DATABASE_URL", dbURL+sep+"pool_max_conns=3")
+	const tenantID = "org-a"
+	s.putContact(t, tenantID, "citizen-ok", map[string]string{"email": "ok@example.org"})
+	s.putContact(t, tenantID, "citizen-busy", map[string]string{"email": "busy@example.org"})
+	var ids []string
+	for i := range 12 {
+		citizen := "citizen-ok"
+		if i%3 == 0 {
+			citizen = "citizen-busy" // transient failures take the rollback-and-record path
+		}
+		id := uuid.NewString()
+		ids = append(ids, id)
+		if err := s.pub.Publish(context.Background(), submittedEvent(t, tenantID, citizen, id, fmt.Sprintf("AG-2026-555%03d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, id := range ids {
+		if i%3 == 0 {
+			fabrictest.Eventually(t, 20*time.Second, "failed attempts recorded for "+id, func() bool {
+				n := s.notifications(t, tenantID, id)
+				return len(n) == 1 && n[0].Attempts >= 1
+			})
+			continue
+		}
+		s.waitStatus(t, tenantID, id, "sent")
 	}
 }

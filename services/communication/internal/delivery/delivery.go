@@ -31,12 +31,12 @@ type Sender interface {
 	Send(ctx context.Context, m notify.Message) error
 }
 
-// Store keeps contacts and notifications. Ensure and RecordFailure commit
-// on their own so attempts survive the rolled-back inbox transaction; the
-// others run inside it.
+// Store keeps contacts and notifications. The …Tx methods run inside the
+// inbox transaction; RecordFailure commits on its own, after that
+// transaction is rolled back, so a failed attempt stays counted.
 type Store interface {
-	Ensure(ctx context.Context, tenantID, sourceEventID string, n notify.Notification) (notify.Notification, error)
-	RecordFailure(ctx context.Context, tenantID, id, lastError string) error
+	EnsureTx(ctx context.Context, tx pgx.Tx, tenantID, sourceEventID string, n notify.Notification) (notify.Notification, error)
+	RecordFailure(ctx context.Context, tenantID, sourceEventID string, n notify.Notification, lastError string) error
 	ContactTx(ctx context.Context, tx pgx.Tx, tenantID, citizenID string) (notify.Contact, error)
 	MarkSentTx(ctx context.Context, tx pgx.Tx, tenantID, id string) error
 	MarkFailedTx(ctx context.Context, tx pgx.Tx, tenantID, id, reason, lastError string, attempted bool) error
@@ -140,7 +140,7 @@ func (d *Deliverer) deliver(ctx context.Context, tx pgx.Tx, env envelope.Envelop
 	if err != nil {
 		return fabric.Transient(err)
 	}
-	n, err := d.store.Ensure(ctx, tenantID, env.ID, notify.Notification{ID: id.String(), RequestID: j.requestID,
+	n, err := d.store.EnsureTx(ctx, tx, tenantID, env.ID, notify.Notification{ID: id.String(), RequestID: j.requestID,
 		CitizenID: j.citizenID, Channel: ch, Template: j.template})
 	if err != nil {
 		return fabric.Transient(fmt.Errorf("notification of message %s: %w", env.ID, err))
@@ -178,9 +178,13 @@ func (d *Deliverer) deliver(ctx context.Context, tx pgx.Tx, env envelope.Envelop
 	case errors.Is(err, notify.ErrRejected):
 		return fail(notify.ReasonRejected, err.Error(), true)
 	default:
-		// The inbox transaction rolls back; the attempt is kept apart so
-		// the notification shows why it is still pending.
-		if rerr := d.store.RecordFailure(context.WithoutCancel(ctx), tenantID, n.ID, err.Error()); rerr != nil {
+		// Roll back first: the transaction holds the notification row and
+		// a pool connection; recording the attempt needs neither held.
+		// The inbox's own deferred rollback is then a no-op.
+		if rerr := tx.Rollback(ctx); rerr != nil {
+			return fabric.Transient(fmt.Errorf("send notification %s over %s: %w (rollback: %v)", n.ID, ch, err, rerr))
+		}
+		if rerr := d.store.RecordFailure(context.WithoutCancel(ctx), tenantID, env.ID, n, err.Error()); rerr != nil {
 			d.log.Error("record delivery attempt", "notification", n.ID, "err", rerr)
 		}
 		return fabric.Transient(fmt.Errorf("send notification %s over %s: %w", n.ID, ch, err))

@@ -103,31 +103,29 @@ func getContact(ctx context.Context, q *pgdb.Queries, tenantID, citizenID string
 	return contactOf(row), nil
 }
 
-// Ensure creates the pending notification of sourceEventID, or returns the
-// one an earlier delivery of that message created. It commits at once.
-func (s *Store) Ensure(ctx context.Context, tenantID, sourceEventID string, n notify.Notification) (notify.Notification, error) {
-	var out notify.Notification
-	err := s.inTenant(ctx, tenantID, func(q *pgdb.Queries) error {
-		row, err := q.EnsureNotification(ctx, pgdb.EnsureNotificationParams{ID: n.ID, TenantID: tenantID,
-			SourceEventID: sourceEventID, RequestID: opt(n.RequestID), CitizenID: n.CitizenID,
-			Channel: string(n.Channel), Template: n.Template})
-		out = notificationOf(row)
-		return err
-	})
+// EnsureTx creates the pending notification of sourceEventID inside tx, or
+// returns the one an earlier failed attempt left.
+func (s *Store) EnsureTx(ctx context.Context, tx pgx.Tx, tenantID, sourceEventID string, n notify.Notification) (notify.Notification, error) {
+	row, err := pgdb.New(tx).EnsureNotification(ctx, pgdb.EnsureNotificationParams{ID: n.ID, TenantID: tenantID,
+		SourceEventID: sourceEventID, RequestID: opt(n.RequestID), CitizenID: n.CitizenID,
+		Channel: string(n.Channel), Template: n.Template})
 	if err != nil {
-		return out, fmt.Errorf("ensure notification for %s: %w", sourceEventID, err)
+		return notify.Notification{}, fmt.Errorf("ensure notification for %s: %w", sourceEventID, err)
 	}
-	return out, nil
+	return notificationOf(row), nil
 }
 
-// RecordFailure counts a failed attempt of notification id (still pending)
-// and keeps its error. It commits at once.
-func (s *Store) RecordFailure(ctx context.Context, tenantID, id, lastError string) error {
+// RecordFailure counts a failed attempt of n (the notification of
+// sourceEventID, still pending) with its error, creating the row if the
+// rolled-back delivery transaction took it away. It commits at once.
+func (s *Store) RecordFailure(ctx context.Context, tenantID, sourceEventID string, n notify.Notification, lastError string) error {
 	err := s.inTenant(ctx, tenantID, func(q *pgdb.Queries) error {
-		return q.RecordAttemptFailure(ctx, pgdb.RecordAttemptFailureParams{TenantID: tenantID, ID: id, LastError: &lastError})
+		return q.RecordAttemptFailure(ctx, pgdb.RecordAttemptFailureParams{ID: n.ID, TenantID: tenantID,
+			SourceEventID: sourceEventID, RequestID: opt(n.RequestID), CitizenID: n.CitizenID,
+			Channel: string(n.Channel), Template: n.Template, LastError: &lastError})
 	})
 	if err != nil {
-		return fmt.Errorf("record attempt of notification %s: %w", id, err)
+		return fmt.Errorf("record attempt of notification %s: %w", n.ID, err)
 	}
 	return nil
 }

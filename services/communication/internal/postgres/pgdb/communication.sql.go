@@ -26,8 +26,8 @@ type EnsureNotificationParams struct {
 	Template      string
 }
 
-// Creates the notification of a source event, or returns the existing one
-// (a redelivery): the row survives rolled-back delivery attempts.
+// Creates the notification of a source event, or returns the one a failed
+// earlier attempt left (see RecordAttemptFailure).
 func (q *Queries) EnsureNotification(ctx context.Context, arg EnsureNotificationParams) (Notification, error) {
 	row := q.db.QueryRow(ctx, ensureNotification,
 		arg.ID,
@@ -172,18 +172,36 @@ func (q *Queries) MarkSent(ctx context.Context, arg MarkSentParams) error {
 }
 
 const recordAttemptFailure = `-- name: RecordAttemptFailure :exec
-UPDATE notification SET attempts = attempts + 1, last_error = $3, updated_at = now()
-WHERE tenant_id = $1 AND id = $2
+INSERT INTO notification (id, tenant_id, source_event_id, request_id, citizen_id, channel, template, status, attempts, last_error)
+VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', 1, $8)
+ON CONFLICT (tenant_id, source_event_id) DO UPDATE
+SET attempts = notification.attempts + 1, last_error = EXCLUDED.last_error, updated_at = now()
 `
 
 type RecordAttemptFailureParams struct {
-	TenantID  string
-	ID        string
-	LastError *string
+	ID            string
+	TenantID      string
+	SourceEventID string
+	RequestID     *string
+	CitizenID     string
+	Channel       string
+	Template      string
+	LastError     *string
 }
 
+// Runs after the delivery transaction rolled back, so the row may not
+// exist yet: the attempt is what must survive.
 func (q *Queries) RecordAttemptFailure(ctx context.Context, arg RecordAttemptFailureParams) error {
-	_, err := q.db.Exec(ctx, recordAttemptFailure, arg.TenantID, arg.ID, arg.LastError)
+	_, err := q.db.Exec(ctx, recordAttemptFailure,
+		arg.ID,
+		arg.TenantID,
+		arg.SourceEventID,
+		arg.RequestID,
+		arg.CitizenID,
+		arg.Channel,
+		arg.Template,
+		arg.LastError,
+	)
 	return err
 }
 

@@ -13,16 +13,20 @@ RETURNING *;
 SELECT * FROM contact WHERE tenant_id = $1 AND citizen_id = $2;
 
 -- name: EnsureNotification :one
--- Creates the notification of a source event, or returns the existing one
--- (a redelivery): the row survives rolled-back delivery attempts.
+-- Creates the notification of a source event, or returns the one a failed
+-- earlier attempt left (see RecordAttemptFailure).
 INSERT INTO notification (id, tenant_id, source_event_id, request_id, citizen_id, channel, template, status)
 VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending')
 ON CONFLICT (tenant_id, source_event_id) DO UPDATE SET updated_at = now()
 RETURNING *;
 
 -- name: RecordAttemptFailure :exec
-UPDATE notification SET attempts = attempts + 1, last_error = $3, updated_at = now()
-WHERE tenant_id = $1 AND id = $2;
+-- Runs after the delivery transaction rolled back, so the row may not
+-- exist yet: the attempt is what must survive.
+INSERT INTO notification (id, tenant_id, source_event_id, request_id, citizen_id, channel, template, status, attempts, last_error)
+VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', 1, $8)
+ON CONFLICT (tenant_id, source_event_id) DO UPDATE
+SET attempts = notification.attempts + 1, last_error = EXCLUDED.last_error, updated_at = now();
 
 -- name: MarkSent :exec
 UPDATE notification SET status = 'sent', attempts = attempts + 1, last_error = NULL, sent_at = now(), updated_at = now()
