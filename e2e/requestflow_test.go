@@ -1,0 +1,410 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/agora-platform/agora/e2e/harness"
+	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+)
+
+// flowRow is how an analyst reads the lake's Parquet files.
+type flowRow struct {
+	EventID       string    `parquet:"event_id"`
+	Type          string    `parquet:"type"`
+	OccurredAt    time.Time `parquet:"occurred_at,timestamp(millisecond)"`
+	TenantID      string    `parquet:"tenant_id"`
+	CorrelationID string    `parquet:"correlation_id"`
+	RequestID     string    `parquet:"request_id,optional"`
+	ServiceID     string    `parquet:"service_id,optional"`
+}
+
+// flowRequest is one submitted request and what we learn about it.
+type flowRequest struct {
+	tenant, citizen, citizenToken, id, protocol, email string
+	eventID                                            string // request.submitted.v1, found in the lake
+}
+
+// TestRequestFlow submits requests for two tenants through the request
+// service and follows them through the four consumers of
+// request.submitted.v1: workflow (process instance), communication (mail at
+// a real SMTP server), analytics (projection) and datalake-ingestion
+// (Parquet object + lineage). It checks the idempotency key, that tenant B
+// sees nothing of tenant A through any endpoint, and that one trace spans
+// the HTTP request, the publish and the four consumers.
+func TestRequestFlow(t *testing.T) {
+	h := harness.New(t)
+	mailDir := t.TempDir()
+	smtpAddr := startFlowSMTPSink(t, mailDir)
+	bucket := "e2e-" + flowRand(6)
+	s3 := flowS3(t, h, bucket)
+
+	h.Start(t, "request")
+	h.Start(t, "workflow")
+	h.Start(t, "communication", harness.Env{"SMTP_ADDR": smtpAddr})
+	h.Start(t, "analytics")
+	h.Start(t, "datalake-ingestion", harness.Env{"DATALAKE_BUCKET": bucket, "DATALAKE_BATCH_AGE": "500ms"})
+
+	tenantA, tenantB := "org-a-"+flowRand(3), "org-b-"+flowRand(3)
+	staffA := h.Token(tenantA, "attendant-a", "attendant", "operator")
+	staffB := h.Token(tenantB, "attendant-b", "attendant", "operator")
+	newCitizen := func(tenant string) *flowRequest {
+		c := "citizen-" + flowRand(3)
+		r := &flowRequest{tenant: tenant, citizen: c, citizenToken: h.Token(tenant, c, "citizen"), email: c + "@example.org"}
+		// Events carry only the citizen id: the address lives in communication.
+		status, body := flowCall(t, http.MethodPut, h.URL("communication")+"/v1/contacts/"+c, r.citizenToken, "",
+			`{"email":"`+r.email+`","preferredChannel":"email"}`)
+		if status != http.StatusOK {
+			t.Fatalf("PUT contact: %d %s", status, body)
+		}
+		return r
+	}
+	a1, a2, b1 := newCitizen(tenantA), newCitizen(tenantA), newCitizen(tenantB)
+
+	form := func(service string) string {
+		return `{"serviceId":"` + service + `","formId":"form-1","formVersion":1,"channel":"web","fields":{"inscricao":"123"}}`
+	}
+	submit := func(r *flowRequest, service, key string) {
+		status, body := flowCall(t, http.MethodPost, h.URL("request")+"/v1/requests", r.citizenToken, key, form(service))
+		if status != http.StatusCreated {
+			t.Fatalf("POST /v1/requests: %d %s", status, body)
+		}
+		var out struct{ ID, Protocol string }
+		if err := json.Unmarshal(body, &out); err != nil || out.ID == "" || out.Protocol == "" {
+			t.Fatalf("POST /v1/requests body %s: %v", body, err)
+		}
+		r.id, r.protocol = out.ID, out.Protocol
+	}
+	keyA1 := "key-" + flowRand(8)
+	submit(a1, "iptu-segunda-via", keyA1)
+	submit(a2, "alvara-funcionamento", "key-"+flowRand(8))
+	submit(b1, "iptu-segunda-via", "key-"+flowRand(8))
+
+	t.Run("idempotency key", func(t *testing.T) {
+		status, body := flowCall(t, http.MethodPost, h.URL("request")+"/v1/requests", a1.citizenToken, keyA1, form("iptu-segunda-via"))
+		var out struct{ ID string }
+		_ = json.Unmarshal(body, &out)
+		if status >= 300 || out.ID != a1.id {
+			t.Errorf("replay with the same key and body = %d id %q, want 2xx and id %s", status, out.ID, a1.id)
+		}
+		if status, _ := flowCall(t, http.MethodPost, h.URL("request")+"/v1/requests", a1.citizenToken, keyA1, form("outro-servico")); status != http.StatusConflict {
+			t.Errorf("same key with another body = %d, want 409", status)
+		}
+	})
+
+	all := []*flowRequest{a1, a2, b1}
+	staff := map[string]string{tenantA: staffA, tenantB: staffB}
+
+	t.Run("workflow started a process instance", func(t *testing.T) {
+		for _, r := range all {
+			fabrictest.Eventually(t, 30*time.Second, "process of "+r.id, func() bool {
+				status, body := flowCall(t, http.MethodGet, h.URL("workflow")+"/v1/processes?requestId="+r.id, staff[r.tenant], "", "")
+				return status == http.StatusOK && flowCount(body) > 0
+			})
+		}
+	})
+
+	t.Run("communication sent the confirmation by e-mail", func(t *testing.T) {
+		for _, r := range all {
+			fabrictest.Eventually(t, 30*time.Second, "notification of "+r.id, func() bool {
+				status, body := flowCall(t, http.MethodGet, h.URL("communication")+"/v1/notifications?requestId="+r.id, r.citizenToken, "", "")
+				var out struct {
+					Items []struct{ Status, Channel string }
+				}
+				_ = json.Unmarshal(body, &out)
+				return status == http.StatusOK && len(out.Items) == 1 && out.Items[0].Status == "sent" && out.Items[0].Channel == "email"
+			})
+			// Protocol numbers are per tenant: the recipient tells them apart.
+			var mine []string
+			for _, m := range flowMails(t, mailDir, r.protocol) {
+				if strings.Contains(m, "X-Sink-To: "+r.email+"\r\n") {
+					mine = append(mine, m)
+				}
+			}
+			if len(mine) != 1 {
+				t.Errorf("mails to %s with protocol %s = %d, want 1", r.email, r.protocol, len(mine))
+			}
+		}
+	})
+
+	t.Run("analytics projected the requests", func(t *testing.T) {
+		today := time.Now().UTC().Format("2006-01-02")
+		want := map[string]int64{tenantA: 2, tenantB: 1}
+		for tenant, n := range want {
+			var totals struct {
+				Requests  int64
+				ByService map[string]int64
+			}
+			fabrictest.Eventually(t, 30*time.Second, "projection of "+tenant, func() bool {
+				status, body := flowCall(t, http.MethodGet, h.URL("analytics")+"/v1/analytics/requests?from="+today+"&to="+today, staff[tenant], "", "")
+				var out struct{ Totals json.RawMessage }
+				_ = json.Unmarshal(body, &out)
+				_ = json.Unmarshal(out.Totals, &totals)
+				return status == http.StatusOK && totals.Requests == n
+			})
+			if tenant == tenantA && (totals.ByService["iptu-segunda-via"] != 1 || totals.ByService["alvara-funcionamento"] != 1) {
+				t.Errorf("%s by service = %v, want one of each", tenant, totals.ByService)
+			}
+		}
+	})
+
+	t.Run("datalake wrote Parquet with lineage", func(t *testing.T) {
+		for _, r := range all {
+			prefix := "tenant=" + r.tenant + "/domain=request/type=request.submitted.v1/"
+			var found []flowRow
+			var foundKey string
+			fabrictest.Eventually(t, 30*time.Second, "lake row of "+r.id, func() bool {
+				found, foundKey = nil, ""
+				for o := range s3.ListObjects(context.Background(), bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+					if o.Err != nil {
+						return false
+					}
+					for _, row := range flowReadParquet(t, s3, bucket, o.Key) {
+						if row.RequestID == r.id {
+							found, foundKey = append(found, row), o.Key
+						}
+					}
+				}
+				return len(found) > 0
+			})
+			if len(found) != 1 || found[0].TenantID != r.tenant {
+				t.Fatalf("lake rows for request %s = %+v, want exactly one of tenant %s (idempotent replay adds none)", r.id, found, r.tenant)
+			}
+			r.eventID = found[0].EventID
+			var l struct {
+				ObjectKey string
+				RowOffset int
+			}
+			fabrictest.Eventually(t, 10*time.Second, "lineage of "+r.eventID, func() bool {
+				status, body := flowCall(t, http.MethodGet, h.URL("datalake-ingestion")+"/v1/lineage/"+r.eventID, staff[r.tenant], "", "")
+				_ = json.Unmarshal(body, &l)
+				return status == http.StatusOK
+			})
+			rows := flowReadParquet(t, s3, bucket, l.ObjectKey)
+			if l.ObjectKey != foundKey || l.RowOffset >= len(rows) || rows[l.RowOffset].EventID != r.eventID {
+				t.Errorf("lineage of %s points at %s row %d, want the row in %s", r.eventID, l.ObjectKey, l.RowOffset, foundKey)
+			}
+		}
+	})
+
+	t.Run("tenant B sees nothing of tenant A", func(t *testing.T) {
+		checks := []struct {
+			name, url string
+			ok        func(status int, body []byte) bool
+		}{
+			{"request", h.URL("request") + "/v1/requests/" + a1.id, func(s int, _ []byte) bool { return s == http.StatusNotFound }},
+			{"processes", h.URL("workflow") + "/v1/processes?requestId=" + a1.id, func(s int, b []byte) bool {
+				return s == http.StatusNotFound || (s == http.StatusOK && flowCount(b) == 0)
+			}},
+			{"notifications", h.URL("communication") + "/v1/notifications?requestId=" + a1.id, func(s int, b []byte) bool {
+				return s == http.StatusOK && flowCount(b) == 0
+			}},
+			{"contact", h.URL("communication") + "/v1/contacts/" + a1.citizen, func(s int, _ []byte) bool { return s == http.StatusNotFound }},
+			{"lineage", h.URL("datalake-ingestion") + "/v1/lineage/" + a1.eventID, func(s int, _ []byte) bool { return s == http.StatusNotFound }},
+		}
+		for _, c := range checks {
+			if status, body := flowCall(t, http.MethodGet, c.url, staffB, "", ""); !c.ok(status, body) {
+				t.Errorf("tenant B GET %s = %d %s", c.name, status, body)
+			}
+		}
+		// And tenant A's citizen cannot read another citizen's request.
+		if status, _ := flowCall(t, http.MethodGet, h.URL("request")+"/v1/requests/"+a2.id, a1.citizenToken, "", ""); status != http.StatusNotFound && status != http.StatusForbidden {
+			t.Errorf("citizen reading another citizen's request = %d, want 404 or 403", status)
+		}
+	})
+
+	t.Run("one trace from the HTTP request through the four consumers", func(t *testing.T) {
+		consumers := []string{"workflow", "communication", "analytics", "datalake-ingestion"}
+		var trace []harness.Span
+		fabrictest.Eventually(t, 20*time.Second, "spans of event "+a1.eventID, func() bool {
+			trace = nil
+			var traceID string
+			for _, s := range harness.Spans(t, h.TracesDir) {
+				if s.Kind == 5 && s.Attributes["messaging.message.id"] == a1.eventID {
+					traceID = s.TraceID
+					break
+				}
+			}
+			if traceID == "" {
+				return false
+			}
+			trace = harness.Trace(harness.Spans(t, h.TracesDir), traceID)
+			got := map[string]bool{}
+			for _, s := range trace {
+				switch {
+				case s.Kind == 2 && s.Service == "request":
+					got["http"] = true
+				case s.Kind == 4 && s.Service == "request" && strings.Contains(s.Name, "request.submitted.v1"):
+					got["publish"] = true
+				case s.Kind == 5 && s.Attributes["messaging.message.id"] == a1.eventID:
+					got[s.Service] = true
+				}
+			}
+			for _, k := range append([]string{"http", "publish"}, consumers...) {
+				if !got[k] {
+					return false
+				}
+			}
+			return true
+		})
+		if len(trace) == 0 {
+			t.Fatal("no trace")
+		}
+	})
+}
+
+func flowRand(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// flowCall sends a JSON request and returns the status and body.
+func flowCall(t *testing.T, method, url, token, idemKey, body string) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if idemKey != "" {
+		req.Header.Set("Idempotency-Key", idemKey)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, data
+}
+
+// flowCount returns the number of items in a list answer: a JSON array, or
+// an object with an "items" (or "processes") array.
+func flowCount(body []byte) int {
+	var arr []json.RawMessage
+	if json.Unmarshal(body, &arr) == nil {
+		return len(arr)
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(body, &obj) != nil {
+		return 0
+	}
+	for _, k := range []string{"items", "processes"} {
+		if json.Unmarshal(obj[k], &arr) == nil {
+			return len(arr)
+		}
+	}
+	return 0
+}
+
+// startFlowSMTPSink builds the communication service's SMTP sink and runs it
+// as its own process on a free port, writing mails to dir.
+func startFlowSMTPSink(t *testing.T, dir string) string {
+	t.Helper()
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "smtpsink")
+	build := exec.Command("go", "build", "-o", bin, "./services/communication/cmd/smtpsink")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build smtpsink: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-dir", dir)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
+	if err != nil || !ok {
+		t.Fatalf("smtpsink did not start: %q %v", line, err)
+	}
+	return addr
+}
+
+func flowMails(t *testing.T, dir, needle string) []string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.eml"))
+	var out []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(data), needle) {
+			out = append(out, string(data))
+		}
+	}
+	return out
+}
+
+// flowS3 returns a client of the harness's MinIO and removes bucket (and
+// its objects) when the test ends.
+func flowS3(t *testing.T, h *harness.Harness, bucket string) *minio.Client {
+	t.Helper()
+	c, err := minio.New(h.S3Endpoint, &minio.Options{Creds: credentials.NewStaticV4(h.S3AccessKey, h.S3SecretKey, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for o := range c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true}) {
+			_ = c.RemoveObject(ctx, bucket, o.Key, minio.RemoveObjectOptions{})
+		}
+		_ = c.RemoveBucket(ctx, bucket)
+	})
+	return c
+}
+
+func flowReadParquet(t *testing.T, c *minio.Client, bucket, key string) []flowRow {
+	t.Helper()
+	obj, err := c.GetObject(context.Background(), bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obj.Close()
+	data, err := io.ReadAll(obj)
+	if err != nil {
+		t.Fatalf("get %s: %v", key, err)
+	}
+	rows, err := parquet.Read[flowRow](bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatalf("parquet %s: %v", key, err)
+	}
+	return rows
+}
