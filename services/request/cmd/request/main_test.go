@@ -1,0 +1,879 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/pkg/fabric/registry"
+	"github.com/agora-platform/agora/pkg/fabric/topology"
+)
+
+// testService is one run() of the service against the real broker (fresh
+// vhost), Postgres (fresh schema) and MinIO.
+type testService struct {
+	url    string
+	schema string
+	env    fabrictest.Env
+	vhost  *fabrictest.Vhost
+	conn   *broker.Conn
+	pub    *fabric.Publisher
+	pool   *pgxpool.Pool // admin pool, search_path = the schema
+	keys   *auth.DevKeys
+	s3     *minio.Client
+	bucket string
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func getenvDefault(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// logWatch collects the service's JSON log and reports the address from
+// its "service started" line.
+type logWatch struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	addr  chan string
+	found bool
+}
+
+func (l *logWatch) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.Write(p)
+	if !l.found {
+		sc := bufio.NewScanner(bytes.NewReader(l.buf.Bytes()))
+		for sc.Scan() {
+			var line struct{ Msg, Addr string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "service started" {
+				l.found = true
+				l.addr <- line.Addr
+				break
+			}
+		}
+	}
+	return len(p), nil
+}
+
+func (l *logWatch) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// start runs the service with extra environment and stops it (checking
+// that run returns nil) when the test ends.
+func start(t *testing.T, extra map[string]string) *testService {
+	t.Helper()
+	env := fabrictest.EnvFrom(os.Getenv)
+	s := &testService{env: env, schema: "t_" + randHex(4), bucket: "documents"}
+	s.vhost = fabrictest.NewVhost(t, env)
+	keys, err := auth.LoadOrCreateDevKeys(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.keys = keys
+	vars := map[string]string{
+		"AMQP_URL":         s.vhost.URL,
+		"DATABASE_URL":     env.DatabaseURL,
+		"DATABASE_SCHEMA":  s.schema,
+		"HTTP_ADDR":        "127.0.0.1:0",
+		"JWT_KEYS":         keys.JWKSPath,
+		"S3_ENDPOINT":      getenvDefault("S3_ENDPOINT", "127.0.0.1:9000"),
+		"S3_ACCESS_KEY":    getenvDefault("S3_ACCESS_KEY", "agora-dev"),
+		"S3_SECRET_KEY":    getenvDefault("S3_SECRET_KEY", "agora-dev-secret"),
+		"MAX_UPLOAD_BYTES": "262144",
+		"LOG_LEVEL":        "info", // the "service started" line carries the bound address
+	}
+	for k, v := range extra {
+		vars[k] = v
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := &logWatch{addr: make(chan string, 1)}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, func(k string) string { return vars[k] }, logs) }()
+
+	pc, err := pgxpool.ParseConfig(env.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.ConnConfig.RuntimeParams["search_path"] = s.schema
+	s.pool, err = pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		t.Fatalf("postgres (run `make infra`): %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("run returned %v", err)
+			}
+		case <-time.After(40 * time.Second):
+			t.Errorf("run did not return within 40s of cancellation")
+		}
+		if t.Failed() {
+			t.Logf("service log:\n%s", logs)
+		}
+		_, _ = s.pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{s.schema}.Sanitize()+" CASCADE")
+		s.pool.Close()
+	})
+	select {
+	case addr := <-logs.addr:
+		s.url = "http://" + addr
+	case err := <-done:
+		t.Fatalf("run failed at start (is the infrastructure up? run `make infra`): %v\n%s", err, logs)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("service did not start within 60s\n%s", logs)
+	}
+	fabrictest.Eventually(t, 10*time.Second, "/healthz 200", func() bool {
+		resp, err := http.Get(s.url + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+
+	s.conn = s.vhost.Dial(t)
+	reg, err := registry.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.pub, err = fabric.NewPublisher(s.conn, reg, fabric.PublisherOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.pub.Close() })
+	s.s3, err = minio.New(vars["S3_ENDPOINT"], &minio.Options{Creds: credentials.NewStaticV4(vars["S3_ACCESS_KEY"], vars["S3_SECRET_KEY"], "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// observe binds a fresh queue to platform.events for keys and returns a
+// function that waits for the next message of type typ on it.
+func (s *testService) observe(t *testing.T, keys ...string) *observer {
+	t.Helper()
+	ch, err := s.conn.Channel(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ch.Close() })
+	q, err := ch.QueueDeclare("", false, true, true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if err := ch.QueueBind(q.Name, k, topology.EventsExchange, false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &observer{ch: ch, queue: q.Name}
+}
+
+type observer struct {
+	ch    *amqp.Channel
+	queue string
+	seen  []envelope.Envelope
+}
+
+// next waits for an envelope matching match, keeping the others it reads.
+func (o *observer) next(t *testing.T, what string, match func(envelope.Envelope) bool) envelope.Envelope {
+	t.Helper()
+	for _, e := range o.seen {
+		if match(e) {
+			return e
+		}
+	}
+	var found envelope.Envelope
+	fabrictest.Eventually(t, 15*time.Second, what, func() bool {
+		for {
+			d, ok, err := o.ch.Get(o.queue, true)
+			if err != nil {
+				t.Fatalf("get %s: %v", o.queue, err)
+			}
+			if !ok {
+				return false
+			}
+			e, err := envelope.Decode(d.Body, 0)
+			if err != nil {
+				t.Fatalf("decode %s: %v", d.Body, err)
+			}
+			o.seen = append(o.seen, e)
+			if match(e) {
+				found = e
+				return true
+			}
+		}
+	})
+	return found
+}
+
+// count drains what is queued and counts envelopes matching match.
+func (o *observer) count(t *testing.T, match func(envelope.Envelope) bool) int {
+	t.Helper()
+	o.next(t, "drain", func(envelope.Envelope) bool { return true }) // at least one present
+	for {
+		d, ok, err := o.ch.Get(o.queue, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		e, err := envelope.Decode(d.Body, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.seen = append(o.seen, e)
+	}
+	n := 0
+	for _, e := range o.seen {
+		if match(e) {
+			n++
+		}
+	}
+	return n
+}
+
+func ofType(typ, requestID string) func(envelope.Envelope) bool {
+	return func(e envelope.Envelope) bool {
+		var p struct {
+			RequestID string `json:"requestId"`
+		}
+		_ = json.Unmarshal(e.Payload, &p)
+		return e.Type == typ && p.RequestID == requestID
+	}
+}
+
+func (s *testService) token(t *testing.T, tenant, sub string, roles ...string) string {
+	t.Helper()
+	tok, err := s.keys.Mint(auth.Claims{Subject: sub, TenantID: tenant, Roles: roles}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r response) json(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("decode %s: %v", r.body, err)
+	}
+}
+
+func (s *testService) do(t *testing.T, method, path, token string, body io.Reader, header map[string]string) response {
+	t.Helper()
+	req, err := http.NewRequest(method, s.url+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: data}
+}
+
+func (s *testService) submit(t *testing.T, token, body, key string) response {
+	t.Helper()
+	h := map[string]string{"Content-Type": "application/json"}
+	if key != "" {
+		h["Idempotency-Key"] = key
+	}
+	return s.do(t, http.MethodPost, "/v1/requests", token, strings.NewReader(body), h)
+}
+
+type receipt struct {
+	ID          string    `json:"id"`
+	Protocol    string    `json:"protocol"`
+	Status      string    `json:"status"`
+	SubmittedAt time.Time `json:"submittedAt"`
+}
+
+const validBody = `{"serviceId":"iptu-segunda-via","formId":"form-iptu","formVersion":2,"channel":"web","fields":{"inscricao":"123.456","email":"maria@example.org"}}`
+
+func mustSubmit(t *testing.T, s *testService, token string) receipt {
+	t.Helper()
+	resp := s.submit(t, token, validBody, "")
+	if resp.status != http.StatusCreated {
+		t.Fatalf("POST /v1/requests = %d %s, want 201", resp.status, resp.body)
+	}
+	var rc receipt
+	resp.json(t, &rc)
+	return rc
+}
+
+func expectProblem(t *testing.T, resp response, status int) {
+	t.Helper()
+	if resp.status != status {
+		t.Fatalf("status = %d (%s), want %d", resp.status, resp.body, status)
+	}
+	if ct := resp.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("Content-Type = %q, want application/problem+json", ct)
+	}
+	var p struct {
+		Status int    `json:"status"`
+		Title  string `json:"title"`
+	}
+	resp.json(t, &p)
+	if p.Status != status || p.Title == "" {
+		t.Errorf("problem = %s, want status %d and a title", resp.body, status)
+	}
+}
+
+func TestSubmitRejectsMalformedRequests(t *testing.T) {
+	s := start(t, nil)
+	citizen := s.token(t, "org-a", "citizen-1", "citizen")
+	attendant := s.token(t, "org-a", "attendant-1", "attendant")
+	tests := []struct {
+		name        string
+		token       string
+		contentType string
+		key         string
+		body        string
+		status      int
+		field       string // a field the 422 problem must name
+	}{
+		{name: "no token", contentType: "application/json", body: validBody, status: 401},
+		{name: "attendant may not submit", token: attendant, contentType: "application/json", body: validBody, status: 403},
+		{name: "not JSON", token: citizen, contentType: "text/plain", body: validBody, status: 415},
+		{name: "empty body", token: citizen, contentType: "application/json", body: "", status: 400},
+		{name: "malformed JSON", token: citizen, contentType: "application/json", body: `{"serviceId":`, status: 400},
+		{name: "unknown field", token: citizen, contentType: "application/json", body: `{"serviceId":"a","tenantId":"org-b"}`, status: 400},
+		{name: "trailing data", token: citizen, contentType: "application/json", body: validBody + `{}`, status: 400},
+		{name: "wrong type", token: citizen, contentType: "application/json", body: `{"serviceId":"a","formId":"f","formVersion":"2","channel":"web","fields":{}}`, status: 400},
+		{name: "missing fields", token: citizen, contentType: "application/json", body: `{"serviceId":"a","formId":"f","formVersion":1,"channel":"web"}`, status: 422, field: "fields"},
+		{name: "bad channel", token: citizen, contentType: "application/json", body: `{"serviceId":"a","formId":"f","formVersion":1,"channel":"fax","fields":{}}`, status: 422, field: "channel"},
+		{name: "zero form version", token: citizen, contentType: "application/json", body: `{"serviceId":"a","formId":"f","formVersion":0,"channel":"web","fields":{}}`, status: 422, field: "formVersion"},
+		{name: "bad service id", token: citizen, contentType: "application/json", body: `{"serviceId":"a b/c","formId":"f","formVersion":1,"channel":"web","fields":{}}`, status: 422, field: "serviceId"},
+		{name: "too large", token: citizen, contentType: "application/json", body: `{"serviceId":"a","formId":"f","formVersion":1,"channel":"web","fields":{"x":"` + strings.Repeat("x", 300<<10) + `"}}`, status: 413},
+		{name: "bad idempotency key", token: citizen, contentType: "application/json", key: "has space", body: validBody, status: 400},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := map[string]string{"Content-Type": tc.contentType}
+			if tc.key != "" {
+				h["Idempotency-Key"] = tc.key
+			}
+			resp := s.do(t, http.MethodPost, "/v1/requests", tc.token, strings.NewReader(tc.body), h)
+			expectProblem(t, resp, tc.status)
+			if tc.field != "" {
+				var p struct{ Errors map[string]string }
+				resp.json(t, &p)
+				if p.Errors[tc.field] == "" {
+					t.Errorf("problem errors = %v, want an entry for %s", p.Errors, tc.field)
+				}
+			}
+		})
+	}
+	var n int
+	if err := s.pool.QueryRow(context.Background(), "SELECT count(*) FROM request").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d requests stored after only invalid submissions, want 0", n)
+	}
+}
+
+var protocolPattern = regexp.MustCompile(`^AGR-\d{4}-\d{6}$`)
+
+func TestSubmitStoresRequestAndPublishesEvent(t *testing.T) {
+	s := start(t, nil)
+	obs := s.observe(t, "request.#")
+	citizen := s.token(t, "org-a", "citizen-1", "citizen")
+
+	resp := s.submit(t, citizen, validBody, "")
+	if resp.status != http.StatusCreated {
+		t.Fatalf("POST = %d %s, want 201", resp.status, resp.body)
+	}
+	var rc receipt
+	resp.json(t, &rc)
+	if got := resp.header.Get("Location"); got != "/v1/requests/"+rc.ID {
+		t.Errorf("Location = %q, want /v1/requests/%s", got, rc.ID)
+	}
+	if !protocolPattern.MatchString(rc.Protocol) || rc.Status != "submitted" || rc.SubmittedAt.IsZero() {
+		t.Errorf("receipt = %+v, want AGR-YYYY-NNNNNN, submitted, a time", rc)
+	}
+	second := mustSubmit(t, s, citizen)
+	want := fmt.Sprintf("AGR-%d-%06d", rc.SubmittedAt.Year(), 2)
+	if second.Protocol != want {
+		t.Errorf("second protocol = %s, want %s (dense per tenant)", second.Protocol, want)
+	}
+	otherTenant := mustSubmit(t, s, s.token(t, "org-b", "citizen-9", "citizen"))
+	if otherTenant.Protocol != fmt.Sprintf("AGR-%d-%06d", rc.SubmittedAt.Year(), 1) {
+		t.Errorf("org-b's first protocol = %s, want its own counter starting at 1", otherTenant.Protocol)
+	}
+
+	env := obs.next(t, "request.submitted.v1", ofType("request.submitted.v1", rc.ID))
+	if env.TenantID != "org-a" || env.Producer != "request-service" {
+		t.Errorf("envelope tenant %q producer %q, want org-a request-service", env.TenantID, env.Producer)
+	}
+	var p map[string]any
+	if err := json.Unmarshal(env.Payload, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p["protocol"] != rc.Protocol || p["citizenId"] != "citizen-1" || p["fieldCount"] != float64(2) || p["serviceId"] != "iptu-segunda-via" {
+		t.Errorf("payload = %v", p)
+	}
+	if strings.Contains(string(env.Payload), "maria@example.org") {
+		t.Errorf("payload %s carries field contents", env.Payload)
+	}
+}
+
+func TestGetRequestVisibility(t *testing.T) {
+	s := start(t, nil)
+	rc := mustSubmit(t, s, s.token(t, "org-a", "citizen-1", "citizen"))
+	tests := []struct {
+		name   string
+		token  string
+		status int
+	}{
+		{"owner", s.token(t, "org-a", "citizen-1", "citizen"), 200},
+		{"attendant of the tenant", s.token(t, "org-a", "attendant-1", "attendant"), 200},
+		{"operator of the tenant", s.token(t, "org-a", "operator-1", "operator"), 200},
+		{"another citizen of the tenant", s.token(t, "org-a", "citizen-2", "citizen"), 404},
+		{"same subject in another tenant", s.token(t, "org-b", "citizen-1", "citizen"), 404},
+		{"attendant of another tenant", s.token(t, "org-b", "attendant-1", "attendant"), 404},
+		{"no token", "", 401},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := s.do(t, http.MethodGet, "/v1/requests/"+rc.ID, tc.token, nil, nil)
+			if tc.status != 200 {
+				expectProblem(t, resp, tc.status)
+				return
+			}
+			if resp.status != 200 {
+				t.Fatalf("GET = %d %s, want 200", resp.status, resp.body)
+			}
+			var got struct {
+				ID, Protocol, Status, CitizenID string
+				Fields                          map[string]any
+			}
+			resp.json(t, &got)
+			if got.ID != rc.ID || got.Protocol != rc.Protocol || got.Status != "submitted" || got.Fields["inscricao"] != "123.456" {
+				t.Errorf("GET = %+v, want %s %s submitted with its fields", got, rc.ID, rc.Protocol)
+			}
+		})
+	}
+	t.Run("malformed id", func(t *testing.T) {
+		expectProblem(t, s.do(t, http.MethodGet, "/v1/requests/not-a-uuid", s.token(t, "org-a", "attendant-1", "attendant"), nil, nil), 404)
+	})
+}
+
+func TestIdempotencyKey(t *testing.T) {
+	s := start(t, nil)
+	obs := s.observe(t, "request.submitted.v1")
+	citizen := s.token(t, "org-a", "citizen-1", "citizen")
+
+	first := s.submit(t, citizen, validBody, "key-1")
+	if first.status != 201 {
+		t.Fatalf("first = %d %s", first.status, first.body)
+	}
+	// Same content, other key order and spacing: the same body.
+	reordered := `{ "fields": {"email":"maria@example.org","inscricao":"123.456"}, "channel":"web", "formVersion":2, "formId":"form-iptu", "serviceId":"iptu-segunda-via" }`
+	again := s.submit(t, citizen, reordered, "key-1")
+	if again.status != 201 || !bytes.Equal(again.body, first.body) || again.header.Get("Location") != first.header.Get("Location") {
+		t.Errorf("replay = %d %s (Location %s), want 201 %s (Location %s)", again.status, again.body,
+			again.header.Get("Location"), first.body, first.header.Get("Location"))
+	}
+	if again.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("replay lacks Idempotent-Replayed: true")
+	}
+	conflict := s.submit(t, citizen, strings.Replace(validBody, `"web"`, `"app"`, 1), "key-1")
+	expectProblem(t, conflict, http.StatusConflict)
+
+	// Keys belong to a citizen: another citizen's key-1 is a new request.
+	other := s.submit(t, s.token(t, "org-a", "citizen-2", "citizen"), validBody, "key-1")
+	if other.status != 201 || bytes.Equal(other.body, first.body) {
+		t.Errorf("other citizen's key-1 = %d %s, want a new 201", other.status, other.body)
+	}
+
+	// Concurrent first uses of one key: one request, one answer.
+	var wg sync.WaitGroup
+	bodies := make([][]byte, 5)
+	for i := range bodies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := s.submit(t, citizen, validBody, "key-concurrent")
+			if r.status != 201 {
+				t.Errorf("concurrent submit = %d %s", r.status, r.body)
+			}
+			bodies[i] = r.body
+		}()
+	}
+	wg.Wait()
+	for _, b := range bodies[1:] {
+		if !bytes.Equal(b, bodies[0]) {
+			t.Errorf("concurrent answers differ: %s vs %s", b, bodies[0])
+		}
+	}
+
+	var rc receipt
+	first.json(t, &rc)
+	if n := obs.count(t, ofType("request.submitted.v1", rc.ID)); n != 1 {
+		t.Errorf("%d request.submitted.v1 events for the replayed request, want 1", n)
+	}
+	var rows int
+	if err := s.pool.QueryRow(context.Background(), "SELECT count(*) FROM request WHERE tenant_id = 'org-a'").Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 3 {
+		t.Errorf("%d requests stored, want 3 (key-1, citizen-2's key-1, key-concurrent)", rows)
+	}
+}
+
+// TestRowLevelSecurity checks the policy itself, as a role that is not a
+// superuser (the tests' own connection bypasses RLS).
+func TestRowLevelSecurity(t *testing.T) {
+	s := start(t, nil)
+	rc := mustSubmit(t, s, s.token(t, "org-a", "citizen-1", "citizen"))
+	ctx := context.Background()
+	role := "rls_probe_" + randHex(4)
+	schema := pgx.Identifier{s.schema}.Sanitize()
+	for _, stmt := range []string{
+		"CREATE ROLE " + role + " NOLOGIN",
+		"GRANT USAGE ON SCHEMA " + schema + " TO " + role,
+		"GRANT SELECT ON ALL TABLES IN SCHEMA " + schema + " TO " + role,
+	} {
+		if _, err := s.pool.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	t.Cleanup(func() {
+		_, _ = s.pool.Exec(ctx, "REVOKE ALL ON ALL TABLES IN SCHEMA "+schema+" FROM "+role)
+		_, _ = s.pool.Exec(ctx, "REVOKE ALL ON SCHEMA "+schema+" FROM "+role)
+		_, _ = s.pool.Exec(ctx, "DROP ROLE "+role)
+	})
+	tests := []struct {
+		tenant string
+		want   int
+	}{{"org-a", 1}, {"org-b", 0}, {"", 0}}
+	for _, tc := range tests {
+		t.Run("tenant="+tc.tenant, func(t *testing.T) {
+			tx, err := s.pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+role); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(ctx, "SELECT set_config('app.tenant_id', $1, true)", tc.tenant); err != nil {
+				t.Fatal(err)
+			}
+			var n int
+			// No tenant filter here on purpose: only the policy filters.
+			if err := tx.QueryRow(ctx, "SELECT count(*) FROM request WHERE id = $1", rc.ID).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n != tc.want {
+				t.Errorf("rows visible to %q = %d, want %d", tc.tenant, n, tc.want)
+			}
+		})
+	}
+}
+
+// publish sends a workflow event as the workflow service would.
+func (s *testService) publish(t *testing.T, tenant, typ string, payload any) envelope.Envelope {
+	t.Helper()
+	env, err := envelope.New(typ, tenant, "workflow-service", payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.publishEnvelope(t, env)
+	return env
+}
+
+func (s *testService) publishEnvelope(t *testing.T, env envelope.Envelope) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.pub.Publish(ctx, env); err != nil {
+		t.Fatalf("publish %s: %v", env.Type, err)
+	}
+}
+
+type requestView struct {
+	Status       string `json:"status"`
+	StatusReason string `json:"statusReason"`
+	SLABreached  bool   `json:"slaBreached"`
+}
+
+func (s *testService) view(t *testing.T, tenant, id string) requestView {
+	t.Helper()
+	resp := s.do(t, http.MethodGet, "/v1/requests/"+id, s.token(t, tenant, "attendant-1", "attendant"), nil, nil)
+	if resp.status != 200 {
+		t.Fatalf("GET %s = %d %s", id, resp.status, resp.body)
+	}
+	var v requestView
+	resp.json(t, &v)
+	return v
+}
+
+func TestWorkflowEventsKeepStatusCurrent(t *testing.T) {
+	s := start(t, nil)
+	obs := s.observe(t, "request.status-changed.v1")
+	tests := []struct {
+		outcome string
+		want    string
+	}{{"approved", "completed"}, {"completed", "completed"}, {"rejected", "rejected"}}
+	for _, tc := range tests {
+		t.Run(tc.outcome, func(t *testing.T) {
+			rc := mustSubmit(t, s, s.token(t, "org-a", "citizen-1", "citizen"))
+			processID := newUUID(t)
+			started := s.publish(t, "org-a", "workflow.process-started.v1",
+				map[string]any{"processId": processID, "requestId": rc.ID, "definitionId": "standard-review"})
+			fabrictest.Eventually(t, 15*time.Second, "status in_progress", func() bool {
+				return s.view(t, "org-a", rc.ID).Status == "in_progress"
+			})
+			changed := obs.next(t, "status-changed to in_progress", func(e envelope.Envelope) bool {
+				return ofType("request.status-changed.v1", rc.ID)(e) && strings.Contains(string(e.Payload), `"in_progress"`)
+			})
+			if changed.CausationID != started.ID || changed.CorrelationID != started.CorrelationID {
+				t.Errorf("status-changed causation %s correlation %s, want %s %s", changed.CausationID, changed.CorrelationID, started.ID, started.CorrelationID)
+			}
+			var p map[string]any
+			_ = json.Unmarshal(changed.Payload, &p)
+			if p["previousStatus"] != "submitted" {
+				t.Errorf("status-changed payload = %v, want previousStatus submitted", p)
+			}
+			// A redelivery of the same event is a duplicate for the inbox.
+			s.publishEnvelope(t, started)
+
+			s.publish(t, "org-a", "task.sla-breached.v1", map[string]any{"taskId": newUUID(t), "processId": processID,
+				"requestId": rc.ID, "dueAt": time.Now().UTC().Format(time.RFC3339)})
+			fabrictest.Eventually(t, 15*time.Second, "SLA breach flagged", func() bool { return s.view(t, "org-a", rc.ID).SLABreached })
+
+			s.publish(t, "org-a", "workflow.process-completed.v1", map[string]any{"processId": processID, "requestId": rc.ID, "outcome": tc.outcome})
+			fabrictest.Eventually(t, 15*time.Second, "status "+tc.want, func() bool { return s.view(t, "org-a", rc.ID).Status == tc.want })
+			// A late process-started (another event id) must not move it back.
+			s.publish(t, "org-a", "workflow.process-started.v1",
+				map[string]any{"processId": processID, "requestId": rc.ID, "definitionId": "standard-review"})
+			obs.next(t, "status-changed to "+tc.want, func(e envelope.Envelope) bool {
+				return ofType("request.status-changed.v1", rc.ID)(e) && strings.Contains(string(e.Payload), `"`+tc.want+`"`)
+			})
+			time.Sleep(300 * time.Millisecond)
+			if got := s.view(t, "org-a", rc.ID).Status; got != tc.want {
+				t.Errorf("status after a late process-started = %s, want %s", got, tc.want)
+			}
+			if n := obs.count(t, ofType("request.status-changed.v1", rc.ID)); n != 2 {
+				t.Errorf("%d status-changed events, want 2 (in_progress, %s)", n, tc.want)
+			}
+		})
+	}
+}
+
+func newUUID(t *testing.T) string {
+	t.Helper()
+	env, err := envelope.New("x.y.v1", "", "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env.ID
+}
+
+// TestWorkflowEventOfAnotherTenantIsDeadLettered: tenant B's event naming
+// tenant A's request finds no request (RLS + tenant filter) and goes to
+// the DLQ, leaving A's request untouched.
+func TestWorkflowEventOfAnotherTenantIsDeadLettered(t *testing.T) {
+	s := start(t, nil)
+	rc := mustSubmit(t, s, s.token(t, "org-a", "citizen-1", "citizen"))
+	s.publish(t, "org-b", "workflow.process-completed.v1", map[string]any{"processId": newUUID(t), "requestId": rc.ID, "outcome": "rejected"})
+	fabrictest.Eventually(t, 15*time.Second, "message in request.workflow-events.dlq", func() bool {
+		return s.vhost.Queues(t)["request.workflow-events.dlq"].Messages == 1
+	})
+	if got := s.view(t, "org-a", rc.ID).Status; got != "submitted" {
+		t.Errorf("org-a's request status = %s after org-b's event, want submitted", got)
+	}
+}
+
+func pngBytes(t *testing.T) []byte {
+	t.Helper()
+	img := image.NewGray(image.Rect(0, 0, 40, 20))
+	for x := range 40 {
+		img.Set(x, 10, color.White)
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func multipartBody(t *testing.T, field, name string, content []byte) (io.Reader, string) {
+	t.Helper()
+	var b bytes.Buffer
+	w := multipart.NewWriter(&b)
+	fw, err := w.CreateFormFile(field, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw.Write(content)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return &b, w.FormDataContentType()
+}
+
+func (s *testService) upload(t *testing.T, token, requestID, field, name string, content []byte) response {
+	t.Helper()
+	body, ct := multipartBody(t, field, name, content)
+	return s.do(t, http.MethodPost, "/v1/requests/"+requestID+"/documents", token, body, map[string]string{"Content-Type": ct})
+}
+
+func TestUploadDocument(t *testing.T) {
+	s := start(t, nil)
+	tenant := "org-" + randHex(3) // the bucket is shared between test runs; the prefix is not
+	obs := s.observe(t, "document.uploaded.v1")
+	owner := s.token(t, tenant, "citizen-1", "citizen")
+	rc := mustSubmit(t, s, owner)
+	img := pngBytes(t)
+
+	resp := s.upload(t, owner, rc.ID, "file", "../../Comprovante de endereço.png", img)
+	if resp.status != http.StatusCreated {
+		t.Fatalf("upload = %d %s, want 201", resp.status, resp.body)
+	}
+	var doc struct {
+		ID, RequestID, Bucket, ObjectKey, FileName, ContentType, SHA256 string
+		Size                                                            int64
+	}
+	resp.json(t, &doc)
+	sum := sha256.Sum256(img)
+	wantKey := fmt.Sprintf("tenant=%s/requests/%s/documents/%s/Comprovante_de_endere_o.png", tenant, rc.ID, doc.ID)
+	if doc.ObjectKey != wantKey || doc.ContentType != "image/png" || doc.Size != int64(len(img)) || doc.SHA256 != hex.EncodeToString(sum[:]) || doc.Bucket != s.bucket {
+		t.Errorf("document = %+v, want key %s, image/png, %d bytes, sha256 %x", doc, wantKey, len(img), sum)
+	}
+	obj, err := s.s3.GetObject(context.Background(), s.bucket, doc.ObjectKey, minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := io.ReadAll(obj)
+	if err != nil {
+		t.Fatalf("read %s from MinIO: %v", doc.ObjectKey, err)
+	}
+	if !bytes.Equal(stored, img) {
+		t.Errorf("MinIO object has %d bytes, want the %d uploaded", len(stored), len(img))
+	}
+	env := obs.next(t, "document.uploaded.v1", func(e envelope.Envelope) bool { return strings.Contains(string(e.Payload), doc.ID) })
+	var p map[string]any
+	_ = json.Unmarshal(env.Payload, &p)
+	if p["objectKey"] != doc.ObjectKey || p["sha256"] != doc.SHA256 || p["size"] != float64(len(img)) || env.TenantID != tenant {
+		t.Errorf("document.uploaded.v1 = %s (tenant %s)", env.Payload, env.TenantID)
+	}
+
+	tests := []struct {
+		name    string
+		token   string
+		field   string
+		content []byte
+		status  int
+	}{
+		{"attendant of the tenant", s.token(t, tenant, "attendant-1", "attendant"), "file", []byte("%PDF-1.4\n%fake but sniffed as pdf\n"), 201},
+		{"plain text", owner, "file", []byte("requerimento em texto\n"), 201},
+		{"tiff", owner, "file", append([]byte("II*\x00"), make([]byte, 64)...), 201},
+		{"another citizen", s.token(t, tenant, "citizen-2", "citizen"), "file", img, 404},
+		{"attendant of another tenant", s.token(t, "org-other", "attendant-1", "attendant"), "file", img, 404},
+		{"operator may not upload", s.token(t, tenant, "operator-1", "operator"), "file", img, 403},
+		{"unsupported type", owner, "file", []byte("<html><body>hi</body></html>"), 415},
+		{"zip", owner, "file", []byte("PK\x03\x04\x14\x00\x00\x00"), 415},
+		{"too large", owner, "file", append([]byte("%PDF-1.4\n"), make([]byte, 300<<10)...), 413},
+		{"empty file", owner, "file", nil, 400},
+		{"no file part", owner, "attachment", img, 400},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := s.upload(t, tc.token, rc.ID, tc.field, "doc.bin", tc.content)
+			if tc.status == 201 {
+				if resp.status != 201 {
+					t.Fatalf("upload = %d %s, want 201", resp.status, resp.body)
+				}
+				return
+			}
+			expectProblem(t, resp, tc.status)
+		})
+	}
+	t.Run("not multipart", func(t *testing.T) {
+		resp := s.do(t, http.MethodPost, "/v1/requests/"+rc.ID+"/documents", owner, bytes.NewReader(img), map[string]string{"Content-Type": "image/png"})
+		expectProblem(t, resp, 415)
+	})
+
+	list := s.do(t, http.MethodGet, "/v1/requests/"+rc.ID+"/documents", owner, nil, nil)
+	var docs struct {
+		Documents []struct{ ID, ObjectKey string }
+	}
+	list.json(t, &docs)
+	if len(docs.Documents) != 4 {
+		t.Errorf("GET documents = %s, want 4 documents", list.body)
+	}
+	// Refused uploads leave no objects behind.
+	var objects int
+	for o := range s.s3.ListObjects(context.Background(), s.bucket, minio.ListObjectsOptions{Prefix: "tenant=" + tenant + "/", Recursive: true}) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		objects++
+	}
+	if objects != 4 {
+		t.Errorf("%d objects under tenant=%s/, want 4", objects, tenant)
+	}
+	expectProblem(t, s.do(t, http.MethodGet, "/v1/requests/"+rc.ID+"/documents", s.token(t, "org-other", "attendant-1", "attendant"), nil, nil), 404)
+}

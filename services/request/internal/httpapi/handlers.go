@@ -1,0 +1,290 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/problem"
+	"github.com/agora-platform/agora/services/request/internal/request"
+)
+
+// Requests is the request store the handlers use.
+type Requests interface {
+	Submit(ctx context.Context, a request.Actor, sub request.Submission, key, bodyHash string) (request.Receipt, bool, error)
+	Get(ctx context.Context, a request.Actor, id string) (request.Request, error)
+	Documents(ctx context.Context, a request.Actor, id string) ([]request.Document, error)
+}
+
+// Uploader attaches files to requests.
+type Uploader interface {
+	Upload(ctx context.Context, a request.Actor, requestID string, u request.Upload) (request.Document, error)
+}
+
+// maxSubmissionBytes bounds a submission body: form fields, not files.
+const maxSubmissionBytes = 256 << 10
+
+const maxIdempotencyKey = 255
+
+func actor(r *http.Request) request.Actor {
+	c, _ := auth.FromContext(r.Context())
+	return request.Actor{TenantID: c.TenantID, Subject: c.Subject,
+		Attendant: c.Has(auth.RoleAttendant) || c.Has(auth.RoleOperator)}
+}
+
+func handleSubmit(store Requests, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isJSON(r) {
+			problem.Error(w, r, http.StatusUnsupportedMediaType, "the body must be application/json")
+			return
+		}
+		key := r.Header.Get("Idempotency-Key")
+		if err := checkIdempotencyKey(key, r.Header.Values("Idempotency-Key")); err != nil {
+			problem.Error(w, r, http.StatusBadRequest, err.Error())
+			return
+		}
+		var sub request.Submission
+		if err := decodeStrict(w, r, &sub); err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		if err := sub.Validate(); err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		hash, err := sub.Hash()
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		rc, replayed, err := store.Submit(r.Context(), actor(r), sub, key, hash)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		w.Header().Set("Location", "/v1/requests/"+rc.ID)
+		if replayed {
+			w.Header().Set("Idempotent-Replayed", "true")
+		}
+		writeJSON(w, http.StatusCreated, rc)
+	})
+}
+
+func checkIdempotencyKey(key string, all []string) error {
+	if len(all) > 1 {
+		return errors.New("send one Idempotency-Key header")
+	}
+	if len(all) == 1 && (key == "" || len(key) > maxIdempotencyKey) {
+		return fmt.Errorf("Idempotency-Key must have 1 to %d characters", maxIdempotencyKey)
+	}
+	for _, c := range key {
+		if c < 0x21 || c > 0x7e {
+			return errors.New("Idempotency-Key must be printable ASCII without spaces")
+		}
+	}
+	return nil
+}
+
+func isJSON(r *http.Request) bool {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+}
+
+// badRequest is a body that cannot be read as the expected JSON (400).
+type badRequest struct{ msg string }
+
+func (e *badRequest) Error() string { return e.msg }
+
+// decodeStrict reads exactly one JSON value with no unknown fields.
+func decodeStrict(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxSubmissionBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		var typeErr *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &tooBig):
+			return request.ErrTooLarge
+		case errors.As(err, &typeErr):
+			return &badRequest{fmt.Sprintf("field %q must be %s", typeErr.Field, typeErr.Type)}
+		case errors.Is(err, io.EOF):
+			return &badRequest{"the body is empty"}
+		}
+		return &badRequest{"malformed JSON: " + err.Error()}
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return &badRequest{"unexpected data after the JSON object"}
+	}
+	return nil
+}
+
+// requestView is a request as the API shows it.
+type requestView struct {
+	ID            string          `json:"id"`
+	Protocol      string          `json:"protocol"`
+	Status        request.Status  `json:"status"`
+	StatusReason  string          `json:"statusReason,omitempty"`
+	ServiceID     string          `json:"serviceId"`
+	FormID        string          `json:"formId"`
+	FormVersion   int             `json:"formVersion"`
+	Channel       string          `json:"channel"`
+	CitizenID     string          `json:"citizenId"`
+	Fields        json.RawMessage `json:"fields"`
+	SLABreached   bool            `json:"slaBreached"`
+	SLABreachedAt *time.Time      `json:"slaBreachedAt,omitempty"`
+	SubmittedAt   time.Time       `json:"submittedAt"`
+	UpdatedAt     time.Time       `json:"updatedAt"`
+}
+
+func handleGet(store Requests, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, err := store.Get(r.Context(), actor(r), chi.URLParam(r, "id"))
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, requestView{
+			ID: req.ID, Protocol: req.Protocol, Status: req.Status, StatusReason: req.StatusReason,
+			ServiceID: req.ServiceID, FormID: req.FormID, FormVersion: req.FormVersion, Channel: req.Channel,
+			CitizenID: req.CitizenID, Fields: req.Fields, SLABreached: req.SLABreachedAt != nil,
+			SLABreachedAt: req.SLABreachedAt, SubmittedAt: req.SubmittedAt, UpdatedAt: req.UpdatedAt,
+		})
+	})
+}
+
+// allowedTypes are the document types the platform can read (OCR, PDF text).
+var allowedTypes = []string{"image/png", "image/jpeg", "image/tiff", "application/pdf", "text/plain"}
+
+// sniff returns the media type of a file from its first bytes. Go's sniffer
+// does not know TIFF, so its two byte-order signatures are checked first.
+func sniff(head []byte) string {
+	if bytes.HasPrefix(head, []byte("II*\x00")) || bytes.HasPrefix(head, []byte("MM\x00*")) {
+		return "image/tiff"
+	}
+	mt, _, err := mime.ParseMediaType(http.DetectContentType(head))
+	if err != nil {
+		return "application/octet-stream"
+	}
+	return mt
+}
+
+func handleUpload(up Uploader, maxBytes int64, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Headroom for the multipart framing; the file itself is counted exactly.
+		r.Body = http.MaxBytesReader(w, r.Body, maxBytes+1<<20)
+		mr, err := r.MultipartReader()
+		if err != nil {
+			problem.Error(w, r, http.StatusUnsupportedMediaType, "the body must be multipart/form-data with a part named \"file\"")
+			return
+		}
+		for {
+			part, err := mr.NextPart()
+			if errors.Is(err, io.EOF) {
+				problem.Error(w, r, http.StatusBadRequest, "no part named \"file\"")
+				return
+			}
+			if err != nil {
+				writeError(w, r, log, readError(err))
+				return
+			}
+			if part.FormName() != "file" {
+				part.Close()
+				continue
+			}
+			head := make([]byte, 512)
+			n, err := io.ReadFull(part, head)
+			if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+				writeError(w, r, log, readError(err))
+				return
+			}
+			if n == 0 {
+				problem.Error(w, r, http.StatusBadRequest, "the file is empty")
+				return
+			}
+			head = head[:n]
+			ct := sniff(head)
+			if !slices.Contains(allowedTypes, ct) {
+				problem.Error(w, r, http.StatusUnsupportedMediaType,
+					fmt.Sprintf("content type %s is not accepted; allowed: %s", ct, strings.Join(allowedTypes, ", ")))
+				return
+			}
+			doc, err := up.Upload(r.Context(), actor(r), chi.URLParam(r, "id"), request.Upload{
+				FileName: part.FileName(), ContentType: ct, MaxSize: maxBytes,
+				Body: io.MultiReader(bytes.NewReader(head), part),
+			})
+			if err != nil {
+				writeError(w, r, log, err)
+				return
+			}
+			writeJSON(w, http.StatusCreated, doc)
+			return
+		}
+	})
+}
+
+// readError classifies a failure reading the request body.
+func readError(err error) error {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return request.ErrTooLarge
+	}
+	return &badRequest{"malformed multipart body: " + err.Error()}
+}
+
+func handleListDocuments(store Requests, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		docs, err := store.Documents(r.Context(), actor(r), chi.URLParam(r, "id"))
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"documents": docs})
+	})
+}
+
+// writeError is the one place domain errors become HTTP problems.
+func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	var invalid *request.ValidationError
+	var bad *badRequest
+	switch {
+	case errors.As(err, &invalid):
+		fields := make(map[string]any, len(invalid.Fields))
+		for k, v := range invalid.Fields {
+			fields[k] = v
+		}
+		problem.Write(w, r, problem.Details{Status: http.StatusUnprocessableEntity,
+			Detail: "the submission has invalid fields", Errors: fields})
+	case errors.As(err, &bad):
+		problem.Error(w, r, http.StatusBadRequest, bad.msg)
+	case errors.Is(err, request.ErrNotFound):
+		problem.Error(w, r, http.StatusNotFound, "no such request")
+	case errors.Is(err, request.ErrIdempotencyConflict):
+		problem.Error(w, r, http.StatusConflict, "this Idempotency-Key was used with a different body")
+	case errors.Is(err, request.ErrTooLarge):
+		problem.Error(w, r, http.StatusRequestEntityTooLarge, "the body is larger than allowed")
+	case errors.Is(err, context.Canceled):
+		// The client went away; nobody reads the answer.
+		problem.Error(w, r, 499, "request cancelled")
+	default:
+		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		problem.Error(w, r, http.StatusInternalServerError, "internal error")
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,45 @@
+// Package httpapi is the request service's REST interface.
+package httpapi
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/problem"
+)
+
+// Deps are what the handlers need.
+type Deps struct {
+	Auth      *auth.Verifier
+	Requests  Requests
+	Documents Uploader
+	Log       *slog.Logger
+	Tracer    trace.TracerProvider
+	// MaxUploadBytes limits one uploaded file (413 beyond).
+	MaxUploadBytes int64
+}
+
+// NewHandler returns every route of the service.
+func NewHandler(d Deps) http.Handler {
+	r := chi.NewRouter()
+	r.Use(traced(d.Tracer))
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		problem.Error(w, r, http.StatusNotFound, "no such route")
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		problem.Error(w, r, http.StatusMethodNotAllowed, "method not allowed on this route")
+	})
+	citizen := d.Auth.Require(auth.RoleCitizen)
+	staffOrOwner := d.Auth.Require(auth.RoleCitizen, auth.RoleAttendant, auth.RoleOperator)
+	uploaders := d.Auth.Require(auth.RoleCitizen, auth.RoleAttendant)
+
+	r.With(citizen).Method(http.MethodPost, "/v1/requests", handleSubmit(d.Requests, d.Log))
+	r.With(staffOrOwner).Method(http.MethodGet, "/v1/requests/{id}", handleGet(d.Requests, d.Log))
+	r.With(uploaders).Method(http.MethodPost, "/v1/requests/{id}/documents", handleUpload(d.Documents, d.MaxUploadBytes, d.Log))
+	r.With(staffOrOwner).Method(http.MethodGet, "/v1/requests/{id}/documents", handleListDocuments(d.Requests, d.Log))
+	return r
+}

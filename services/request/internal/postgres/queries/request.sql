@@ -1,0 +1,46 @@
+-- name: NextProtocolNumber :one
+INSERT INTO protocol_counter (tenant_id, year, last_value)
+VALUES (@tenant_id, @year, 1)
+ON CONFLICT (tenant_id, year) DO UPDATE SET last_value = protocol_counter.last_value + 1
+RETURNING last_value;
+
+-- name: InsertRequest :exec
+INSERT INTO request (id, tenant_id, protocol, citizen_id, service_id, form_id, form_version,
+                     channel, fields, status, correlation_id, submitted_at, updated_at)
+VALUES (@id, @tenant_id, @protocol, @citizen_id, @service_id, @form_id, @form_version,
+        @channel, @fields, 'submitted', @correlation_id, @submitted_at, @submitted_at);
+
+-- name: GetRequest :one
+SELECT * FROM request WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: GetRequestForUpdate :one
+SELECT * FROM request WHERE tenant_id = @tenant_id AND id = @id FOR UPDATE;
+
+-- name: UpdateStatus :exec
+UPDATE request SET status = @status, status_reason = @status_reason, updated_at = @updated_at
+WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: MarkSLABreached :execrows
+UPDATE request SET sla_breached_at = @breached_at, updated_at = @breached_at
+WHERE tenant_id = @tenant_id AND id = @id AND sla_breached_at IS NULL;
+
+-- name: ClaimIdempotencyKey :execrows
+-- Inserts the key with its response; a concurrent holder of the same key
+-- makes this wait until it commits, then affect no row.
+INSERT INTO idempotency_key (tenant_id, citizen_id, key, body_hash, request_id, status_code, response)
+VALUES (@tenant_id, @citizen_id, @key, @body_hash, @request_id, @status_code, @response)
+ON CONFLICT (tenant_id, citizen_id, key) DO NOTHING;
+
+-- name: GetIdempotencyKey :one
+SELECT body_hash, status_code, response FROM idempotency_key
+WHERE tenant_id = @tenant_id AND citizen_id = @citizen_id AND key = @key;
+
+-- name: InsertDocument :exec
+INSERT INTO document (id, tenant_id, request_id, bucket, object_key, file_name, content_type,
+                      size_bytes, sha256, uploaded_by, uploaded_at)
+VALUES (@id, @tenant_id, @request_id, @bucket, @object_key, @file_name, @content_type,
+        @size_bytes, @sha256, @uploaded_by, @uploaded_at);
+
+-- name: ListDocuments :many
+SELECT * FROM document WHERE tenant_id = @tenant_id AND request_id = @request_id
+ORDER BY uploaded_at, id;

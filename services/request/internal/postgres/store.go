@@ -1,0 +1,310 @@
+// Package postgres stores requests, idempotency records and documents in
+// the service's schema, and enqueues their events in the same transactions.
+// Every transaction sets app.tenant_id for row-level security, and every
+// query also filters by tenant (superusers, as in local runs and tests,
+// bypass RLS).
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/outbox"
+	"github.com/agora-platform/agora/services/request/internal/postgres/pgdb"
+	"github.com/agora-platform/agora/services/request/internal/request"
+)
+
+// Enqueuer stores envelopes in the caller's transaction (outbox.Outbox).
+type Enqueuer interface {
+	Enqueue(ctx context.Context, tx outbox.Tx, items ...outbox.Item) error
+}
+
+// Store is the request service's Postgres adapter.
+type Store struct {
+	pool   *pgxpool.Pool
+	outbox Enqueuer
+	now    func() time.Time
+}
+
+// NewStore returns a Store on pool (search_path = the service schema).
+func NewStore(pool *pgxpool.Pool, ob Enqueuer, now func() time.Time) *Store {
+	return &Store{pool: pool, outbox: ob, now: now}
+}
+
+var _ request.DocumentStore = (*Store)(nil)
+
+// inTenant runs fn in a transaction scoped to tenant by row-level security.
+func (s *Store) inTenant(ctx context.Context, tenant string, fn func(tx pgx.Tx, q *pgdb.Queries) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if err := SetTenant(ctx, tx, tenant); err != nil {
+		return err
+	}
+	if err := fn(tx, pgdb.New(tx)); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// SetTenant scopes tx to tenant for row-level security (transaction-local).
+func SetTenant(ctx context.Context, tx pgx.Tx, tenant string) error {
+	if _, err := tx.Exec(ctx, "SELECT set_config('app.tenant_id', $1, true)", tenant); err != nil {
+		return fmt.Errorf("set tenant %s: %w", tenant, err)
+	}
+	return nil
+}
+
+// errKeyTaken: a concurrent request committed the same Idempotency-Key
+// first; the caller re-reads its stored response.
+var errKeyTaken = errors.New("idempotency key taken concurrently")
+
+// Submit stores a new request from a's submission and enqueues
+// request.submitted.v1 in one transaction, returning its receipt. With an
+// idempotency key, a repeated key with the same body hash returns the
+// stored receipt and replayed=true; another body returns
+// request.ErrIdempotencyConflict.
+func (s *Store) Submit(ctx context.Context, a request.Actor, sub request.Submission, key, bodyHash string) (rc request.Receipt, replayed bool, err error) {
+	if key != "" {
+		rc, found, err := s.storedReceipt(ctx, a, key, bodyHash)
+		if err != nil || found {
+			return rc, found, err
+		}
+	}
+	rc, err = s.submit(ctx, a, sub, key, bodyHash)
+	if errors.Is(err, errKeyTaken) {
+		rc, found, err := s.storedReceipt(ctx, a, key, bodyHash)
+		if err == nil && !found {
+			err = fmt.Errorf("idempotency key %q vanished after a conflict", key)
+		}
+		return rc, found, err
+	}
+	return rc, false, err
+}
+
+func (s *Store) storedReceipt(ctx context.Context, a request.Actor, key, bodyHash string) (rc request.Receipt, found bool, err error) {
+	err = s.inTenant(ctx, a.TenantID, func(_ pgx.Tx, q *pgdb.Queries) error {
+		row, err := q.GetIdempotencyKey(ctx, pgdb.GetIdempotencyKeyParams{TenantID: a.TenantID, CitizenID: a.Subject, Key: key})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read idempotency key: %w", err)
+		}
+		if row.BodyHash != bodyHash {
+			return request.ErrIdempotencyConflict
+		}
+		found = true
+		if err := json.Unmarshal(row.Response, &rc); err != nil {
+			return fmt.Errorf("decode stored response: %w", err)
+		}
+		return nil
+	})
+	return rc, found, err
+}
+
+func (s *Store) submit(ctx context.Context, a request.Actor, sub request.Submission, key, bodyHash string) (request.Receipt, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return request.Receipt{}, fmt.Errorf("request id: %w", err)
+	}
+	fields, err := json.Marshal(sub.Fields)
+	if err != nil {
+		return request.Receipt{}, fmt.Errorf("encode fields: %w", err)
+	}
+	now := s.now().UTC().Truncate(time.Microsecond)
+	r := request.Request{
+		ID: id.String(), TenantID: a.TenantID, CitizenID: a.Subject, ServiceID: sub.ServiceID,
+		FormID: sub.FormID, FormVersion: sub.FormVersion, Channel: sub.Channel, Fields: fields,
+		Status: request.StatusSubmitted, SubmittedAt: now, UpdatedAt: now,
+	}
+	var rc request.Receipt
+	err = s.inTenant(ctx, a.TenantID, func(tx pgx.Tx, q *pgdb.Queries) error {
+		n, err := q.NextProtocolNumber(ctx, pgdb.NextProtocolNumberParams{TenantID: a.TenantID, Year: int32(now.Year())})
+		if err != nil {
+			return fmt.Errorf("next protocol number: %w", err)
+		}
+		r.Protocol = request.Protocol(now.Year(), n)
+		env, err := request.SubmittedEvent(r, len(sub.Fields))
+		if err != nil {
+			return err
+		}
+		r.CorrelationID = env.CorrelationID
+		if err := q.InsertRequest(ctx, pgdb.InsertRequestParams{
+			ID: r.ID, TenantID: r.TenantID, Protocol: r.Protocol, CitizenID: r.CitizenID,
+			ServiceID: r.ServiceID, FormID: r.FormID, FormVersion: int32(r.FormVersion),
+			Channel: r.Channel, Fields: r.Fields, CorrelationID: r.CorrelationID, SubmittedAt: r.SubmittedAt,
+		}); err != nil {
+			return fmt.Errorf("insert request %s: %w", r.ID, err)
+		}
+		if err := s.outbox.Enqueue(ctx, tx, outbox.Item{Aggregate: aggregate(r.ID), Envelope: env}); err != nil {
+			return fmt.Errorf("enqueue %s for %s: %w", env.Type, r.ID, err)
+		}
+		rc = request.Receipt{ID: r.ID, Protocol: r.Protocol, Status: r.Status, SubmittedAt: r.SubmittedAt}
+		if key == "" {
+			return nil
+		}
+		resp, err := json.Marshal(rc)
+		if err != nil {
+			return fmt.Errorf("encode receipt: %w", err)
+		}
+		claimed, err := q.ClaimIdempotencyKey(ctx, pgdb.ClaimIdempotencyKeyParams{
+			TenantID: a.TenantID, CitizenID: a.Subject, Key: key, BodyHash: bodyHash,
+			RequestID: r.ID, StatusCode: 201, Response: resp,
+		})
+		if err != nil {
+			return fmt.Errorf("store idempotency key: %w", err)
+		}
+		if claimed == 0 {
+			return errKeyTaken
+		}
+		return nil
+	})
+	return rc, err
+}
+
+func aggregate(requestID string) outbox.Aggregate {
+	return outbox.Aggregate{Type: "request", ID: requestID}
+}
+
+// Get returns request id if a may see it, or request.ErrNotFound.
+func (s *Store) Get(ctx context.Context, a request.Actor, id string) (request.Request, error) {
+	if _, err := uuid.Parse(id); err != nil {
+		return request.Request{}, request.ErrNotFound
+	}
+	var r request.Request
+	err := s.inTenant(ctx, a.TenantID, func(_ pgx.Tx, q *pgdb.Queries) error {
+		row, err := q.GetRequest(ctx, pgdb.GetRequestParams{TenantID: a.TenantID, ID: id})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return request.ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("get request %s: %w", id, err)
+		}
+		r = fromRow(row)
+		return nil
+	})
+	if err != nil {
+		return request.Request{}, err
+	}
+	if !r.VisibleTo(a) {
+		return request.Request{}, request.ErrNotFound
+	}
+	return r, nil
+}
+
+func fromRow(row pgdb.Request) request.Request {
+	r := request.Request{
+		ID: row.ID, TenantID: row.TenantID, Protocol: row.Protocol, CitizenID: row.CitizenID,
+		ServiceID: row.ServiceID, FormID: row.FormID, FormVersion: int(row.FormVersion), Channel: row.Channel,
+		Fields: row.Fields, Status: request.Status(row.Status), SLABreachedAt: row.SlaBreachedAt,
+		CorrelationID: row.CorrelationID, SubmittedAt: row.SubmittedAt, UpdatedAt: row.UpdatedAt,
+	}
+	if row.StatusReason != nil {
+		r.StatusReason = *row.StatusReason
+	}
+	return r
+}
+
+// AddDocument records d for r and enqueues document.uploaded.v1 in one
+// transaction.
+func (s *Store) AddDocument(ctx context.Context, a request.Actor, r request.Request, d request.Document) error {
+	env, err := request.UploadedEvent(r, d)
+	if err != nil {
+		return err
+	}
+	return s.inTenant(ctx, a.TenantID, func(tx pgx.Tx, q *pgdb.Queries) error {
+		if err := q.InsertDocument(ctx, pgdb.InsertDocumentParams{
+			ID: d.ID, TenantID: r.TenantID, RequestID: r.ID, Bucket: d.Bucket, ObjectKey: d.ObjectKey,
+			FileName: d.FileName, ContentType: d.ContentType, SizeBytes: d.Size, Sha256: d.SHA256,
+			UploadedBy: d.UploadedBy, UploadedAt: d.UploadedAt,
+		}); err != nil {
+			return fmt.Errorf("insert document %s: %w", d.ID, err)
+		}
+		if err := s.outbox.Enqueue(ctx, tx, outbox.Item{Aggregate: outbox.Aggregate{Type: "document", ID: d.ID}, Envelope: env}); err != nil {
+			return fmt.Errorf("enqueue %s for document %s: %w", env.Type, d.ID, err)
+		}
+		return nil
+	})
+}
+
+// Documents lists the documents of request id if a may see it, or returns
+// request.ErrNotFound.
+func (s *Store) Documents(ctx context.Context, a request.Actor, id string) ([]request.Document, error) {
+	r, err := s.Get(ctx, a, id)
+	if err != nil {
+		return nil, err
+	}
+	var out []request.Document
+	err = s.inTenant(ctx, a.TenantID, func(_ pgx.Tx, q *pgdb.Queries) error {
+		rows, err := q.ListDocuments(ctx, pgdb.ListDocumentsParams{TenantID: a.TenantID, RequestID: r.ID})
+		if err != nil {
+			return fmt.Errorf("list documents of %s: %w", r.ID, err)
+		}
+		out = make([]request.Document, 0, len(rows))
+		for _, d := range rows {
+			out = append(out, request.Document{ID: d.ID, RequestID: d.RequestID, Bucket: d.Bucket,
+				ObjectKey: d.ObjectKey, FileName: d.FileName, ContentType: d.ContentType, Size: d.SizeBytes,
+				SHA256: d.Sha256, UploadedBy: d.UploadedBy, UploadedAt: d.UploadedAt})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ApplyWorkflowChange applies c inside the inbox transaction tx (already
+// scoped to the event's tenant): a forward status move updates the row and
+// enqueues request.status-changed.v1 derived from cause; an SLA breach is
+// recorded once. Out-of-order or repeated moves are ignored. It returns
+// request.ErrNotFound when the tenant has no such request.
+func (s *Store) ApplyWorkflowChange(ctx context.Context, tx pgx.Tx, tenant string, c request.WorkflowChange, cause envelope.Envelope) error {
+	q := pgdb.New(tx)
+	row, err := q.GetRequestForUpdate(ctx, pgdb.GetRequestForUpdateParams{TenantID: tenant, ID: c.RequestID})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("request %s of %s: %w", c.RequestID, tenant, request.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("lock request %s: %w", c.RequestID, err)
+	}
+	r := fromRow(row)
+	now := s.now().UTC().Truncate(time.Microsecond)
+	if c.SLABreached {
+		if _, err := q.MarkSLABreached(ctx, pgdb.MarkSLABreachedParams{TenantID: tenant, ID: r.ID, BreachedAt: &now}); err != nil {
+			return fmt.Errorf("mark request %s SLA breached: %w", r.ID, err)
+		}
+	}
+	if c.Status == "" || !r.Status.CanMoveTo(c.Status) {
+		return nil
+	}
+	previous := r.Status
+	r.Status, r.StatusReason, r.UpdatedAt = c.Status, c.Reason, now
+	var reason *string
+	if c.Reason != "" {
+		reason = &c.Reason
+	}
+	if err := q.UpdateStatus(ctx, pgdb.UpdateStatusParams{TenantID: tenant, ID: r.ID, Status: string(r.Status),
+		StatusReason: reason, UpdatedAt: now}); err != nil {
+		return fmt.Errorf("update request %s status: %w", r.ID, err)
+	}
+	env, err := request.StatusChangedEvent(cause, r, previous)
+	if err != nil {
+		return err
+	}
+	if err := s.outbox.Enqueue(ctx, tx, outbox.Item{Aggregate: aggregate(r.ID), Envelope: env}); err != nil {
+		return fmt.Errorf("enqueue %s for %s: %w", env.Type, r.ID, err)
+	}
+	return nil
+}
