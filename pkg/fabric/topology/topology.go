@@ -137,11 +137,17 @@ func PlatformExchanges() []Exchange {
 }
 
 // Platform returns the platform's topology: the four exchanges, the six
-// initial consumer queues of ARCHITECTURE.md §3, communication's command
-// queue and the request service's workflow-events queue, all with default
-// retry tiers.
+// initial consumer queues of ARCHITECTURE.md §3, the data lake's queue for
+// the other domains' events, communication's command queue and the request
+// service's workflow-events queue, all with default retry tiers.
 func Platform() Description {
-	ev := func(key string) []Binding { return []Binding{{Exchange: EventsExchange, Key: key}} }
+	ev := func(keys ...string) []Binding {
+		var b []Binding
+		for _, k := range keys {
+			b = append(b, Binding{Exchange: EventsExchange, Key: k})
+		}
+		return b
+	}
 	return Description{
 		Exchanges: PlatformExchanges(),
 		Consumers: []Consumer{
@@ -151,6 +157,11 @@ func Platform() Description {
 			{Queue: "datalake.request-events", Service: "datalake-ingestion", Bindings: ev("request.#")},
 			{Queue: "document.processing", Service: "document-worker", Bindings: ev("document.uploaded.v1")},
 			{Queue: "ai.knowledge-builder", Service: "ai-builder", Bindings: []Binding{{Exchange: CommandsExchange, Key: "ai.knowledge.index.v1"}}},
+			// The data lake keeps every tenant domain event, so no event type
+			// is left without a subscriber (an unroutable event never leaves
+			// its outbox).
+			{Queue: "datalake.platform-events", Service: "datalake-ingestion", Bindings: ev(
+				"workflow.#", "task.#", "communication.#", "document.#", "ai.#", "citizen.#", "appointment.#")},
 			// Channel adapters (SMS, WhatsApp, email) are fed by commands.
 			{Queue: "communication.send-commands", Service: "communication", Bindings: []Binding{{Exchange: CommandsExchange, Key: "communication.send.v1"}}},
 			// The request service keeps the status a citizen sees current.

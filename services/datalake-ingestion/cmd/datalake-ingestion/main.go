@@ -35,7 +35,9 @@ func main() {
 	}
 }
 
-const queue = "datalake.request-events"
+// queues are the data lake's: request events (ARCHITECTURE.md §3) and every
+// other tenant domain's events.
+var queues = []string{"datalake.request-events", "datalake.platform-events"}
 
 type config struct {
 	host         host.Config
@@ -87,14 +89,18 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	if err != nil {
 		return err
 	}
-	spec, ok := topology.Platform().Consumer(queue)
-	if !ok {
-		return fmt.Errorf("platform topology has no %s queue", queue)
+	var specs []topology.Consumer
+	for _, q := range queues {
+		spec, ok := topology.Platform().Consumer(q)
+		if !ok {
+			return fmt.Errorf("platform topology has no %s queue", q)
+		}
+		if cfg.retryTiers != nil {
+			spec.RetryTiers = cfg.retryTiers
+		}
+		specs = append(specs, spec)
 	}
-	if cfg.retryTiers != nil {
-		spec.RetryTiers = cfg.retryTiers
-	}
-	h, err := host.New(ctx, cfg.host, host.Options{Consumers: []topology.Consumer{spec}, Migrations: migrations.FS(), NeedsAuth: true}, stdout)
+	h, err := host.New(ctx, cfg.host, host.Options{Consumers: specs, Migrations: migrations.FS(), NeedsAuth: true}, stdout)
 	if err != nil {
 		return err
 	}
@@ -122,8 +128,10 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	// Every message of a batch is an unacked delivery whose handler waits:
 	// prefetch and concurrency must hold a whole batch.
 	opts := fabric.ConsumerOptions{Prefetch: cfg.batchSize, Concurrency: cfg.batchSize}
-	if err := h.Consume(queue, ingest.Handler(store, batcher), opts); err != nil {
-		return err
+	for _, q := range queues {
+		if err := h.Consume(q, ingest.Handler(store, batcher), opts); err != nil {
+			return err
+		}
 	}
 	return h.Serve(ctx, httpapi.NewHandler(store, h.Verifier, h.Log), nil)
 }
