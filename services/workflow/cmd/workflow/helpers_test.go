@@ -1,0 +1,357 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/pkg/fabric/registry"
+	"github.com/agora-platform/agora/pkg/fabric/topology"
+)
+
+// platform is one test's corner of the real infrastructure: a vhost, a
+// schema, dev keys, a publisher and an admin pool.
+type platform struct {
+	env    fabrictest.Env
+	vhost  *fabrictest.Vhost
+	schema string
+	keys   *auth.DevKeys
+	conn   *broker.Conn
+	pub    *fabric.Publisher
+	pool   *pgxpool.Pool
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func newPlatform(t *testing.T) *platform {
+	t.Helper()
+	p := &platform{env: fabrictest.EnvFrom(os.Getenv), schema: "t_" + randHex(4)}
+	p.vhost = fabrictest.NewVhost(t, p.env)
+	keys, err := auth.LoadOrCreateDevKeys(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.keys = keys
+	pc, err := pgxpool.ParseConfig(p.env.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.ConnConfig.RuntimeParams["search_path"] = p.schema
+	if p.pool, err = pgxpool.NewWithConfig(context.Background(), pc); err != nil {
+		t.Fatalf("postgres (run `make infra`): %v", err)
+	}
+	// Registered first, so it runs after the services stop.
+	t.Cleanup(func() {
+		_, _ = p.pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{p.schema}.Sanitize()+" CASCADE")
+		p.pool.Close()
+	})
+	p.conn = p.vhost.Dial(t)
+	reg, err := registry.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.pub, err = fabric.NewPublisher(p.conn, reg, fabric.PublisherOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.pub.Close() })
+	return p
+}
+
+// logWatch collects a service's JSON log and reports the address from its
+// "service started" line.
+type logWatch struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	addr  chan string
+	found bool
+}
+
+func (l *logWatch) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.Write(b)
+	if !l.found {
+		sc := bufio.NewScanner(bytes.NewReader(l.buf.Bytes()))
+		for sc.Scan() {
+			var line struct{ Msg, Addr string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "service started" {
+				l.found = true
+				l.addr <- line.Addr
+				break
+			}
+		}
+	}
+	return len(b), nil
+}
+
+func (l *logWatch) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// start runs the service on p (several calls share its schema and vhost,
+// like several instances) and returns its base URL. It stops the service
+// at cleanup and fails the test if run does not return nil.
+func (p *platform) start(t *testing.T, extra map[string]string) string {
+	t.Helper()
+	vars := map[string]string{
+		"AMQP_URL":        p.vhost.URL,
+		"DATABASE_URL":    p.env.DatabaseURL,
+		"DATABASE_SCHEMA": p.schema,
+		"HTTP_ADDR":       "127.0.0.1:0",
+		"JWT_KEYS":        p.keys.JWKSPath,
+		"LOG_LEVEL":       "info", // the "service started" line carries the bound address
+	}
+	for k, v := range extra {
+		vars[k] = v
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := &logWatch{addr: make(chan string, 1)}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, func(k string) string { return vars[k] }, logs) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("run returned %v", err)
+			}
+		case <-time.After(40 * time.Second):
+			t.Errorf("run did not return within 40s of cancellation")
+		}
+		if t.Failed() {
+			t.Logf("service log:\n%s", logs)
+		}
+	})
+	var url string
+	select {
+	case addr := <-logs.addr:
+		url = "http://" + addr
+	case err := <-done:
+		t.Fatalf("run failed at start (is the infrastructure up? run `make infra`): %v\n%s", err, logs)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("service did not start within 60s\n%s", logs)
+	}
+	fabrictest.Eventually(t, 10*time.Second, "/healthz 200", func() bool {
+		resp, err := http.Get(url + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return url
+}
+
+func (p *platform) token(t *testing.T, tenant, sub string, roles ...string) string {
+	t.Helper()
+	tok, err := p.keys.Mint(auth.Claims{Subject: sub, TenantID: tenant, Roles: roles}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func newUUID(t *testing.T) string {
+	t.Helper()
+	env, err := envelope.New("x.y.v1", "", "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env.ID
+}
+
+// submitted publishes request.submitted.v1 as the request service would.
+func (p *platform) submitted(t *testing.T, tenant, citizen, serviceID string) envelope.Envelope {
+	t.Helper()
+	env, err := envelope.New("request.submitted.v1", tenant, "request-service", map[string]any{
+		"requestId": newUUID(t), "protocol": "AGR-2026-000001", "serviceId": serviceID, "formId": "f",
+		"formVersion": 1, "channel": "web", "citizenId": citizen, "submittedAt": time.Now().UTC().Format(time.RFC3339Nano),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.publish(t, env)
+	return env
+}
+
+func (p *platform) publish(t *testing.T, env envelope.Envelope) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.pub.Publish(ctx, env); err != nil {
+		t.Fatalf("publish %s: %v", env.Type, err)
+	}
+}
+
+func requestIDOf(t *testing.T, env envelope.Envelope) string {
+	t.Helper()
+	var p struct {
+		RequestID string `json:"requestId"`
+	}
+	if err := json.Unmarshal(env.Payload, &p); err != nil {
+		t.Fatal(err)
+	}
+	return p.RequestID
+}
+
+// observe binds a fresh queue to platform.events for keys.
+func (p *platform) observe(t *testing.T, keys ...string) *observer {
+	t.Helper()
+	ch, err := p.conn.Channel(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ch.Close() })
+	q, err := ch.QueueDeclare("", false, true, true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if err := ch.QueueBind(q.Name, k, topology.EventsExchange, false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &observer{ch: ch, queue: q.Name}
+}
+
+type observer struct {
+	ch    *amqp.Channel
+	queue string
+	seen  []envelope.Envelope
+}
+
+func (o *observer) drain(t *testing.T) {
+	t.Helper()
+	for {
+		d, ok, err := o.ch.Get(o.queue, true)
+		if err != nil {
+			t.Fatalf("get %s: %v", o.queue, err)
+		}
+		if !ok {
+			return
+		}
+		e, err := envelope.Decode(d.Body, 0)
+		if err != nil {
+			t.Fatalf("decode %s: %v", d.Body, err)
+		}
+		o.seen = append(o.seen, e)
+	}
+}
+
+// waitFor waits until n envelopes match, and returns them.
+func (o *observer) waitFor(t *testing.T, n int, what string, match func(envelope.Envelope) bool) []envelope.Envelope {
+	t.Helper()
+	var got []envelope.Envelope
+	fabrictest.Eventually(t, 20*time.Second, what, func() bool {
+		o.drain(t)
+		got = got[:0]
+		for _, e := range o.seen {
+			if match(e) {
+				got = append(got, e)
+			}
+		}
+		return len(got) >= n
+	})
+	return got
+}
+
+func (o *observer) matching(t *testing.T, match func(envelope.Envelope) bool) []envelope.Envelope {
+	t.Helper()
+	o.drain(t)
+	var got []envelope.Envelope
+	for _, e := range o.seen {
+		if match(e) {
+			got = append(got, e)
+		}
+	}
+	return got
+}
+
+func about(typ, requestID string) func(envelope.Envelope) bool {
+	return func(e envelope.Envelope) bool {
+		var p struct {
+			RequestID string `json:"requestId"`
+		}
+		_ = json.Unmarshal(e.Payload, &p)
+		return e.Type == typ && p.RequestID == requestID
+	}
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r response) json(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("decode %s: %v", r.body, err)
+	}
+}
+
+func do(t *testing.T, method, url, token string, body io.Reader, header map[string]string) response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: data}
+}
+
+func expectProblem(t *testing.T, resp response, status int) {
+	t.Helper()
+	if resp.status != status {
+		t.Fatalf("status = %d (%s), want %d", resp.status, resp.body, status)
+	}
+	if ct := resp.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("Content-Type = %q, want application/problem+json", ct)
+	}
+	var p struct {
+		Status int    `json:"status"`
+		Title  string `json:"title"`
+	}
+	resp.json(t, &p)
+	if p.Status != status || p.Title == "" {
+		t.Errorf("problem = %s, want status %d and a title", resp.body, status)
+	}
+}

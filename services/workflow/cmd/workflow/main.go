@@ -1,0 +1,111 @@
+// Command workflow runs the workflow service: a process instance per
+// submitted request, from definitions kept as data, with SLA timers and
+// task completion.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/host"
+	"github.com/agora-platform/agora/pkg/fabric/topology"
+	"github.com/agora-platform/agora/services/workflow/internal/consumer"
+	"github.com/agora-platform/agora/services/workflow/internal/httpapi"
+	"github.com/agora-platform/agora/services/workflow/internal/postgres"
+	"github.com/agora-platform/agora/services/workflow/internal/process"
+	"github.com/agora-platform/agora/services/workflow/migrations"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args, os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "workflow:", err)
+		os.Exit(1)
+	}
+}
+
+const requestSubmittedQueue = "workflow.request-submitted"
+
+type config struct {
+	host.Config
+	Catalog     *process.Catalog
+	SLAInterval time.Duration
+	SLABatch    int
+}
+
+func loadConfig(getenv func(string) string) (config, error) {
+	hc, err := host.ConfigFrom("workflow", ":8082", getenv)
+	if err != nil {
+		return config{}, err
+	}
+	c := config{Config: hc, SLAInterval: time.Second, SLABatch: 100}
+	defs := process.DefaultDefinitions
+	if path := getenv("WORKFLOW_DEFINITIONS"); path != "" {
+		if defs, err = os.ReadFile(path); err != nil {
+			return config{}, fmt.Errorf("WORKFLOW_DEFINITIONS: %w", err)
+		}
+	}
+	if c.Catalog, err = process.ParseCatalog(defs); err != nil {
+		return config{}, err
+	}
+	if v := getenv("SLA_CHECK_INTERVAL"); v != "" {
+		if c.SLAInterval, err = time.ParseDuration(v); err != nil || c.SLAInterval <= 0 {
+			return config{}, fmt.Errorf("SLA_CHECK_INTERVAL %q: want a positive duration like 1s", v)
+		}
+	}
+	if v := getenv("SLA_BATCH"); v != "" {
+		if c.SLABatch, err = strconv.Atoi(v); err != nil || c.SLABatch <= 0 {
+			return config{}, fmt.Errorf("SLA_BATCH %q: want a positive integer", v)
+		}
+	}
+	return c, nil
+}
+
+func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	spec, ok := topology.Platform().Consumer(requestSubmittedQueue)
+	if !ok {
+		return fmt.Errorf("topology has no queue %s", requestSubmittedQueue)
+	}
+	h, err := host.New(ctx, cfg.Config, host.Options{
+		Consumers: []topology.Consumer{spec}, Migrations: migrations.FS(), NeedsAuth: true, Relay: true,
+	}, stdout)
+	if err != nil {
+		return err
+	}
+	store := postgres.NewStore(h.Pool, h.Outbox, cfg.Catalog, time.Now)
+	if err := h.Consume(requestSubmittedQueue, h.Inbox(requestSubmittedQueue).Handler(consumer.RequestSubmitted(store)),
+		fabric.ConsumerOptions{}); err != nil {
+		return err
+	}
+	routes := httpapi.NewHandler(httpapi.Deps{Auth: h.Verifier, Processes: store, Log: h.Log, Tracer: h.Tracer})
+
+	// The host runs consumers and the relay; the SLA watcher is this
+	// service's own worker. It stops with ctx, like Serve: a sweep in
+	// flight is cancelled and rolls back (its timers stay due), so no
+	// breach is lost. The host has no hook to stop it before the pool
+	// closes; a sweep racing the close fails the same harmless way.
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		process.WatchSLA(watchCtx, store, cfg.SLAInterval, cfg.SLABatch, h.Log)
+	}()
+	err = h.Serve(ctx, routes, nil)
+	stopWatch()
+	wg.Wait()
+	return err
+}

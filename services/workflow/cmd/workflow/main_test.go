@@ -1,0 +1,323 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+)
+
+type taskView struct {
+	ID           string    `json:"id"`
+	Step         string    `json:"step"`
+	AssigneeRole string    `json:"assigneeRole"`
+	Status       string    `json:"status"`
+	Outcome      string    `json:"outcome"`
+	DueAt        time.Time `json:"dueAt"`
+	CreatedAt    time.Time `json:"createdAt"`
+	SLABreached  bool      `json:"slaBreached"`
+	CompletedBy  string    `json:"completedBy"`
+}
+
+type processView struct {
+	ID           string     `json:"id"`
+	RequestID    string     `json:"requestId"`
+	DefinitionID string     `json:"definitionId"`
+	Status       string     `json:"status"`
+	Outcome      string     `json:"outcome"`
+	Tasks        []taskView `json:"tasks"`
+}
+
+func processes(t *testing.T, url, token, requestID string) []processView {
+	t.Helper()
+	resp := do(t, http.MethodGet, url+"/v1/processes?requestId="+requestID, token, nil, nil)
+	if resp.status != http.StatusOK {
+		t.Fatalf("GET /v1/processes = %d %s", resp.status, resp.body)
+	}
+	var body struct{ Processes []processView }
+	resp.json(t, &body)
+	return body.Processes
+}
+
+// waitProcess waits until the request's process exists and returns it.
+func waitProcess(t *testing.T, url, token, requestID string) processView {
+	t.Helper()
+	var list []processView
+	fabrictest.Eventually(t, 20*time.Second, "process of request "+requestID, func() bool {
+		list = processes(t, url, token, requestID)
+		return len(list) == 1
+	})
+	return list[0]
+}
+
+func complete(t *testing.T, url, token, taskID, body string) response {
+	t.Helper()
+	h := map[string]string{}
+	if body != "" {
+		h["Content-Type"] = "application/json"
+	}
+	return do(t, http.MethodPost, url+"/v1/tasks/"+taskID+"/complete", token, strings.NewReader(body), h)
+}
+
+func TestRequestSubmittedStartsProcess(t *testing.T) {
+	p := newPlatform(t)
+	url := p.start(t, nil)
+	obs := p.observe(t, "workflow.#")
+	attendant := p.token(t, "org-a", "attendant-1", "attendant")
+	tests := []struct {
+		serviceID, definition, firstStep, role string
+		sla                                    time.Duration
+	}{
+		{"building-permit", "building-permit", "document-check", "attendant", 48 * time.Hour},
+		{"iptu-segunda-via", "single-step", "issue", "attendant", 8 * time.Hour},
+		{"unknown-service", "standard-review", "triage", "attendant", 24 * time.Hour},
+	}
+	for _, tc := range tests {
+		t.Run(tc.serviceID, func(t *testing.T) {
+			sub := p.submitted(t, "org-a", "citizen-1", tc.serviceID)
+			requestID := requestIDOf(t, sub)
+			proc := waitProcess(t, url, attendant, requestID)
+			if proc.DefinitionID != tc.definition || proc.Status != "running" || len(proc.Tasks) != 1 {
+				t.Fatalf("process = %+v, want running %s with one task", proc, tc.definition)
+			}
+			task := proc.Tasks[0]
+			if task.Step != tc.firstStep || task.AssigneeRole != tc.role || task.Status != "open" {
+				t.Errorf("first task = %+v, want open %s for %s", task, tc.firstStep, tc.role)
+			}
+			if got := task.DueAt.Sub(task.CreatedAt); got != tc.sla {
+				t.Errorf("task due %s after creation, want the SLA %s", got, tc.sla)
+			}
+			started := obs.waitFor(t, 1, "workflow.process-started.v1", about("workflow.process-started.v1", requestID))[0]
+			if started.CausationID != sub.ID || started.CorrelationID != sub.CorrelationID || started.TenantID != "org-a" {
+				t.Errorf("process-started causation %s correlation %s tenant %s, want %s %s org-a",
+					started.CausationID, started.CorrelationID, started.TenantID, sub.ID, sub.CorrelationID)
+			}
+			if !strings.Contains(string(started.Payload), task.ID) {
+				t.Errorf("process-started payload %s lacks firstTaskId %s", started.Payload, task.ID)
+			}
+
+			// A redelivery and a second event for the same request start nothing new.
+			p.publish(t, sub)
+			again, err := envelope.New(sub.Type, sub.TenantID, sub.Producer, sub.Payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.publish(t, again)
+			time.Sleep(500 * time.Millisecond)
+			if n := len(processes(t, url, attendant, requestID)); n != 1 {
+				t.Errorf("%d processes after duplicates, want 1", n)
+			}
+			if n := len(obs.matching(t, about("workflow.process-started.v1", requestID))); n != 1 {
+				t.Errorf("%d process-started events, want 1", n)
+			}
+		})
+	}
+}
+
+func TestTaskCompletionChain(t *testing.T) {
+	p := newPlatform(t)
+	url := p.start(t, nil)
+	obs := p.observe(t, "workflow.#")
+	attendant := p.token(t, "org-a", "attendant-1", "attendant")
+	operator := p.token(t, "org-a", "operator-1", "operator")
+	tests := []struct {
+		name      string
+		serviceID string
+		decisions []string // outcome body per task, in order
+		steps     []string // steps expected to be completed
+		outcome   string
+	}{
+		{"approved through three steps", "building-permit", []string{``, `{"outcome":"done"}`, `{"outcome":"approved"}`},
+			[]string{"document-check", "technical-review", "decision"}, "approved"},
+		{"rejected at the second step", "building-permit", []string{`{"outcome":"approved"}`, `{"outcome":"rejected"}`},
+			[]string{"document-check", "technical-review"}, "rejected"},
+		{"single step done", "iptu-segunda-via", []string{``}, []string{"issue"}, "completed"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sub := p.submitted(t, "org-a", "citizen-1", tc.serviceID)
+			requestID := requestIDOf(t, sub)
+			proc := waitProcess(t, url, attendant, requestID)
+			for i, body := range tc.decisions {
+				open := proc.Tasks[len(proc.Tasks)-1]
+				if open.Status != "open" || open.Step != tc.steps[i] {
+					t.Fatalf("task %d = %+v, want open %s", i, open, tc.steps[i])
+				}
+				token := attendant
+				if open.AssigneeRole == "operator" {
+					token = operator
+				}
+				resp := complete(t, url, token, open.ID, body)
+				if resp.status != http.StatusOK {
+					t.Fatalf("complete %s = %d %s", open.Step, resp.status, resp.body)
+				}
+				resp.json(t, &proc)
+			}
+			if proc.Status != "completed" || proc.Outcome != tc.outcome || len(proc.Tasks) != len(tc.steps) {
+				t.Errorf("process = %+v, want completed %s with %d tasks", proc, tc.outcome, len(tc.steps))
+			}
+			for _, task := range proc.Tasks {
+				if task.Status != "completed" || task.CompletedBy == "" {
+					t.Errorf("task %+v, want completed with its completer", task)
+				}
+			}
+			done := obs.waitFor(t, len(tc.steps), "task-completed events", about("workflow.task-completed.v1", requestID))
+			final := obs.waitFor(t, 1, "process-completed", about("workflow.process-completed.v1", requestID))
+			if !strings.Contains(string(final[0].Payload), `"outcome":"`+tc.outcome+`"`) {
+				t.Errorf("process-completed payload = %s, want outcome %s", final[0].Payload, tc.outcome)
+			}
+			for _, e := range append(done, final...) {
+				if e.CorrelationID != sub.CorrelationID || e.TenantID != "org-a" {
+					t.Errorf("%s correlation %s tenant %s, want %s org-a", e.Type, e.CorrelationID, e.TenantID, sub.CorrelationID)
+				}
+			}
+		})
+	}
+}
+
+func TestCompleteTaskRejects(t *testing.T) {
+	p := newPlatform(t)
+	url := p.start(t, nil)
+	attendant := p.token(t, "org-a", "attendant-1", "attendant")
+	sub := p.submitted(t, "org-a", "citizen-1", "building-permit")
+	proc := waitProcess(t, url, attendant, requestIDOf(t, sub))
+	first := proc.Tasks[0].ID
+	if resp := complete(t, url, attendant, first, ""); resp.status != http.StatusOK {
+		t.Fatalf("complete first task = %d %s", resp.status, resp.body)
+	}
+	proc = processes(t, url, attendant, requestIDOf(t, sub))[0]
+	operatorStep := proc.Tasks[1].ID // technical-review, assigned to operators
+
+	tests := []struct {
+		name   string
+		token  string
+		task   string
+		body   string
+		ctype  string
+		status int
+	}{
+		{"no token", "", operatorStep, "", "", 401},
+		{"citizen", p.token(t, "org-a", "citizen-1", "citizen"), operatorStep, "", "", 403},
+		{"attendant on an operator step", attendant, operatorStep, "", "", 403},
+		{"another tenant", p.token(t, "org-b", "operator-1", "operator"), operatorStep, "", "", 404},
+		{"not a task id", attendant, "nope", "", "", 404},
+		{"unknown task", attendant, newUUID(t), "", "", 404},
+		{"already completed", attendant, first, "", "", 409},
+		{"bad outcome", p.token(t, "org-a", "operator-1", "operator"), operatorStep, `{"outcome":"maybe"}`, "application/json", 422},
+		{"malformed JSON", attendant, operatorStep, `{"outcome":`, "application/json", 400},
+		{"unknown field", attendant, operatorStep, `{"verdict":"approved"}`, "application/json", 400},
+		{"not JSON", attendant, operatorStep, `outcome=approved`, "application/x-www-form-urlencoded", 400},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := map[string]string{}
+			if tc.ctype != "" {
+				h["Content-Type"] = tc.ctype
+			}
+			resp := do(t, http.MethodPost, url+"/v1/tasks/"+tc.task+"/complete", tc.token, strings.NewReader(tc.body), h)
+			expectProblem(t, resp, tc.status)
+		})
+	}
+	if got := processes(t, url, attendant, requestIDOf(t, sub))[0].Tasks[1].Status; got != "open" {
+		t.Errorf("operator step status = %s after refused completions, want open", got)
+	}
+}
+
+func TestProcessesVisibility(t *testing.T) {
+	p := newPlatform(t)
+	url := p.start(t, nil)
+	sub := p.submitted(t, "org-a", "citizen-1", "building-permit")
+	requestID := requestIDOf(t, sub)
+	waitProcess(t, url, p.token(t, "org-a", "attendant-1", "attendant"), requestID)
+	tests := []struct {
+		name  string
+		token string
+		want  int
+	}{
+		{"attendant of the tenant", p.token(t, "org-a", "attendant-1", "attendant"), 1},
+		{"operator of the tenant", p.token(t, "org-a", "operator-1", "operator"), 1},
+		{"the citizen who submitted", p.token(t, "org-a", "citizen-1", "citizen"), 1},
+		{"another citizen", p.token(t, "org-a", "citizen-2", "citizen"), 0},
+		{"attendant of another tenant", p.token(t, "org-b", "attendant-1", "attendant"), 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := len(processes(t, url, tc.token, requestID)); got != tc.want {
+				t.Errorf("GET /v1/processes = %d processes, want %d", got, tc.want)
+			}
+		})
+	}
+	t.Run("requestId missing", func(t *testing.T) {
+		expectProblem(t, do(t, http.MethodGet, url+"/v1/processes", p.token(t, "org-a", "attendant-1", "attendant"), nil, nil), 400)
+	})
+	t.Run("no token", func(t *testing.T) {
+		expectProblem(t, do(t, http.MethodGet, url+"/v1/processes?requestId="+requestID, "", nil, nil), 401)
+	})
+}
+
+// TestSLABreachReportedOnceAcrossInstances runs two instances on one
+// schema with a short SLA: every overdue task is reported exactly once,
+// and a task completed in time is never reported.
+func TestSLABreachReportedOnceAcrossInstances(t *testing.T) {
+	defs := filepath.Join(t.TempDir(), "definitions.json")
+	if err := os.WriteFile(defs, []byte(`{"default":"fast","definitions":[
+		{"id":"fast","steps":[{"name":"triage","assigneeRole":"attendant","sla":"2s"},{"name":"decision","assigneeRole":"attendant","sla":"1h"}]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := newPlatform(t)
+	extra := map[string]string{"WORKFLOW_DEFINITIONS": defs, "SLA_CHECK_INTERVAL": "100ms", "SLA_BATCH": "3"}
+	url := p.start(t, extra)
+	p.start(t, extra)
+	obs := p.observe(t, "task.#")
+	attendant := p.token(t, "org-a", "attendant-1", "attendant")
+
+	// Completed well within its two seconds: never breached.
+	inTime := requestIDOf(t, p.submitted(t, "org-a", "citizen-1", "svc"))
+	proc := waitProcess(t, url, attendant, inTime)
+	if resp := complete(t, url, attendant, proc.Tasks[0].ID, ""); resp.status != http.StatusOK {
+		t.Fatalf("complete in time = %d %s", resp.status, resp.body)
+	}
+
+	const overdue = 8
+	var ids []string
+	for i := range overdue {
+		tenant := []string{"org-a", "org-b"}[i%2]
+		ids = append(ids, requestIDOf(t, p.submitted(t, tenant, "citizen-1", "svc")))
+	}
+	breaches := obs.waitFor(t, overdue, "task.sla-breached.v1 for every overdue task", func(e envelope.Envelope) bool {
+		return e.Type == "task.sla-breached.v1"
+	})
+	time.Sleep(1500 * time.Millisecond) // more sweeps by both instances
+	breaches = obs.matching(t, func(e envelope.Envelope) bool { return e.Type == "task.sla-breached.v1" })
+	seen := map[string]bool{}
+	for _, e := range breaches {
+		var tenantOK bool
+		for i, id := range ids {
+			if strings.Contains(string(e.Payload), id) {
+				tenantOK = e.TenantID == []string{"org-a", "org-b"}[i%2]
+			}
+		}
+		if !tenantOK {
+			t.Errorf("breach %s (tenant %s) is not one of the overdue requests in its tenant", e.Payload, e.TenantID)
+		}
+		if seen[string(e.Payload)] {
+			t.Errorf("breach reported twice: %s", e.Payload)
+		}
+		seen[string(e.Payload)] = true
+	}
+	if len(breaches) != overdue {
+		t.Errorf("%d breaches, want %d", len(breaches), overdue)
+	}
+	task := waitProcess(t, url, attendant, ids[0]).Tasks[0]
+	if !task.SLABreached || task.Status != "open" {
+		t.Errorf("overdue task = %+v, want open and breached", task)
+	}
+	if got := waitProcess(t, url, attendant, inTime).Tasks; got[0].SLABreached || got[1].SLABreached {
+		t.Errorf("tasks of the request completed in time = %+v, want none breached", got)
+	}
+}

@@ -1,0 +1,39 @@
+// Package httpapi is the workflow service's REST interface.
+package httpapi
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/problem"
+)
+
+// Deps are what the handlers need.
+type Deps struct {
+	Auth      *auth.Verifier
+	Processes Processes
+	Log       *slog.Logger
+	Tracer    trace.TracerProvider
+}
+
+// NewHandler returns every route of the service.
+func NewHandler(d Deps) http.Handler {
+	r := chi.NewRouter()
+	r.Use(traced(d.Tracer))
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		problem.Error(w, r, http.StatusNotFound, "no such route")
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		problem.Error(w, r, http.StatusMethodNotAllowed, "method not allowed on this route")
+	})
+	anyone := d.Auth.Require(auth.RoleCitizen, auth.RoleAttendant, auth.RoleOperator)
+	staff := d.Auth.Require(auth.RoleAttendant, auth.RoleOperator)
+
+	r.With(anyone).Method(http.MethodGet, "/v1/processes", handleListProcesses(d.Processes, d.Log))
+	r.With(staff).Method(http.MethodPost, "/v1/tasks/{id}/complete", handleCompleteTask(d.Processes, d.Log))
+	return r
+}

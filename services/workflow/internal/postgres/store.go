@@ -1,0 +1,358 @@
+// Package postgres stores process instances, tasks and SLA timers in the
+// workflow schema and enqueues their events in the same transactions.
+// Transactions set app.tenant_id for row-level security and queries also
+// filter by tenant (superusers bypass RLS).
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/outbox"
+	"github.com/agora-platform/agora/services/workflow/internal/postgres/pgdb"
+	"github.com/agora-platform/agora/services/workflow/internal/process"
+)
+
+// Enqueuer stores envelopes in the caller's transaction (outbox.Outbox).
+type Enqueuer interface {
+	Enqueue(ctx context.Context, tx outbox.Tx, items ...outbox.Item) error
+}
+
+// Store is the workflow service's Postgres adapter.
+type Store struct {
+	pool    *pgxpool.Pool
+	outbox  Enqueuer
+	catalog *process.Catalog
+	now     func() time.Time
+}
+
+// NewStore returns a Store on pool (search_path = the service schema).
+func NewStore(pool *pgxpool.Pool, ob Enqueuer, catalog *process.Catalog, now func() time.Time) *Store {
+	return &Store{pool: pool, outbox: ob, catalog: catalog, now: now}
+}
+
+func (s *Store) clock() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
+
+func setTenant(ctx context.Context, tx pgx.Tx, tenant string) error {
+	if _, err := tx.Exec(ctx, "SELECT set_config('app.tenant_id', $1, true)", tenant); err != nil {
+		return fmt.Errorf("set tenant %s: %w", tenant, err)
+	}
+	return nil
+}
+
+func (s *Store) inTenant(ctx context.Context, tenant string, fn func(tx pgx.Tx, q *pgdb.Queries) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if err := setTenant(ctx, tx, tenant); err != nil {
+		return err
+	}
+	if err := fn(tx, pgdb.New(tx)); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+func newID() (string, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return "", fmt.Errorf("new id: %w", err)
+	}
+	return id.String(), nil
+}
+
+func aggregate(processID string) outbox.Aggregate {
+	return outbox.Aggregate{Type: "process", ID: processID}
+}
+
+// openTask inserts the task of step for p with its SLA timer.
+func (s *Store) openTask(ctx context.Context, q *pgdb.Queries, p process.Instance, step process.Step, index int, now time.Time) (string, error) {
+	id, err := newID()
+	if err != nil {
+		return "", err
+	}
+	due := now.Add(step.SLA)
+	if err := q.InsertTask(ctx, pgdb.InsertTaskParams{ID: id, TenantID: p.TenantID, ProcessID: p.ID, StepIndex: int32(index),
+		Step: step.Name, AssigneeRole: step.AssigneeRole, DueAt: due, CreatedAt: now}); err != nil {
+		return "", fmt.Errorf("insert task %s of process %s: %w", step.Name, p.ID, err)
+	}
+	if err := q.InsertTimer(ctx, pgdb.InsertTimerParams{TaskID: id, TenantID: p.TenantID, DueAt: due}); err != nil {
+		return "", fmt.Errorf("insert SLA timer of task %s: %w", id, err)
+	}
+	return id, nil
+}
+
+// StartProcess creates the process for a submitted request inside the
+// inbox transaction tx (scoped to tenant): instance, first task, SLA timer,
+// and workflow.process-started.v1 derived from cause. A second start for
+// the same request does nothing.
+func (s *Store) StartProcess(ctx context.Context, tx pgx.Tx, tenant string, sub process.Submitted, cause envelope.Envelope) error {
+	q := pgdb.New(tx)
+	def := s.catalog.For(sub.ServiceID)
+	id, err := newID()
+	if err != nil {
+		return err
+	}
+	now := s.clock()
+	p := process.Instance{ID: id, TenantID: tenant, RequestID: sub.RequestID, ServiceID: sub.ServiceID,
+		DefinitionID: def.ID, CitizenID: sub.CitizenID, CorrelationID: cause.CorrelationID}
+	inserted, err := q.InsertProcess(ctx, pgdb.InsertProcessParams{ID: p.ID, TenantID: tenant, RequestID: p.RequestID,
+		CitizenID: p.CitizenID, ServiceID: p.ServiceID, DefinitionID: p.DefinitionID, CorrelationID: p.CorrelationID, StartedAt: now})
+	if err != nil {
+		return fmt.Errorf("insert process for request %s: %w", sub.RequestID, err)
+	}
+	if inserted == 0 {
+		return nil
+	}
+	taskID, err := s.openTask(ctx, q, p, def.Steps[0], 0, now)
+	if err != nil {
+		return err
+	}
+	env, err := envelope.Derive(cause, process.TypeProcessStarted, process.Producer, process.ProcessStarted{
+		ProcessID: p.ID, RequestID: p.RequestID, DefinitionID: def.ID, FirstTaskID: taskID})
+	if err != nil {
+		return err
+	}
+	if err := s.outbox.Enqueue(ctx, tx, outbox.Item{Aggregate: aggregate(p.ID), Envelope: env}); err != nil {
+		return fmt.Errorf("enqueue %s for process %s: %w", env.Type, p.ID, err)
+	}
+	return nil
+}
+
+// CompleteTask completes task id for a with outcome, enqueues
+// workflow.task-completed.v1, and either opens the next step's task or
+// completes the process (workflow.process-completed.v1), all in one
+// transaction. It returns process.ErrNotFound (no such task in a's tenant),
+// process.ErrForbidden (a lacks the assignee role), process.ErrTaskClosed,
+// or process.ErrInvalidOutcome.
+func (s *Store) CompleteTask(ctx context.Context, a process.Actor, id, outcome string) (process.Instance, error) {
+	if err := process.CheckOutcome(outcome); err != nil {
+		return process.Instance{}, err
+	}
+	if _, err := uuid.Parse(id); err != nil {
+		return process.Instance{}, process.ErrNotFound
+	}
+	var processID string
+	err := s.inTenant(ctx, a.TenantID, func(tx pgx.Tx, q *pgdb.Queries) error {
+		t, err := q.GetTaskForUpdate(ctx, pgdb.GetTaskForUpdateParams{TenantID: a.TenantID, ID: id})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return process.ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("lock task %s: %w", id, err)
+		}
+		if !a.MayComplete(t.AssigneeRole) {
+			return process.ErrForbidden
+		}
+		if t.Status != "open" {
+			return process.ErrTaskClosed
+		}
+		row, err := q.GetProcessForUpdate(ctx, pgdb.GetProcessForUpdateParams{TenantID: a.TenantID, ID: t.ProcessID})
+		if err != nil {
+			return fmt.Errorf("lock process %s: %w", t.ProcessID, err)
+		}
+		p := fromProcessRow(row)
+		processID = p.ID
+		def, ok := s.catalog.ByID(p.DefinitionID)
+		if !ok {
+			return fmt.Errorf("process %s: definition %s is no longer deployed", p.ID, p.DefinitionID)
+		}
+		now := s.clock()
+		var stored *string
+		if outcome != "" {
+			stored = &outcome
+		}
+		if err := q.CompleteTask(ctx, pgdb.CompleteTaskParams{TenantID: a.TenantID, ID: t.ID, Outcome: stored,
+			CompletedAt: &now, CompletedBy: &a.Subject}); err != nil {
+			return fmt.Errorf("complete task %s: %w", t.ID, err)
+		}
+		if err := q.DeleteTimer(ctx, t.ID); err != nil {
+			return fmt.Errorf("delete SLA timer of task %s: %w", t.ID, err)
+		}
+		done, err := process.Event(p, process.TypeTaskCompleted, process.TaskCompleted{ProcessID: p.ID, TaskID: t.ID,
+			RequestID: p.RequestID, Step: t.Step, Outcome: outcome, CompletedBy: a.Subject})
+		if err != nil {
+			return err
+		}
+		items := []outbox.Item{{Aggregate: aggregate(p.ID), Envelope: done}}
+		next, finished, final := def.Advance(int(t.StepIndex), outcome)
+		if finished {
+			if err := q.CompleteProcess(ctx, pgdb.CompleteProcessParams{TenantID: a.TenantID, ID: p.ID,
+				Outcome: &final, CompletedAt: &now}); err != nil {
+				return fmt.Errorf("complete process %s: %w", p.ID, err)
+			}
+			env, err := process.Event(p, process.TypeProcessCompleted, process.ProcessCompleted{ProcessID: p.ID, RequestID: p.RequestID, Outcome: final})
+			if err != nil {
+				return err
+			}
+			items = append(items, outbox.Item{Aggregate: aggregate(p.ID), Envelope: env})
+		} else {
+			if _, err := s.openTask(ctx, q, p, def.Steps[next], next, now); err != nil {
+				return err
+			}
+			if err := q.AdvanceProcess(ctx, pgdb.AdvanceProcessParams{TenantID: a.TenantID, ID: p.ID, CurrentStep: int32(next)}); err != nil {
+				return fmt.Errorf("advance process %s: %w", p.ID, err)
+			}
+		}
+		if err := s.outbox.Enqueue(ctx, tx, items...); err != nil {
+			return fmt.Errorf("enqueue events of task %s: %w", t.ID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return process.Instance{}, err
+	}
+	return s.instance(ctx, a.TenantID, processID)
+}
+
+func (s *Store) instance(ctx context.Context, tenant, id string) (process.Instance, error) {
+	var out process.Instance
+	err := s.inTenant(ctx, tenant, func(_ pgx.Tx, q *pgdb.Queries) error {
+		row, err := q.GetProcess(ctx, pgdb.GetProcessParams{TenantID: tenant, ID: id})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return process.ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("get process %s: %w", id, err)
+		}
+		list, err := withTasks(ctx, q, tenant, []pgdb.ProcessInstance{row})
+		if err != nil {
+			return err
+		}
+		out = list[0]
+		return nil
+	})
+	return out, err
+}
+
+// Processes returns the processes of requestID that a may see (staff: the
+// tenant's; a citizen: their own), with their tasks.
+func (s *Store) Processes(ctx context.Context, a process.Actor, requestID string) ([]process.Instance, error) {
+	out := []process.Instance{}
+	err := s.inTenant(ctx, a.TenantID, func(_ pgx.Tx, q *pgdb.Queries) error {
+		rows, err := q.ListProcessesByRequest(ctx, pgdb.ListProcessesByRequestParams{TenantID: a.TenantID, RequestID: requestID})
+		if err != nil {
+			return fmt.Errorf("list processes of request %s: %w", requestID, err)
+		}
+		visible := rows[:0]
+		for _, r := range rows {
+			if a.Staff() || r.CitizenID == a.Subject {
+				visible = append(visible, r)
+			}
+		}
+		if len(visible) == 0 {
+			return nil
+		}
+		out, err = withTasks(ctx, q, a.TenantID, visible)
+		return err
+	})
+	return out, err
+}
+
+func withTasks(ctx context.Context, q *pgdb.Queries, tenant string, rows []pgdb.ProcessInstance) ([]process.Instance, error) {
+	ids := make([]string, len(rows))
+	out := make([]process.Instance, len(rows))
+	index := map[string]int{}
+	for i, r := range rows {
+		ids[i], out[i], index[r.ID] = r.ID, fromProcessRow(r), i
+		out[i].Tasks = []process.Task{}
+	}
+	tasks, err := q.ListTasks(ctx, pgdb.ListTasksParams{TenantID: tenant, ProcessIds: ids})
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	for _, t := range tasks {
+		i := index[t.ProcessID]
+		out[i].Tasks = append(out[i].Tasks, fromTaskRow(t))
+	}
+	return out, nil
+}
+
+func fromProcessRow(r pgdb.ProcessInstance) process.Instance {
+	p := process.Instance{ID: r.ID, TenantID: r.TenantID, RequestID: r.RequestID, CitizenID: r.CitizenID,
+		ServiceID: r.ServiceID, DefinitionID: r.DefinitionID, Status: r.Status, CurrentStep: int(r.CurrentStep),
+		CorrelationID: r.CorrelationID, StartedAt: r.StartedAt, CompletedAt: r.CompletedAt}
+	if r.Outcome != nil {
+		p.Outcome = *r.Outcome
+	}
+	return p
+}
+
+func fromTaskRow(r pgdb.Task) process.Task {
+	t := process.Task{ID: r.ID, ProcessID: r.ProcessID, StepIndex: int(r.StepIndex), Step: r.Step,
+		AssigneeRole: r.AssigneeRole, Status: r.Status, DueAt: r.DueAt, SLABreached: r.BreachedAt != nil,
+		BreachedAt: r.BreachedAt, CreatedAt: r.CreatedAt, CompletedAt: r.CompletedAt}
+	if r.Outcome != nil {
+		t.Outcome = *r.Outcome
+	}
+	if r.CompletedBy != nil {
+		t.CompletedBy = *r.CompletedBy
+	}
+	return t
+}
+
+// SweepSLA marks up to limit overdue open tasks as breached, once each,
+// and enqueues task.sla-breached.v1 for them, in one transaction. Due
+// timers are locked with SKIP LOCKED, so concurrent sweepers (several
+// instances) never report the same task twice. It returns how many tasks
+// it marked.
+func (s *Store) SweepSLA(ctx context.Context, limit int) (int, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("sla sweep: begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	q := pgdb.New(tx)
+	now := s.clock()
+	timers, err := q.DueTimers(ctx, pgdb.DueTimersParams{Now: now, MaxTimers: int32(limit)})
+	if err != nil {
+		return 0, fmt.Errorf("sla sweep: due timers: %w", err)
+	}
+	marked := 0
+	for _, tm := range timers {
+		// Each task is read and changed under its own tenant's RLS scope.
+		if err := setTenant(ctx, tx, tm.TenantID); err != nil {
+			return 0, err
+		}
+		if err := q.DeleteTimer(ctx, tm.TaskID); err != nil {
+			return 0, fmt.Errorf("sla sweep: delete timer %s: %w", tm.TaskID, err)
+		}
+		t, err := q.MarkBreached(ctx, pgdb.MarkBreachedParams{TenantID: tm.TenantID, ID: tm.TaskID, BreachedAt: &now})
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // completed meanwhile: its timer was stale
+		}
+		if err != nil {
+			return 0, fmt.Errorf("sla sweep: mark task %s: %w", tm.TaskID, err)
+		}
+		row, err := q.GetProcess(ctx, pgdb.GetProcessParams{TenantID: tm.TenantID, ID: t.ProcessID})
+		if err != nil {
+			return 0, fmt.Errorf("sla sweep: process %s: %w", t.ProcessID, err)
+		}
+		p := fromProcessRow(row)
+		env, err := process.Event(p, process.TypeSLABreached, process.SLABreached{TaskID: t.ID, ProcessID: p.ID,
+			RequestID: p.RequestID, Step: t.Step, AssigneeRole: t.AssigneeRole, DueAt: t.DueAt})
+		if err != nil {
+			return 0, err
+		}
+		if err := s.outbox.Enqueue(ctx, tx, outbox.Item{Aggregate: aggregate(p.ID), Envelope: env}); err != nil {
+			return 0, fmt.Errorf("sla sweep: enqueue breach of task %s: %w", t.ID, err)
+		}
+		marked++
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("sla sweep: commit: %w", err)
+	}
+	return marked, nil
+}

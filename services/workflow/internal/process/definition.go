@@ -1,0 +1,120 @@
+// Package process is the workflow domain: process definitions (data, not
+// code), instances and tasks, how a task's outcome advances an instance,
+// and the events they emit. It knows nothing of Postgres or RabbitMQ.
+package process
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// DefaultDefinitions is the catalogue shipped with the service
+// (WORKFLOW_DEFINITIONS replaces it with a file of the same format).
+//
+//go:embed definitions.json
+var DefaultDefinitions []byte
+
+// Step is one stage of a process: a task for a role, due within SLA.
+type Step struct {
+	Name         string        `json:"name"`
+	AssigneeRole string        `json:"assigneeRole"`
+	SLA          time.Duration `json:"-"`
+}
+
+// Definition is a process for some services.
+type Definition struct {
+	ID       string   `json:"id"`
+	Services []string `json:"services"`
+	Steps    []Step   `json:"steps"`
+}
+
+// Catalog picks a definition by serviceId, falling back to its default.
+type Catalog struct {
+	byID      map[string]Definition
+	byService map[string]string
+	def       string
+}
+
+// AssigneeRoles are the roles a step may be assigned to.
+var AssigneeRoles = []string{"attendant", "operator"}
+
+// ParseCatalog reads the JSON catalogue format of definitions.json and
+// checks it: unique ids, a default that exists, at least one step per
+// definition, known roles, positive SLAs, no service in two definitions.
+func ParseCatalog(data []byte) (*Catalog, error) {
+	var raw struct {
+		Default     string `json:"default"`
+		Definitions []struct {
+			ID       string   `json:"id"`
+			Services []string `json:"services"`
+			Steps    []struct {
+				Name         string `json:"name"`
+				AssigneeRole string `json:"assigneeRole"`
+				SLA          string `json:"sla"`
+			} `json:"steps"`
+		} `json:"definitions"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("process definitions: %w", err)
+	}
+	c := &Catalog{byID: map[string]Definition{}, byService: map[string]string{}, def: raw.Default}
+	var errs []error
+	for _, rd := range raw.Definitions {
+		d := Definition{ID: rd.ID, Services: rd.Services}
+		if d.ID == "" {
+			errs = append(errs, errors.New("a definition has no id"))
+			continue
+		}
+		if _, dup := c.byID[d.ID]; dup {
+			errs = append(errs, fmt.Errorf("definition %s: duplicate id", d.ID))
+		}
+		if len(rd.Steps) == 0 {
+			errs = append(errs, fmt.Errorf("definition %s: no steps", d.ID))
+		}
+		for i, rs := range rd.Steps {
+			sla, err := time.ParseDuration(rs.SLA)
+			if err != nil || sla <= 0 {
+				errs = append(errs, fmt.Errorf("definition %s step %d: sla %q: want a positive duration like 48h", d.ID, i, rs.SLA))
+			}
+			if rs.Name == "" {
+				errs = append(errs, fmt.Errorf("definition %s step %d: no name", d.ID, i))
+			}
+			if !slices.Contains(AssigneeRoles, rs.AssigneeRole) {
+				errs = append(errs, fmt.Errorf("definition %s step %d: assigneeRole %q: want one of %v", d.ID, i, rs.AssigneeRole, AssigneeRoles))
+			}
+			d.Steps = append(d.Steps, Step{Name: rs.Name, AssigneeRole: rs.AssigneeRole, SLA: sla})
+		}
+		for _, s := range d.Services {
+			if other, dup := c.byService[s]; dup {
+				errs = append(errs, fmt.Errorf("service %s is in definitions %s and %s", s, other, d.ID))
+			}
+			c.byService[s] = d.ID
+		}
+		c.byID[d.ID] = d
+	}
+	if _, ok := c.byID[c.def]; !ok {
+		errs = append(errs, fmt.Errorf("default definition %q is not defined", c.def))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("process definitions: %w", err)
+	}
+	return c, nil
+}
+
+// For returns the definition for serviceID, or the default one.
+func (c *Catalog) For(serviceID string) Definition {
+	if id, ok := c.byService[serviceID]; ok {
+		return c.byID[id]
+	}
+	return c.byID[c.def]
+}
+
+// ByID returns the definition id.
+func (c *Catalog) ByID(id string) (Definition, bool) {
+	d, ok := c.byID[id]
+	return d, ok
+}
