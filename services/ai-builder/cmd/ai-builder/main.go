@@ -50,6 +50,7 @@ type config struct {
 	aiTimeout   time.Duration
 	chunking    knowledge.ChunkOptions
 	concurrency int
+	efSearch    int
 	retryTiers  []topology.Duration
 }
 
@@ -86,6 +87,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return config{}, err
 	}
 	if c.concurrency, err = atoi("WORKER_CONCURRENCY", "2", 1); err != nil {
+		return config{}, err
+	}
+	if c.efSearch, err = atoi("AI_HNSW_EF_SEARCH", "400", 1); err != nil {
 		return config{}, err
 	}
 	if c.aiTimeout, err = time.ParseDuration(get("AI_TIMEOUT", "30s")); err != nil || c.aiTimeout <= 0 {
@@ -135,7 +139,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	store := postgres.NewStore(h.Pool, cfg.host.Schema)
+	store := postgres.NewStore(h.Pool, cfg.host.Schema, cfg.efSearch)
 	dims, err := store.Dimensions(ctx)
 	if err != nil {
 		return err

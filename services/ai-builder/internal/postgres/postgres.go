@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -33,13 +34,18 @@ type Store struct {
 	// known caches partitions that exist, so the common path does not
 	// touch the catalog.
 	known sync.Map
+	// efSearch is the HNSW candidate list size of a search (pgvector's
+	// default is 40).
+	efSearch int
 }
 
 var _ knowledge.Searcher = (*Store)(nil)
 
-// NewStore returns a Store for schema.
-func NewStore(pool *pgxpool.Pool, schema string) *Store {
-	return &Store{pool: pool, schema: schema}
+// NewStore returns a Store for schema whose searches consider efSearch
+// HNSW candidates (at least the k asked for; higher is slower and finds
+// more of the true nearest neighbours).
+func NewStore(pool *pgxpool.Pool, schema string, efSearch int) *Store {
+	return &Store{pool: pool, schema: schema, efSearch: efSearch}
 }
 
 // PartitionName is the table holding tenantID's chunks: chunk_<tenant with
@@ -165,7 +171,8 @@ func (s *Store) Search(ctx context.Context, tenantID string, vector []float32, k
 		return nil, fmt.Errorf("search: begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if _, err := tx.Exec(ctx, "SELECT set_config('app.tenant_id', $1, true)", tenantID); err != nil {
+	if _, err := tx.Exec(ctx, "SELECT set_config('app.tenant_id', $1, true), set_config('hnsw.ef_search', $2, true)",
+		tenantID, strconv.Itoa(max(s.efSearch, k))); err != nil {
 		return nil, fmt.Errorf("search: set tenant: %w", err)
 	}
 	vec := VectorText(vector)
