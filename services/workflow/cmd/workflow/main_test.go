@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
@@ -319,5 +322,59 @@ func TestSLABreachReportedOnceAcrossInstances(t *testing.T) {
 	}
 	if got := waitProcess(t, url, attendant, inTime).Tasks; got[0].SLABreached || got[1].SLABreached {
 		t.Errorf("tasks of the request completed in time = %+v, want none breached", got)
+	}
+}
+
+// TestRowLevelSecurity checks the policies themselves, as a role that is
+// not a superuser (the tests' own connection bypasses RLS).
+func TestRowLevelSecurity(t *testing.T) {
+	p := newPlatform(t)
+	url := p.start(t, nil)
+	requestID := requestIDOf(t, p.submitted(t, "org-a", "citizen-1", "svc"))
+	waitProcess(t, url, p.token(t, "org-a", "attendant-1", "attendant"), requestID)
+	ctx := context.Background()
+	role := "rls_probe_" + randHex(4)
+	schema := pgx.Identifier{p.schema}.Sanitize()
+	for _, stmt := range []string{
+		"CREATE ROLE " + role + " NOLOGIN",
+		"GRANT USAGE ON SCHEMA " + schema + " TO " + role,
+		"GRANT SELECT ON ALL TABLES IN SCHEMA " + schema + " TO " + role,
+	} {
+		if _, err := p.pool.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	t.Cleanup(func() {
+		_, _ = p.pool.Exec(ctx, "REVOKE ALL ON ALL TABLES IN SCHEMA "+schema+" FROM "+role)
+		_, _ = p.pool.Exec(ctx, "REVOKE ALL ON SCHEMA "+schema+" FROM "+role)
+		_, _ = p.pool.Exec(ctx, "DROP ROLE "+role)
+	})
+	tests := []struct {
+		tenant         string
+		process, tasks int
+	}{{"org-a", 1, 1}, {"org-b", 0, 0}, {"", 0, 0}}
+	for _, tc := range tests {
+		t.Run("tenant="+tc.tenant, func(t *testing.T) {
+			tx, err := p.pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+role); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(ctx, "SELECT set_config('app.tenant_id', $1, true)", tc.tenant); err != nil {
+				t.Fatal(err)
+			}
+			var procs, tasks int
+			// No tenant filter on purpose: only the policies filter.
+			if err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM process_instance WHERE request_id = $1),
+				(SELECT count(*) FROM task t JOIN process_instance p ON p.id = t.process_id WHERE p.request_id = $1)`, requestID).Scan(&procs, &tasks); err != nil {
+				t.Fatal(err)
+			}
+			if procs != tc.process || tasks != tc.tasks {
+				t.Errorf("visible to %q: %d processes, %d tasks; want %d, %d", tc.tenant, procs, tasks, tc.process, tc.tasks)
+			}
+		})
 	}
 }
