@@ -139,6 +139,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
+	serving := false
+	defer func() {
+		if !serving {
+			closeHost(h)
+		}
+	}()
 	store := postgres.NewStore(h.Pool, cfg.host.Schema, cfg.efSearch)
 	dims, err := store.Dimensions(ctx)
 	if err != nil {
@@ -167,5 +173,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	chat := knowledge.NewChat(embedder, store, gen)
+	serving = true // Serve closes the host when it returns
 	return h.Serve(ctx, httpapi.NewHandler(h.Verifier.Require, chat, h.Log), nil)
+}
+
+// closeHost releases the host's connections when run fails before Serve
+// (which otherwise closes them); the host has no exported Close.
+func closeHost(h *host.Host) {
+	h.Pub.Close()
+	h.Conn.Close()
+	h.Pool.Close()
 }

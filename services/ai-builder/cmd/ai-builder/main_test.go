@@ -551,3 +551,46 @@ func TestChatGenerationMasksPersonalData(t *testing.T) {
 		t.Errorf("prompt = %q, want the passage with masks", prompts[0])
 	}
 }
+
+func TestLoadConfigRejects(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"unknown embedder", map[string]string{"AI_EMBEDDER": "word2vec"}, "AI_EMBEDDER"},
+		{"openai without base URL", map[string]string{"AI_EMBEDDER": "openai"}, "AI_BASE_URL"},
+		{"chat model without base URL", map[string]string{"AI_CHAT_MODEL": "m"}, "AI_BASE_URL"},
+		{"zero ef_search", map[string]string{"AI_HNSW_EF_SEARCH": "0"}, "AI_HNSW_EF_SEARCH"},
+		{"bad retry tiers", map[string]string{"RETRY_TIERS": "1s,soon"}, "RETRY_TIERS"},
+		{"tiny chunks", map[string]string{"CHUNK_TARGET_CHARS": "10"}, "CHUNK_TARGET_CHARS"},
+	}
+	for _, c := range cases {
+		_, err := loadConfig(func(k string) string { return c.env[k] })
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: loadConfig error = %v, want one naming %s", c.name, err, c.want)
+		}
+	}
+}
+
+// An embedder whose dimension differs from the vector column is refused at
+// start, before any chunk could be written.
+func TestRunRefusesEmbedderOfAnotherDimension(t *testing.T) {
+	s := newStack(t)
+	vars := map[string]string{
+		"AMQP_URL": s.vhost.URL, "DATABASE_SCHEMA": s.schema, "HTTP_ADDR": "127.0.0.1:0",
+		"JWT_KEYS": s.keys.JWKSPath, "AI_EMBEDDING_DIMENSIONS": "1536",
+	}
+	getenv := func(k string) string {
+		if v, ok := vars[k]; ok {
+			return v
+		}
+		return os.Getenv(k)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err := run(ctx, []string{"ai-builder"}, getenv, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "1536") || !strings.Contains(err.Error(), "384") {
+		t.Errorf("run = %v, want an error naming 1536 and the column's 384", err)
+	}
+}

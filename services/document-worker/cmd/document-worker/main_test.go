@@ -567,3 +567,22 @@ func TestDocumentWorkerRetriesWhenDependenciesAreDown(t *testing.T) {
 		})
 	}
 }
+
+func TestLoadConfigRejects(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"low dpi", map[string]string{"OCR_DPI": "50"}, "OCR_DPI"},
+		{"bad timeout", map[string]string{"OCR_TIMEOUT": "soon"}, "OCR_TIMEOUT"},
+		{"zero concurrency", map[string]string{"WORKER_CONCURRENCY": "0"}, "WORKER_CONCURRENCY"},
+		{"bad retry tiers", map[string]string{"RETRY_TIERS": "1s,-2s"}, "RETRY_TIERS"},
+	}
+	for _, c := range cases {
+		_, err := loadConfig(func(k string) string { return c.env[k] })
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: loadConfig error = %v, want one naming %s", c.name, err, c.want)
+		}
+	}
+}
