@@ -135,7 +135,9 @@ func (d *demo) request(ctx context.Context, citizenID string) error {
 		}
 		return fmt.Sprintf("status %v", req["status"]), req["status"] == "in_progress"
 	})
-	if eventID, _ := req["submittedEventId"].(string); eventID != "" {
+	// The submitted event is the root of the request's story: its id is the
+	// request's correlation id.
+	if eventID, _ := req["correlationId"].(string); eventID != "" {
 		d.wait(ctx, "datalake-ingestion: event written as Parquet to the tenant's partition, lineage recorded", func() (string, bool) {
 			var l any
 			if _, err := d.call(ctx, "GET", "datalake-ingestion", "/v1/lineage/"+eventID, d.attendant, nil, &l); err != nil {

@@ -146,6 +146,10 @@ type requestView struct {
 	SLABreachedAt *time.Time      `json:"slaBreachedAt,omitempty"`
 	SubmittedAt   time.Time       `json:"submittedAt"`
 	UpdatedAt     time.Time       `json:"updatedAt"`
+	// CorrelationID ties every event about the request together; it is
+	// also the id of its request.submitted.v1 event (a root event is its
+	// own correlation), which the data lake's lineage is keyed by.
+	CorrelationID string `json:"correlationId"`
 }
 
 func handleGet(store Requests, log *slog.Logger) http.Handler {
@@ -160,6 +164,7 @@ func handleGet(store Requests, log *slog.Logger) http.Handler {
 			ServiceID: req.ServiceID, FormID: req.FormID, FormVersion: req.FormVersion, Channel: req.Channel,
 			CitizenID: req.CitizenID, Fields: req.Fields, SLABreached: req.SLABreachedAt != nil,
 			SLABreachedAt: req.SLABreachedAt, SubmittedAt: req.SubmittedAt, UpdatedAt: req.UpdatedAt,
+			CorrelationID: req.CorrelationID,
 		})
 	})
 }
