@@ -117,6 +117,9 @@ type Options struct {
 	NeedsAuth bool
 	// Relay runs the outbox relay for the service's schema.
 	Relay bool
+	// Route names the route pattern a request matched, for HTTP span names
+	// (e.g. chi's RouteContext(r.Context()).RoutePattern()); optional.
+	Route func(*http.Request) string
 }
 
 // Host holds a service's connections and runs its workers.
@@ -137,7 +140,14 @@ type Host struct {
 	metricsH   http.Handler
 	shutdownTP func(context.Context) error
 	consumers  []*fabric.Consumer
+	workers    []worker
 	relay      *outbox.Relay
+	closeOnce  sync.Once
+}
+
+type worker struct {
+	name string
+	run  func(ctx context.Context) error
 }
 
 // New connects everything. It returns an error naming the dependency that
@@ -147,7 +157,7 @@ func New(ctx context.Context, cfg Config, opts Options, logOut io.Writer) (*Host
 		Log: slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: cfg.LogLevel})).With("service", cfg.Service)}
 	var err error
 	fail := func(format string, a ...any) (*Host, error) {
-		h.close(context.Background())
+		h.Close()
 		return nil, fmt.Errorf(format, a...)
 	}
 	if h.Reg, err = registry.Default(); err != nil {
@@ -305,6 +315,14 @@ func (h *Host) Consume(queue string, handler fabric.Handler, opts fabric.Consume
 	return nil
 }
 
+// Go registers a background worker (a timer sweep, a batcher) that Serve
+// runs beside the consumers: its ctx ends when the consumers stop, after
+// HTTP has shut down and before the relay does, so what it enqueues still
+// gets published. A worker returning an error stops the service.
+func (h *Host) Go(name string, run func(ctx context.Context) error) {
+	h.workers = append(h.workers, worker{name: name, run: run})
+}
+
 // Inbox returns the inbox of queue in the service's schema.
 func (h *Host) Inbox(queue string) *inbox.Inbox {
 	return inbox.New(h.Pool, h.Cfg.Schema, queue, inbox.Options{Metrics: h.Metrics, Logger: h.Log})
@@ -322,18 +340,27 @@ func (h *Host) Serve(ctx context.Context, routes http.Handler, ready func(addr s
 	mux.HandleFunc("GET /readyz", h.handleReady)
 	mux.Handle("GET /metrics", h.metricsH)
 	if routes != nil {
-		mux.Handle("/", routes)
+		mux.Handle("/", telemetry.HTTPServer(h.Tracer, h.opts.Route)(routes))
 	}
 	ln, err := net.Listen("tcp", h.Cfg.HTTPAddr)
 	if err != nil {
-		h.close(context.Background())
+		h.Close()
 		return fmt.Errorf("listen %s: %w", h.Cfg.HTTPAddr, err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
-	errs := make(chan error, len(h.consumers)+2)
+	errs := make(chan error, len(h.consumers)+len(h.workers)+2)
 	var consumersWG, relayWG sync.WaitGroup
+	for _, wk := range h.workers {
+		consumersWG.Add(1)
+		go func() {
+			defer consumersWG.Done()
+			if err := wk.run(workCtx); err != nil && workCtx.Err() == nil {
+				errs <- fmt.Errorf("worker %s: %w", wk.name, err)
+			}
+		}()
+	}
 	for _, c := range h.consumers {
 		consumersWG.Add(1)
 		go func() {
@@ -377,7 +404,7 @@ func (h *Host) Serve(ctx context.Context, routes http.Handler, ready func(addr s
 	consumersWG.Wait() // in-flight messages finish and are acked, or go back to the queue
 	stopRelay()
 	relayWG.Wait()
-	h.close(sctx)
+	h.Close()
 	h.Log.Info("stopped")
 	return runErr
 }
@@ -396,7 +423,16 @@ func (h *Host) handleReady(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, checks)
 }
 
-func (h *Host) close(ctx context.Context) {
+// Close releases the publisher, broker connection, database pool and
+// telemetry. Serve calls it on the way out; call it yourself when the
+// service fails between New and Serve. It is safe to call twice.
+func (h *Host) Close() {
+	h.closeOnce.Do(h.close)
+}
+
+func (h *Host) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	if h.Pub != nil {
 		h.Pub.Close()
 	}

@@ -139,12 +139,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	serving := false
-	defer func() {
-		if !serving {
-			closeHost(h)
-		}
-	}()
+	defer h.Close() // Serve closes it too; Close is idempotent
 	store := postgres.NewStore(h.Pool, cfg.host.Schema, cfg.efSearch)
 	dims, err := store.Dimensions(ctx)
 	if err != nil {
@@ -173,14 +168,5 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	chat := knowledge.NewChat(embedder, store, gen)
-	serving = true // Serve closes the host when it returns
 	return h.Serve(ctx, httpapi.NewHandler(h.Verifier.Require, chat, h.Log), nil)
-}
-
-// closeHost releases the host's connections when run fails before Serve
-// (which otherwise closes them); the host has no exported Close.
-func closeHost(h *host.Host) {
-	h.Pub.Close()
-	h.Conn.Close()
-	h.Pool.Close()
 }

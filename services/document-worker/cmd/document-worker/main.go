@@ -107,12 +107,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	serving := false
-	defer func() {
-		if !serving {
-			closeHost(h)
-		}
-	}()
+	defer h.Close() // Serve closes it too; Close is idempotent
 	store, err := s3store.New(cfg.host.S3Endpoint, cfg.host.S3AccessKey, cfg.host.S3SecretKey, false)
 	if err != nil {
 		return err
@@ -132,14 +127,5 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}); err != nil {
 		return err
 	}
-	serving = true // Serve closes the host when it returns
 	return h.Serve(ctx, nil, nil)
-}
-
-// closeHost releases the host's connections when run fails before Serve
-// (which otherwise closes them); the host has no exported Close.
-func closeHost(h *host.Host) {
-	h.Pub.Close()
-	h.Conn.Close()
-	h.Pool.Close()
 }

@@ -80,6 +80,7 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 	}
 	h, err := host.New(ctx, cfg.Config, host.Options{
 		Consumers: []topology.Consumer{spec}, Migrations: migrations.FS(), NeedsAuth: true, Relay: true,
+		Route: httpapi.RoutePattern,
 	}, stdout)
 	if err != nil {
 		return err
@@ -90,7 +91,7 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 		return err
 	}
 	routes := httpapi.NewHandler(httpapi.Deps{
-		Auth: h.Verifier, Requests: store, Log: h.Log, Tracer: h.Tracer,
+		Auth: h.Verifier, Requests: store, Log: h.Log,
 		Documents:      request.NewDocuments(store, blobs, cfg.DocumentsBucket, time.Now),
 		MaxUploadBytes: cfg.MaxUploadBytes,
 	})

@@ -6,7 +6,6 @@ import (
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
@@ -18,7 +17,6 @@ type Deps struct {
 	Requests  Requests
 	Documents Uploader
 	Log       *slog.Logger
-	Tracer    trace.TracerProvider
 	// MaxUploadBytes limits one uploaded file (413 beyond).
 	MaxUploadBytes int64
 }
@@ -26,7 +24,6 @@ type Deps struct {
 // NewHandler returns every route of the service.
 func NewHandler(d Deps) http.Handler {
 	r := chi.NewRouter()
-	r.Use(traced(d.Tracer))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		problem.Error(w, r, http.StatusNotFound, "no such route")
 	})
@@ -42,4 +39,13 @@ func NewHandler(d Deps) http.Handler {
 	r.With(uploaders).Method(http.MethodPost, "/v1/requests/{id}/documents", handleUpload(d.Documents, d.MaxUploadBytes, d.Log))
 	r.With(staffOrOwner).Method(http.MethodGet, "/v1/requests/{id}/documents", handleListDocuments(d.Requests, d.Log))
 	return r
+}
+
+// RoutePattern names the route r matched, for span names (the host traces
+// every request).
+func RoutePattern(r *http.Request) string {
+	if rc := chi.RouteContext(r.Context()); rc != nil {
+		return rc.RoutePattern()
+	}
+	return ""
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
@@ -81,6 +80,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	}
 	h, err := host.New(ctx, cfg.Config, host.Options{
 		Consumers: []topology.Consumer{spec}, Migrations: migrations.FS(), NeedsAuth: true, Relay: true,
+		Route: httpapi.RoutePattern,
 	}, stdout)
 	if err != nil {
 		return err
@@ -90,22 +90,13 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		fabric.ConsumerOptions{}); err != nil {
 		return err
 	}
-	routes := httpapi.NewHandler(httpapi.Deps{Auth: h.Verifier, Processes: store, Log: h.Log, Tracer: h.Tracer})
+	routes := httpapi.NewHandler(httpapi.Deps{Auth: h.Verifier, Processes: store, Log: h.Log})
 
-	// The host runs consumers and the relay; the SLA watcher is this
-	// service's own worker. It stops with ctx, like Serve: a sweep in
-	// flight is cancelled and rolls back (its timers stay due), so no
-	// breach is lost. The host has no hook to stop it before the pool
-	// closes; a sweep racing the close fails the same harmless way.
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		process.WatchSLA(watchCtx, store, cfg.SLAInterval, cfg.SLABatch, h.Log)
-	}()
-	err = h.Serve(ctx, routes, nil)
-	stopWatch()
-	wg.Wait()
-	return err
+	// The SLA watcher stops with the consumers, before the relay: a sweep
+	// in flight rolls back (its timers stay due), so no breach is lost.
+	h.Go("sla-watcher", func(ctx context.Context) error {
+		process.WatchSLA(ctx, store, cfg.SLAInterval, cfg.SLABatch, h.Log)
+		return nil
+	})
+	return h.Serve(ctx, routes, nil)
 }

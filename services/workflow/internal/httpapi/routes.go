@@ -6,7 +6,6 @@ import (
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
@@ -17,13 +16,11 @@ type Deps struct {
 	Auth      *auth.Verifier
 	Processes Processes
 	Log       *slog.Logger
-	Tracer    trace.TracerProvider
 }
 
 // NewHandler returns every route of the service.
 func NewHandler(d Deps) http.Handler {
 	r := chi.NewRouter()
-	r.Use(traced(d.Tracer))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		problem.Error(w, r, http.StatusNotFound, "no such route")
 	})
@@ -36,4 +33,13 @@ func NewHandler(d Deps) http.Handler {
 	r.With(anyone).Method(http.MethodGet, "/v1/processes", handleListProcesses(d.Processes, d.Log))
 	r.With(staff).Method(http.MethodPost, "/v1/tasks/{id}/complete", handleCompleteTask(d.Processes, d.Log))
 	return r
+}
+
+// RoutePattern names the route r matched, for span names (the host traces
+// every request).
+func RoutePattern(r *http.Request) string {
+	if rc := chi.RouteContext(r.Context()); rc != nil {
+		return rc.RoutePattern()
+	}
+	return ""
 }

@@ -1,34 +1,36 @@
-package httpapi
+package telemetry
 
 import (
 	"fmt"
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/agora-platform/agora/pkg/fabric/telemetry"
 )
 
-// traced starts a server span per request, continuing a caller's
-// traceparent. The outbox copies the span's context into the events the
-// request enqueues, so consumers' spans join this trace.
-func traced(tp trace.TracerProvider) func(http.Handler) http.Handler {
-	tracer := tp.Tracer("github.com/agora-platform/agora/services/request/internal/httpapi")
+// HTTPServer returns middleware that starts a server span per request,
+// continuing a caller's traceparent. The outbox copies the span's context
+// into the events a request enqueues, so consumers' spans join this trace.
+// route, if set, names the matched route pattern after the handler ran
+// (span names must not carry ids).
+func HTTPServer(tp trace.TracerProvider, route func(*http.Request) string) func(http.Handler) http.Handler {
+	tracer := tp.Tracer("github.com/agora-platform/agora/pkg/fabric/telemetry")
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			ctx := telemetry.Propagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+			ctx := Propagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 			ctx, span := tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
 				trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
 			defer span.End()
 			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-			next.ServeHTTP(sw, r.WithContext(ctx))
-			if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
-				span.SetName(r.Method + " " + rc.RoutePattern())
-				span.SetAttributes(attribute.String("http.route", rc.RoutePattern()))
+			r = r.WithContext(ctx)
+			next.ServeHTTP(sw, r)
+			if route != nil {
+				if p := route(r); p != "" {
+					span.SetName(r.Method + " " + p)
+					span.SetAttributes(attribute.String("http.route", p))
+				}
 			}
 			span.SetAttributes(attribute.Int("http.response.status_code", sw.status))
 			if sw.status >= 500 {
