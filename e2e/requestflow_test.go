@@ -323,7 +323,7 @@ func flowCount(body []byte) int {
 
 // startFlowSMTPSink builds the communication service's SMTP sink and runs it
 // as its own process on a free port, writing mails to dir.
-func startFlowSMTPSink(t *testing.T, dir string) string {
+func startFlowSMTPSink(t testing.TB, dir string) string {
 	t.Helper()
 	root, err := harness.RepoRoot()
 	if err != nil {

@@ -117,9 +117,6 @@ type Options struct {
 	NeedsAuth bool
 	// Relay runs the outbox relay for the service's schema.
 	Relay bool
-	// Route names the route pattern a request matched, for HTTP span names
-	// (e.g. chi's RouteContext(r.Context()).RoutePattern()); optional.
-	Route func(*http.Request) string
 }
 
 // Host holds a service's connections and runs its workers.
@@ -340,7 +337,7 @@ func (h *Host) Serve(ctx context.Context, routes http.Handler, ready func(addr s
 	mux.HandleFunc("GET /readyz", h.handleReady)
 	mux.Handle("GET /metrics", h.metricsH)
 	if routes != nil {
-		mux.Handle("/", telemetry.HTTPServer(h.Tracer, h.opts.Route)(routes))
+		mux.Handle("/", telemetry.HTTPServer(h.Tracer)(routes))
 	}
 	ln, err := net.Listen("tcp", h.Cfg.HTTPAddr)
 	if err != nil {

@@ -13,9 +13,9 @@ import (
 // HTTPServer returns middleware that starts a server span per request,
 // continuing a caller's traceparent. The outbox copies the span's context
 // into the events a request enqueues, so consumers' spans join this trace.
-// route, if set, names the matched route pattern after the handler ran
-// (span names must not carry ids).
-func HTTPServer(tp trace.TracerProvider, route func(*http.Request) string) func(http.Handler) http.Handler {
+// The span is named after the method until a router inside names the route
+// (RouteNamer): span names must not carry ids.
+func HTTPServer(tp trace.TracerProvider) func(http.Handler) http.Handler {
 	tracer := tp.Tracer("github.com/agora-platform/agora/pkg/fabric/telemetry")
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -26,15 +26,26 @@ func HTTPServer(tp trace.TracerProvider, route func(*http.Request) string) func(
 			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 			r = r.WithContext(ctx)
 			next.ServeHTTP(sw, r)
-			if route != nil {
-				if p := route(r); p != "" {
-					span.SetName(r.Method + " " + p)
-					span.SetAttributes(attribute.String("http.route", p))
-				}
-			}
 			span.SetAttributes(attribute.Int("http.response.status_code", sw.status))
 			if sw.status >= 500 {
 				span.SetStatus(codes.Error, fmt.Sprintf("HTTP %d", sw.status))
+			}
+		})
+	}
+}
+
+// RouteNamer returns router middleware that, once the handler ran, names the
+// current server span after the matched route pattern (route returns it,
+// e.g. chi's RouteContext(r.Context()).RoutePattern()). It goes inside the
+// router, where the pattern is known; HTTPServer wraps the router.
+func RouteNamer(route func(*http.Request) string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			next.ServeHTTP(w, r)
+			if p := route(r); p != "" {
+				span := trace.SpanFromContext(r.Context())
+				span.SetName(r.Method + " " + p)
+				span.SetAttributes(attribute.String("http.route", p))
 			}
 		})
 	}

@@ -80,7 +80,6 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 	}
 	h, err := host.New(ctx, cfg.Config, host.Options{
 		Consumers: []topology.Consumer{spec}, Migrations: migrations.FS(), NeedsAuth: true, Relay: true,
-		Route: httpapi.RoutePattern,
 	}, stdout)
 	if err != nil {
 		return err

@@ -80,7 +80,6 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	}
 	h, err := host.New(ctx, cfg.Config, host.Options{
 		Consumers: []topology.Consumer{spec}, Migrations: migrations.FS(), NeedsAuth: true, Relay: true,
-		Route: httpapi.RoutePattern,
 	}, stdout)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
+	"github.com/agora-platform/agora/pkg/fabric/telemetry"
 )
 
 // Deps are what the handlers need.
@@ -21,6 +22,8 @@ type Deps struct {
 // NewHandler returns every route of the service.
 func NewHandler(d Deps) http.Handler {
 	r := chi.NewRouter()
+	// The host traces each request; name its span after the route.
+	r.Use(telemetry.RouteNamer(routePattern))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		problem.Error(w, r, http.StatusNotFound, "no such route")
 	})
@@ -35,9 +38,7 @@ func NewHandler(d Deps) http.Handler {
 	return r
 }
 
-// RoutePattern names the route r matched, for span names (the host traces
-// every request).
-func RoutePattern(r *http.Request) string {
+func routePattern(r *http.Request) string {
 	if rc := chi.RouteContext(r.Context()); rc != nil {
 		return rc.RoutePattern()
 	}
