@@ -63,6 +63,10 @@ type Config struct {
 	JWTIssuer    string
 	JWTKeys      string // JWKS file or URL
 	LogLevel     slog.Level
+	// RetryTiers (RETRY_TIERS, e.g. "100ms,200ms") replaces every consumer's
+	// retry delays: for tests and demos on their own vhost only, since the
+	// broker refuses a queue redeclared with another TTL.
+	RetryTiers []topology.Duration
 }
 
 // ConfigFrom reads the environment through getenv. defaultAddr is the
@@ -97,6 +101,15 @@ func ConfigFrom(service, defaultAddr string, getenv func(string) string) (Config
 	if lvl := getenv("LOG_LEVEL"); lvl != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(lvl)); err != nil {
 			return c, fmt.Errorf("LOG_LEVEL: %w", err)
+		}
+	}
+	if v := getenv("RETRY_TIERS"); v != "" {
+		for _, p := range strings.Split(v, ",") {
+			d, err := time.ParseDuration(strings.TrimSpace(p))
+			if err != nil || d <= 0 {
+				return c, fmt.Errorf("RETRY_TIERS: %q is not a positive duration", p)
+			}
+			c.RetryTiers = append(c.RetryTiers, topology.Duration(d))
 		}
 	}
 	if (c.AMQPCertFile == "") != (c.AMQPKeyFile == "") {
@@ -150,6 +163,14 @@ type worker struct {
 // New connects everything. It returns an error naming the dependency that
 // failed; ctx bounds the start-up (the broker is retried until then).
 func New(ctx context.Context, cfg Config, opts Options, logOut io.Writer) (*Host, error) {
+	if len(cfg.RetryTiers) > 0 {
+		consumers := make([]topology.Consumer, len(opts.Consumers))
+		for i, c := range opts.Consumers {
+			c.RetryTiers = cfg.RetryTiers
+			consumers[i] = c
+		}
+		opts.Consumers = consumers
+	}
 	h := &Host{Cfg: cfg, opts: opts,
 		Log: slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: cfg.LogLevel})).With("service", cfg.Service)}
 	var err error

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -51,7 +50,6 @@ type config struct {
 	chunking    knowledge.ChunkOptions
 	concurrency int
 	efSearch    int
-	retryTiers  []topology.Duration
 }
 
 func loadConfig(getenv func(string) string) (config, error) {
@@ -107,17 +105,6 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if c.chatModel != "" && c.baseURL == "" {
 		return config{}, fmt.Errorf("AI_CHAT_MODEL needs AI_BASE_URL")
 	}
-	// RETRY_TIERS overrides the platform's tiers (tests use short ones);
-	// every instance on a broker must agree, or queue declarations conflict.
-	if v := getenv("RETRY_TIERS"); v != "" {
-		for _, s := range strings.Split(v, ",") {
-			d, err := time.ParseDuration(strings.TrimSpace(s))
-			if err != nil || d <= 0 {
-				return config{}, fmt.Errorf("RETRY_TIERS %q: want positive durations separated by commas", v)
-			}
-			c.retryTiers = append(c.retryTiers, topology.Duration(d))
-		}
-	}
 	return c, nil
 }
 
@@ -129,9 +116,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	spec, ok := topology.Platform().Consumer(queue)
 	if !ok {
 		return fmt.Errorf("platform topology has no %s queue", queue)
-	}
-	if len(cfg.retryTiers) > 0 {
-		spec.RetryTiers = cfg.retryTiers
 	}
 	h, err := host.New(ctx, cfg.host, host.Options{
 		Consumers: []topology.Consumer{spec}, Migrations: migrations.FS, NeedsAuth: true, Relay: true,

@@ -8,9 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
-	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/host"
@@ -33,8 +31,7 @@ func main() {
 const queue = "analytics.request-events"
 
 type config struct {
-	host       host.Config
-	retryTiers []topology.Duration
+	host host.Config
 }
 
 func loadConfig(getenv func(string) string) (config, error) {
@@ -43,16 +40,6 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return config{}, err
 	}
 	c := config{host: hc}
-	if s := getenv("RETRY_TIERS"); s != "" {
-		// For tests and demos on their own vhost: must match the broker's declaration.
-		for _, p := range strings.Split(s, ",") {
-			d, err := time.ParseDuration(strings.TrimSpace(p))
-			if err != nil || d <= 0 {
-				return c, fmt.Errorf("RETRY_TIERS: %q is not a positive duration", p)
-			}
-			c.retryTiers = append(c.retryTiers, topology.Duration(d))
-		}
-	}
 	return c, nil
 }
 
@@ -66,9 +53,6 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	spec, ok := topology.Platform().Consumer(queue)
 	if !ok {
 		return fmt.Errorf("platform topology has no %s queue", queue)
-	}
-	if cfg.retryTiers != nil {
-		spec.RetryTiers = cfg.retryTiers
 	}
 	h, err := host.New(ctx, cfg.host, host.Options{Consumers: []topology.Consumer{spec}, Migrations: migrations.FS(), NeedsAuth: true}, stdout)
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -39,14 +38,13 @@ func main() {
 // Queue names this service consumes.
 const (
 	submittedQueue = "communication.request-submitted"
-	// commandQueue is this service's own: not (yet) in topology.Platform().
+	// commandQueue feeds the channel adapters (SMS, WhatsApp, email).
 	commandQueue = "communication.send-commands"
 )
 
 type config struct {
 	host        host.Config
 	smtp        mail.Config
-	retryTiers  []topology.Duration
 	concurrency int
 }
 
@@ -78,44 +76,19 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return c, fmt.Errorf("SMTP_TIMEOUT: %w", err)
 		}
 	}
-	if c.retryTiers, err = parseTiers(getenv("RETRY_TIERS")); err != nil {
-		return c, err
-	}
 	return c, nil
 }
 
-// parseTiers reads RETRY_TIERS ("1s,5s"). Empty keeps the platform's
-// defaults; other values must match what the broker already declared, so
-// they are for tests and local demos on their own vhost.
-func parseTiers(s string) ([]topology.Duration, error) {
-	if s == "" {
-		return nil, nil
-	}
-	var out []topology.Duration
-	for _, p := range strings.Split(s, ",") {
-		d, err := time.ParseDuration(strings.TrimSpace(p))
-		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("RETRY_TIERS: %q is not a positive duration", p)
-		}
-		out = append(out, topology.Duration(d))
-	}
-	return out, nil
-}
-
 // consumers returns the queues this service declares: the platform's
-// request-submitted queue and its own command queue.
-func consumers(tiers []topology.Duration) ([]topology.Consumer, error) {
-	submitted, ok := topology.Platform().Consumer(submittedQueue)
-	if !ok {
-		return nil, fmt.Errorf("platform topology has no %s queue", submittedQueue)
-	}
-	commands := topology.Consumer{Queue: commandQueue, Service: "communication",
-		Bindings: []topology.Binding{{Exchange: topology.CommandsExchange, Key: "communication.send.v1"}}}
-	out := []topology.Consumer{submitted, commands}
-	for i := range out {
-		if tiers != nil {
-			out[i].RetryTiers = tiers
+// request-submitted queue and its command queue.
+func consumers() ([]topology.Consumer, error) {
+	var out []topology.Consumer
+	for _, q := range []string{submittedQueue, commandQueue} {
+		c, ok := topology.Platform().Consumer(q)
+		if !ok {
+			return nil, fmt.Errorf("platform topology has no %s queue", q)
 		}
+		out = append(out, c)
 	}
 	return out, nil
 }
@@ -127,7 +100,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	if err != nil {
 		return err
 	}
-	cons, err := consumers(cfg.retryTiers)
+	cons, err := consumers()
 	if err != nil {
 		return err
 	}

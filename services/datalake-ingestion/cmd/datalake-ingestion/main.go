@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -45,7 +44,6 @@ type config struct {
 	batchSize    int
 	batchAge     time.Duration
 	flushTimeout time.Duration
-	retryTiers   []topology.Duration
 }
 
 func loadConfig(getenv func(string) string) (config, error) {
@@ -69,16 +67,6 @@ func loadConfig(getenv func(string) string) (config, error) {
 			}
 		}
 	}
-	if s := getenv("RETRY_TIERS"); s != "" {
-		// For tests and demos on their own vhost: must match the broker's declaration.
-		for _, p := range strings.Split(s, ",") {
-			d, err := time.ParseDuration(strings.TrimSpace(p))
-			if err != nil || d <= 0 {
-				return c, fmt.Errorf("RETRY_TIERS: %q is not a positive duration", p)
-			}
-			c.retryTiers = append(c.retryTiers, topology.Duration(d))
-		}
-	}
 	return c, nil
 }
 
@@ -94,9 +82,6 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		spec, ok := topology.Platform().Consumer(q)
 		if !ok {
 			return fmt.Errorf("platform topology has no %s queue", q)
-		}
-		if cfg.retryTiers != nil {
-			spec.RetryTiers = cfg.retryTiers
 		}
 		specs = append(specs, spec)
 	}

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -40,7 +39,6 @@ type config struct {
 	bucket      string
 	tools       ocr.Tools
 	concurrency int
-	retryTiers  []topology.Duration
 }
 
 func loadConfig(getenv func(string) string) (config, error) {
@@ -73,17 +71,6 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if c.concurrency, err = strconv.Atoi(get("WORKER_CONCURRENCY", "2")); err != nil || c.concurrency < 1 {
 		return config{}, fmt.Errorf("WORKER_CONCURRENCY %q: want an integer ≥ 1", getenv("WORKER_CONCURRENCY"))
 	}
-	// RETRY_TIERS overrides the platform's tiers (tests use short ones);
-	// every instance on a broker must agree, or queue declarations conflict.
-	if v := getenv("RETRY_TIERS"); v != "" {
-		for _, s := range strings.Split(v, ",") {
-			d, err := time.ParseDuration(strings.TrimSpace(s))
-			if err != nil || d <= 0 {
-				return config{}, fmt.Errorf("RETRY_TIERS %q: want positive durations separated by commas", v)
-			}
-			c.retryTiers = append(c.retryTiers, topology.Duration(d))
-		}
-	}
 	return c, nil
 }
 
@@ -95,9 +82,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	spec, ok := topology.Platform().Consumer(queue)
 	if !ok {
 		return fmt.Errorf("platform topology has no %s queue", queue)
-	}
-	if len(cfg.retryTiers) > 0 {
-		spec.RetryTiers = cfg.retryTiers
 	}
 	h, err := host.New(ctx, cfg.host, host.Options{
 		Consumers:  []topology.Consumer{spec},
