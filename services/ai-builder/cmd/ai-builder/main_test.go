@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -171,91 +169,20 @@ func (s *stack) waitIndexed(documentID string, n int) indexedEvent {
 	return found[n-1]
 }
 
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func (l *logBuffer) addr() string {
-	sc := bufio.NewScanner(strings.NewReader(l.String()))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var line struct {
-			Msg  string `json:"msg"`
-			Addr string `json:"addr"`
-		}
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "service started" {
-			return line.Addr
-		}
-	}
-	return ""
-}
-
-// start runs run() against the stack and waits for /healthz; it returns
+// start runs run() against the stack and waits for /readyz; it returns
 // the base URL. The instance stops, and run must return nil, at cleanup.
 func (s *stack) start(extra map[string]string) string {
 	s.t.Helper()
 	vars := map[string]string{
-		"AMQP_URL": s.vhost.URL, "DATABASE_SCHEMA": s.schema, "HTTP_ADDR": "127.0.0.1:0",
+		"AMQP_URL": s.vhost.URL, "DATABASE_SCHEMA": s.schema, "S3_ENDPOINT": env("S3_ENDPOINT", "127.0.0.1:9000"),
+		"S3_ACCESS_KEY": env("S3_ACCESS_KEY", "agora-dev"), "S3_SECRET_KEY": env("S3_SECRET_KEY", "agora-dev-secret"),
 		"DATABASE_URL": fabrictest.EnvFrom(os.Getenv).DatabaseURL, "JWT_KEYS": s.keys.JWKSPath,
 		"RETRY_TIERS": "300ms,300ms",
 	}
 	for k, v := range extra {
 		vars[k] = v
 	}
-	getenv := func(k string) string {
-		if v, ok := vars[k]; ok {
-			return v
-		}
-		return os.Getenv(k)
-	}
-	logs := &logBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"ai-builder"}, getenv, logs) }()
-	s.t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				s.t.Errorf("run returned %v", err)
-			}
-		case <-time.After(40 * time.Second):
-			s.t.Errorf("run did not return after cancellation")
-		}
-	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case err := <-done:
-			s.t.Fatalf("run ended early: %v\n%s", err, logs)
-		default:
-		}
-		if addr := logs.addr(); addr != "" {
-			if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					return "http://" + addr
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("ai-builder not healthy in time:\n%s", logs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return fabrictest.StartService(s.t, run, vars).URL
 }
 
 // putText stores text as the document worker would and returns its key.
@@ -578,7 +505,7 @@ func TestLoadConfigRejects(t *testing.T) {
 func TestRunRefusesEmbedderOfAnotherDimension(t *testing.T) {
 	s := newStack(t)
 	vars := map[string]string{
-		"AMQP_URL": s.vhost.URL, "DATABASE_SCHEMA": s.schema, "HTTP_ADDR": "127.0.0.1:0",
+		"AMQP_URL": s.vhost.URL, "DATABASE_SCHEMA": s.schema,
 		"JWT_KEYS": s.keys.JWKSPath, "AI_EMBEDDING_DIMENSIONS": "1536",
 	}
 	getenv := func(k string) string {

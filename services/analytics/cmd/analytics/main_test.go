@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -52,37 +51,9 @@ func startStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
 	vars := map[string]string{"AMQP_URL": vh.URL, "DATABASE_URL": env.DatabaseURL, "DATABASE_SCHEMA": schema,
-		"HTTP_ADDR": addr, "JWT_KEYS": keys.JWKSPath, "RETRY_TIERS": "300ms,300ms,300ms,300ms,300ms", "LOG_LEVEL": "warn"}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, func(k string) string { return vars[k] }, os.Stderr) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
-	s := &stack{url: "http://" + addr, keys: keys}
-	fabrictest.Eventually(t, 60*time.Second, "analytics /readyz", func() bool {
-		select {
-		case err := <-done:
-			t.Fatalf("run stopped: %v (is the infrastructure up? run `make infra`)", err)
-		default:
-		}
-		resp, err := http.Get(s.url + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+		"JWT_KEYS": keys.JWKSPath, "RETRY_TIERS": "300ms,300ms,300ms,300ms,300ms"}
+	s := &stack{url: fabrictest.StartService(t, run, vars).URL, keys: keys}
 	reg, err := registry.Default()
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -47,16 +46,6 @@ func randHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // startSink builds cmd/smtpsink and runs it as a separate process.
@@ -108,38 +97,15 @@ func startStack(t *testing.T, extra ...string) *stack {
 		t.Fatal(err)
 	}
 	smtpAddr := startSink(t, s.mailDir)
-	httpAddr := freeAddr(t)
 	vars := map[string]string{
 		"AMQP_URL": vh.URL, "DATABASE_URL": env.DatabaseURL, "DATABASE_SCHEMA": s.schema,
-		"HTTP_ADDR": httpAddr, "JWT_KEYS": s.keys.JWKSPath, "SMTP_ADDR": smtpAddr,
-		"RETRY_TIERS": "300ms,300ms,300ms,300ms,300ms,300ms", "LOG_LEVEL": "warn",
+		"JWT_KEYS": s.keys.JWKSPath, "SMTP_ADDR": smtpAddr,
+		"RETRY_TIERS": "300ms,300ms,300ms,300ms,300ms,300ms",
 	}
 	for i := 0; i+1 < len(extra); i += 2 {
 		vars[extra[i]] = extra[i+1]
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, func(k string) string { return vars[k] }, io.Discard) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
-	s.url = "http://" + httpAddr
-	fabrictest.Eventually(t, 60*time.Second, "communication /readyz", func() bool {
-		select {
-		case err := <-done:
-			t.Fatalf("run stopped: %v (is the infrastructure up? run `make infra`)", err)
-		default:
-		}
-		resp, err := http.Get(s.url + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	s.url = fabrictest.StartService(t, run, vars).URL
 
 	conn := vh.Dial(t)
 	reg, err := registry.Default()

@@ -99,42 +99,14 @@ func startStack(t *testing.T, s3Endpoint string) *stack {
 	if s.keys, err = auth.LoadOrCreateDevKeys(t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
 	if s3Endpoint == "" {
 		s3Endpoint = realS3
 	}
 	vars := map[string]string{"AMQP_URL": vh.URL, "DATABASE_URL": env.DatabaseURL, "DATABASE_SCHEMA": schema,
-		"HTTP_ADDR": addr, "JWT_KEYS": s.keys.JWKSPath, "S3_ENDPOINT": s3Endpoint, "S3_ACCESS_KEY": access,
+		"JWT_KEYS": s.keys.JWKSPath, "S3_ENDPOINT": s3Endpoint, "S3_ACCESS_KEY": access,
 		"S3_SECRET_KEY": secret, "DATALAKE_BUCKET": s.bucket, "DATALAKE_BATCH_SIZE": "5", "DATALAKE_BATCH_AGE": "300ms",
-		"DATALAKE_FLUSH_TIMEOUT": "3s", "RETRY_TIERS": "700ms,700ms,700ms,700ms,700ms,700ms,700ms,700ms", "LOG_LEVEL": "warn"}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, func(k string) string { return vars[k] }, os.Stderr) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
-	s.url = "http://" + addr
-	fabrictest.Eventually(t, 60*time.Second, "datalake-ingestion /readyz", func() bool {
-		select {
-		case err := <-done:
-			t.Fatalf("run stopped: %v (is the infrastructure up? run `make infra`)", err)
-		default:
-		}
-		resp, err := http.Get(s.url + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+		"DATALAKE_FLUSH_TIMEOUT": "3s", "RETRY_TIERS": "700ms,700ms,700ms,700ms,700ms,700ms,700ms,700ms"}
+	s.url = fabrictest.StartService(t, run, vars).URL
 	reg, err := registry.Default()
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -169,36 +168,17 @@ func (s *stack) find(typ, documentID string) []envelope.Envelope {
 
 // worker is one running instance of the service.
 type worker struct {
-	addr string
-	logs *logBuffer
+	*fabrictest.Service
 }
 
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-// count returns how many log lines carry msg.
-func (l *logBuffer) count(msg string) int {
+// count returns how many of the worker's log lines carry msg.
+func (w worker) count(msg string) int {
 	n := 0
-	sc := bufio.NewScanner(strings.NewReader(l.String()))
+	sc := bufio.NewScanner(strings.NewReader(w.Logs()))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var line struct {
-			Msg  string `json:"msg"`
-			Addr string `json:"addr"`
+			Msg string `json:"msg"`
 		}
 		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == msg {
 			n++
@@ -207,76 +187,21 @@ func (l *logBuffer) count(msg string) int {
 	return n
 }
 
-func (l *logBuffer) addr() string {
-	sc := bufio.NewScanner(strings.NewReader(l.String()))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var line struct {
-			Msg  string `json:"msg"`
-			Addr string `json:"addr"`
-		}
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "service started" {
-			return line.Addr
-		}
-	}
-	return ""
-}
-
 // start runs run() with the stack's infrastructure plus extra settings
-// and waits for /healthz; the instance stops (and run must return nil) at
+// and waits for /readyz; the instance stops (and run must return nil) at
 // cleanup.
 func (s *stack) start(extra map[string]string) *worker {
 	s.t.Helper()
 	vars := map[string]string{
-		"AMQP_URL": s.vhost.URL, "DATABASE_SCHEMA": s.schema, "HTTP_ADDR": "127.0.0.1:0",
+		"AMQP_URL": s.vhost.URL, "DATABASE_SCHEMA": s.schema, "S3_ENDPOINT": env("S3_ENDPOINT", "127.0.0.1:9000"),
+		"S3_ACCESS_KEY": env("S3_ACCESS_KEY", "agora-dev"), "S3_SECRET_KEY": env("S3_SECRET_KEY", "agora-dev-secret"),
 		"DATABASE_URL": fabrictest.EnvFrom(os.Getenv).DatabaseURL, "WORKER_CONCURRENCY": "1",
-		"RETRY_TIERS": "300ms,300ms", "LOG_LEVEL": "INFO",
+		"RETRY_TIERS": "300ms,300ms",
 	}
 	for k, v := range extra {
 		vars[k] = v
 	}
-	getenv := func(k string) string {
-		if v, ok := vars[k]; ok {
-			return v
-		}
-		return os.Getenv(k)
-	}
-	w := &worker{logs: &logBuffer{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"document-worker"}, getenv, w.logs) }()
-	s.t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				s.t.Errorf("run returned %v", err)
-			}
-		case <-time.After(40 * time.Second):
-			s.t.Errorf("run did not return after cancellation")
-		}
-	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case err := <-done:
-			s.t.Fatalf("run ended early: %v\n%s", err, w.logs)
-		default:
-		}
-		if w.addr = w.logs.addr(); w.addr != "" {
-			resp, err := http.Get("http://" + w.addr + "/healthz")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					return w
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("worker not healthy in time:\n%s", w.logs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return &worker{fabrictest.StartService(s.t, run, vars)}
 }
 
 type upload struct {
@@ -479,7 +404,7 @@ func TestDocumentWorkerExtractsTextWithCompetingInstances(t *testing.T) {
 				t.Errorf("%s: %d processed events, want 1", cases[i].name, n)
 			}
 		}
-		n1, n2 := w1.logs.count("document processed"), w2.logs.count("document processed")
+		n1, n2 := w1.count("document processed"), w2.count("document processed")
 		t.Logf("instance 1 processed %d, instance 2 processed %d", n1, n2)
 		if n1+n2 != len(ids) || n1 == 0 || n2 == 0 {
 			t.Errorf("instances processed %d and %d documents, want %d in total shared by both", n1, n2, len(ids))
@@ -561,7 +486,7 @@ func TestDocumentWorkerRetriesWhenDependenciesAreDown(t *testing.T) {
 			if !strings.Contains(d.err, c.error) {
 				t.Errorf("dead letter error %q, want it to mention %q", d.err, c.error)
 			}
-			if n := w.logs.count("message scheduled for retry"); n != 2 {
+			if n := w.count("message scheduled for retry"); n != 2 {
 				t.Errorf("%d retries logged, want 2", n)
 			}
 		})

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -65,39 +64,6 @@ func getenvDefault(k, def string) string {
 	return def
 }
 
-// logWatch collects the service's JSON log and reports the address from
-// its "service started" line.
-type logWatch struct {
-	mu    sync.Mutex
-	buf   bytes.Buffer
-	addr  chan string
-	found bool
-}
-
-func (l *logWatch) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf.Write(p)
-	if !l.found {
-		sc := bufio.NewScanner(bytes.NewReader(l.buf.Bytes()))
-		for sc.Scan() {
-			var line struct{ Msg, Addr string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "service started" {
-				l.found = true
-				l.addr <- line.Addr
-				break
-			}
-		}
-	}
-	return len(p), nil
-}
-
-func (l *logWatch) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // start runs the service with extra environment and stops it (checking
 // that run returns nil) when the test ends.
 func start(t *testing.T, extra map[string]string) *testService {
@@ -114,22 +80,15 @@ func start(t *testing.T, extra map[string]string) *testService {
 		"AMQP_URL":         s.vhost.URL,
 		"DATABASE_URL":     env.DatabaseURL,
 		"DATABASE_SCHEMA":  s.schema,
-		"HTTP_ADDR":        "127.0.0.1:0",
 		"JWT_KEYS":         keys.JWKSPath,
 		"S3_ENDPOINT":      getenvDefault("S3_ENDPOINT", "127.0.0.1:9000"),
 		"S3_ACCESS_KEY":    getenvDefault("S3_ACCESS_KEY", "agora-dev"),
 		"S3_SECRET_KEY":    getenvDefault("S3_SECRET_KEY", "agora-dev-secret"),
 		"MAX_UPLOAD_BYTES": "262144",
-		"LOG_LEVEL":        "info", // the "service started" line carries the bound address
 	}
 	for k, v := range extra {
 		vars[k] = v
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	logs := &logWatch{addr: make(chan string, 1)}
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, func(k string) string { return vars[k] }, logs) }()
-
 	pc, err := pgxpool.ParseConfig(env.DatabaseURL)
 	if err != nil {
 		t.Fatal(err)
@@ -139,38 +98,12 @@ func start(t *testing.T, extra map[string]string) *testService {
 	if err != nil {
 		t.Fatalf("postgres (run `make infra`): %v", err)
 	}
+	// Registered before the service, so it runs after the service stopped.
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("run returned %v", err)
-			}
-		case <-time.After(40 * time.Second):
-			t.Errorf("run did not return within 40s of cancellation")
-		}
-		if t.Failed() {
-			t.Logf("service log:\n%s", logs)
-		}
 		_, _ = s.pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{s.schema}.Sanitize()+" CASCADE")
 		s.pool.Close()
 	})
-	select {
-	case addr := <-logs.addr:
-		s.url = "http://" + addr
-	case err := <-done:
-		t.Fatalf("run failed at start (is the infrastructure up? run `make infra`): %v\n%s", err, logs)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("service did not start within 60s\n%s", logs)
-	}
-	fabrictest.Eventually(t, 10*time.Second, "/healthz 200", func() bool {
-		resp, err := http.Get(s.url + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	s.url = fabrictest.StartService(t, run, vars).URL
 
 	s.conn = s.vhost.Dial(t)
 	reg, err := registry.Default()

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -79,39 +76,6 @@ func newPlatform(t *testing.T) *platform {
 	return p
 }
 
-// logWatch collects a service's JSON log and reports the address from its
-// "service started" line.
-type logWatch struct {
-	mu    sync.Mutex
-	buf   bytes.Buffer
-	addr  chan string
-	found bool
-}
-
-func (l *logWatch) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf.Write(b)
-	if !l.found {
-		sc := bufio.NewScanner(bytes.NewReader(l.buf.Bytes()))
-		for sc.Scan() {
-			var line struct{ Msg, Addr string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "service started" {
-				l.found = true
-				l.addr <- line.Addr
-				break
-			}
-		}
-	}
-	return len(b), nil
-}
-
-func (l *logWatch) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // start runs the service on p (several calls share its schema and vhost,
 // like several instances) and returns its base URL. It stops the service
 // at cleanup and fails the test if run does not return nil.
@@ -121,49 +85,12 @@ func (p *platform) start(t *testing.T, extra map[string]string) string {
 		"AMQP_URL":        p.vhost.URL,
 		"DATABASE_URL":    p.env.DatabaseURL,
 		"DATABASE_SCHEMA": p.schema,
-		"HTTP_ADDR":       "127.0.0.1:0",
 		"JWT_KEYS":        p.keys.JWKSPath,
-		"LOG_LEVEL":       "info", // the "service started" line carries the bound address
 	}
 	for k, v := range extra {
 		vars[k] = v
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	logs := &logWatch{addr: make(chan string, 1)}
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, func(k string) string { return vars[k] }, logs) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("run returned %v", err)
-			}
-		case <-time.After(40 * time.Second):
-			t.Errorf("run did not return within 40s of cancellation")
-		}
-		if t.Failed() {
-			t.Logf("service log:\n%s", logs)
-		}
-	})
-	var url string
-	select {
-	case addr := <-logs.addr:
-		url = "http://" + addr
-	case err := <-done:
-		t.Fatalf("run failed at start (is the infrastructure up? run `make infra`): %v\n%s", err, logs)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("service did not start within 60s\n%s", logs)
-	}
-	fabrictest.Eventually(t, 10*time.Second, "/healthz 200", func() bool {
-		resp, err := http.Get(url + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return url
+	return fabrictest.StartService(t, run, vars).URL
 }
 
 func (p *platform) token(t *testing.T, tenant, sub string, roles ...string) string {
