@@ -249,7 +249,8 @@ func (r *Relay) RelayOnce(ctx context.Context) (Result, error) {
 		SELECT seq, id::text, aggregate_type, aggregate_id, exchange, routing_key, event_type,
 		       headers::text, body, occurred_at, publication_attempts
 		FROM outbox_event
-		WHERE published_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= now())
+		WHERE published_at IS NULL AND publication_attempts >= 0 -- matches outbox_event_claimable (migration 00004)
+		  AND (next_attempt_at IS NULL OR next_attempt_at <= now())
 		ORDER BY seq
 		LIMIT $1
 		FOR UPDATE SKIP LOCKED`, r.opts.BatchSize)
