@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -42,7 +43,7 @@ var (
 // document.processing.dlq with a reason while the next good file goes
 // through.
 func TestDocumentFlow(t *testing.T) {
-	h := harness.New(t)
+	h := harness.New(t, os.Getenv)
 	indexed := watchIndexed(t, h)
 	h.Start(t, "request")
 	h.Start(t, "document-worker")

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"sort"
 	"sync"
 	"testing"
@@ -27,7 +28,7 @@ import (
 func BenchmarkRequestFlowLatency(b *testing.B) {
 	const rate, seconds = 20, 10
 	for i := 0; i < b.N; i++ {
-		h := harness.New(b)
+		h := harness.New(b, os.Getenv)
 		smtp := startFlowSMTPSink(b, b.TempDir())
 		h.Start(b, "request")
 		h.Start(b, "workflow")

@@ -49,7 +49,7 @@ type flowRequest struct {
 // sees nothing of tenant A through any endpoint, and that one trace spans
 // the HTTP request, the publish and the four consumers.
 func TestRequestFlow(t *testing.T) {
-	h := harness.New(t)
+	h := harness.New(t, os.Getenv)
 	mailDir := t.TempDir()
 	smtpAddr := startFlowSMTPSink(t, mailDir)
 	bucket := "e2e-" + flowRand(6)

@@ -6,7 +6,7 @@
 //	func TestMain(m *testing.M) { harness.Main(m) }
 //
 //	func TestSubmit(t *testing.T) {
-//		h := harness.New(t)
+//		h := harness.New(t, os.Getenv)
 //		h.Start(t, "request")
 //		tok := h.Token("org-a", "citizen-1", "citizen")
 //		resp := post(h.URL("request")+"/v1/requests", tok, body)
@@ -109,17 +109,26 @@ type proc struct {
 // New creates the test's database (with the vector extension), vhost, dev
 // keys and directories; everything is removed when the test ends, after
 // its services are stopped.
-func New(t testing.TB) *Harness {
+//
+// getenv (os.Getenv in tests) locates the infrastructure: AMQP_HOST,
+// RABBITMQ_MGMT_URL, DATABASE_URL, S3_ENDPOINT, S3_ACCESS_KEY, S3_SECRET_KEY.
+func New(t testing.TB, getenv func(string) string) *Harness {
 	t.Helper()
-	env := fabrictest.EnvFrom(os.Getenv)
+	env := fabrictest.EnvFrom(getenv)
+	get := func(k, def string) string {
+		if v := getenv(k); v != "" {
+			return v
+		}
+		return def
+	}
 	dir := t.TempDir()
 	h := &Harness{
 		Dir:         dir,
 		TracesDir:   filepath.Join(dir, "traces"),
 		LogsDir:     filepath.Join(dir, "logs"),
-		S3Endpoint:  getenv("S3_ENDPOINT", "127.0.0.1:9000"),
-		S3AccessKey: getenv("S3_ACCESS_KEY", "agora-dev"),        // local-development default
-		S3SecretKey: getenv("S3_SECRET_KEY", "agora-dev-secret"), // local-development default
+		S3Endpoint:  get("S3_ENDPOINT", "127.0.0.1:9000"),
+		S3AccessKey: get("S3_ACCESS_KEY", "agora-dev"),        // local-development default
+		S3SecretKey: get("S3_SECRET_KEY", "agora-dev-secret"), // local-development default
 		t:           t,
 		procs:       map[string]*proc{},
 	}
@@ -144,13 +153,6 @@ func New(t testing.TB) *Harness {
 		h.stopAll()
 	})
 	return h
-}
-
-func getenv(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }
 
 // newDatabase creates agora_e2e_<rand> with pgvector and returns its URL;

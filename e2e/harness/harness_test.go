@@ -19,7 +19,7 @@ import (
 func TestMain(m *testing.M) { Main(m) }
 
 func TestNewGivesPrivateDatabaseVhostAndKeys(t *testing.T) {
-	h := New(t)
+	h := New(t, os.Getenv)
 	ctx := context.Background()
 	c, err := pgx.Connect(ctx, h.DatabaseURL)
 	if err != nil {

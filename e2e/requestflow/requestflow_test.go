@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -41,7 +42,7 @@ func call(t *testing.T, method, url, token, body string, out any) int {
 }
 
 func TestSubmitProcessCompleteAcrossServices(t *testing.T) {
-	h := harness.New(t)
+	h := harness.New(t, os.Getenv)
 	h.Start(t, "workflow")
 	h.Start(t, "request")
 	citizen := h.Token("org-a", "citizen-1", "citizen")
