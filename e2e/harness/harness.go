@@ -6,7 +6,7 @@
 //	func TestMain(m *testing.M) { harness.Main(m) }
 //
 //	func TestSubmit(t *testing.T) {
-//		h := harness.New(t, os.Getenv)
+//		h := harness.New(t, getenv) // getenv: the test process environment lookup
 //		h.Start(t, "request")
 //		tok := h.Token("org-a", "citizen-1", "citizen")
 //		resp := post(h.URL("request")+"/v1/requests", tok, body)
@@ -110,7 +110,7 @@ type proc struct {
 // keys and directories; everything is removed when the test ends, after
 // its services are stopped.
 //
-// getenv (os.Getenv in tests) locates the infrastructure: AMQP_HOST,
+// getenv (the test process environment) locates the infrastructure: AMQP_HOST,
 // RABBITMQ_MGMT_URL, DATABASE_URL, S3_ENDPOINT, S3_ACCESS_KEY, S3_SECRET_KEY.
 func New(t testing.TB, getenv func(string) string) *Harness {
 	t.Helper()
