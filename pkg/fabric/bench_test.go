@@ -59,7 +59,7 @@ func BenchmarkPublishFabric(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	for i := 0; i < b.N; i++ {
-		p, err := s.pub.PublishAsync(ctx, envs[i])
+		p, err := s.Pub.PublishAsync(ctx, envs[i])
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func BenchmarkPublishRaw(b *testing.B) {
 	s := newStackB(b)
 	e := kibEnvelope(b)
 	body, _ := e.Encode()
-	ch, err := s.conn.Channel(context.Background())
+	ch, err := s.Conn.Channel(context.Background())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func BenchmarkPublishRaw(b *testing.B) {
 // with Send (how the outbox relay publishes rows validated at Enqueue).
 func BenchmarkPublishTransport(b *testing.B) {
 	s := newStackB(b)
-	m, err := fabric.EnvelopeMessage(s.reg, kibEnvelope(b))
+	m, err := fabric.EnvelopeMessage(s.Reg, kibEnvelope(b))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func BenchmarkPublishTransport(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	for i := 0; i < b.N; i++ {
-		p, err := s.pub.Send(ctx, m)
+		p, err := s.Pub.Send(ctx, m)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -32,7 +32,7 @@ func TestBrokerRestart(t *testing.T) {
 		for i := 0; i < n; i++ {
 			e := submitted(t, "org-a", "ok")
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			err := s.pub.Publish(ctx, e)
+			err := s.Pub.Publish(ctx, e)
 			cancel()
 			switch {
 			case err == nil:
@@ -45,7 +45,7 @@ func TestBrokerRestart(t *testing.T) {
 		}
 	}
 	publish(200)
-	before := s.conn.Connects()
+	before := s.Conn.Connects()
 	for _, args := range [][]string{{"stop_app"}, {"start_app"}, {"await_startup"}} {
 		if out, err := exec.Command("rabbitmqctl", args...).CombinedOutput(); err != nil {
 			t.Fatalf("rabbitmqctl %v: %v: %s", args, err, out)
@@ -53,8 +53,8 @@ func TestBrokerRestart(t *testing.T) {
 	}
 	// Publishing blocks until the supervisor has reconnected.
 	publish(200)
-	if s.conn.Connects() <= before {
-		t.Fatalf("connects = %d after restart, want > %d", s.conn.Connects(), before)
+	if s.Conn.Connects() <= before {
+		t.Fatalf("connects = %d after restart, want > %d", s.Conn.Connects(), before)
 	}
 	fabrictest.Eventually(t, 60*time.Second, "every confirmed message consumed after the restart", func() bool {
 		mu.Lock()

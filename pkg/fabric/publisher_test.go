@@ -1,0 +1,86 @@
+package fabric_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/registry"
+)
+
+func TestPublishConfirmsRoutesAndReturns(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	if err := s.Pub.Publish(ctx, submitted(t, "org-a", "ok")); err != nil {
+		t.Fatalf("Publish routed: %v", err)
+	}
+	// No queue is bound to citizen.updated.v1 in this vhost: the broker acks
+	// it anyway; only the mandatory return tells us.
+	e, err := envelope.New("citizen.updated.v1", "org-a", "test", map[string]any{"citizenId": "c-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Pub.Publish(ctx, e); !errors.Is(err, fabric.ErrUnroutable) {
+		t.Fatalf("Publish unroutable = %v, want ErrUnroutable", err)
+	}
+	bad := submitted(t, "org-a", "x")
+	bad.Payload = []byte(`{"requestId":"nope"}`)
+	if err := s.Pub.Publish(ctx, bad); !errors.Is(err, registry.ErrSchema) {
+		t.Fatalf("Publish schema-invalid = %v, want ErrSchema", err)
+	}
+
+	// Pipelined: 2,000 in flight through a window of 256, interleaved with
+	// unroutable ones; every routed one confirmed, every unroutable one not.
+	var pend, unr []*fabric.Pending
+	for i := 0; i < 2000; i++ {
+		p, err := s.Pub.PublishAsync(ctx, submitted(t, "org-a", "bulk"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pend = append(pend, p)
+		if i%100 == 0 {
+			u, _ := envelope.New("citizen.updated.v1", "org-a", "test", map[string]any{"citizenId": "c"})
+			p, err := s.Pub.PublishAsync(ctx, u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			unr = append(unr, p)
+		}
+	}
+	for _, p := range pend {
+		if err := p.Wait(ctx); err != nil {
+			t.Fatalf("pipelined publish: %v", err)
+		}
+	}
+	for _, p := range unr {
+		if err := p.Wait(ctx); !errors.Is(err, fabric.ErrUnroutable) {
+			t.Fatalf("pipelined unroutable = %v, want ErrUnroutable", err)
+		}
+	}
+	if n := s.Depth(t, testQueue); n != 2001 {
+		t.Fatalf("queue depth = %d, want 2001", n)
+	}
+}
+
+func TestMessageAndPropertiesCarryContract(t *testing.T) {
+	s := newStack(t)
+	e := submitted(t, "org-a", "props")
+	if err := s.Pub.Publish(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	ch, _ := s.Conn.Channel(context.Background())
+	defer ch.Close()
+	d, ok, err := ch.Get(testQueue, true)
+	if err != nil || !ok {
+		t.Fatalf("Get = %v, %v", ok, err)
+	}
+	if d.MessageId != e.ID || d.CorrelationId != e.CorrelationID || d.Type != e.Type ||
+		d.ContentType != "application/json" || d.DeliveryMode != amqp.Persistent ||
+		d.Headers[fabric.HeaderTenant] != "org-a" || d.Headers[fabric.HeaderCorrelation] != e.CorrelationID {
+		t.Fatalf("delivery properties = %+v", d)
+	}
+}
