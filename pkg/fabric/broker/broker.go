@@ -179,19 +179,6 @@ func (c *Conn) supervise(ctx context.Context, conn *amqp.Connection) {
 	}
 }
 
-// OnConnect registers a hook for every later reconnect (and runs it now on
-// the current connection).
-func (c *Conn) OnConnect(ctx context.Context, h Hook) error {
-	c.mu.Lock()
-	c.hooks = append(c.hooks, h)
-	cur := c.cur
-	c.mu.Unlock()
-	if cur != nil {
-		return h(ctx, cur)
-	}
-	return nil
-}
-
 // Connection waits until connected (or ctx ends) and returns the current
 // connection.
 func (c *Conn) Connection(ctx context.Context) (*amqp.Connection, error) {

@@ -4,10 +4,8 @@
 package telemetry
 
 import (
-	"context"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -102,9 +100,6 @@ func Attrs(consumer, typ string, extra ...attribute.KeyValue) metric.Measurement
 	return metric.WithAttributes(kv...)
 }
 
-// Since returns seconds elapsed since t.
-func Since(t time.Time) float64 { return time.Since(t).Seconds() }
-
 // Prometheus returns a meter provider whose instruments are served by the
 // returned handler in the Prometheus text format. Each call has its own
 // registry, so tests and services never share state.
@@ -116,12 +111,4 @@ func Prometheus() (*sdkmetric.MeterProvider, http.Handler, error) {
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
 	return mp, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), nil
-}
-
-// Shutdown flushes a meter provider, ignoring a nil one.
-func Shutdown(ctx context.Context, mp *sdkmetric.MeterProvider) error {
-	if mp == nil {
-		return nil
-	}
-	return mp.Shutdown(ctx)
 }
