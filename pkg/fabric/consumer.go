@@ -9,11 +9,13 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -46,6 +48,9 @@ type ConsumerOptions struct {
 	// ShutdownTimeout bounds how long Run waits for in-flight handlers after
 	// its context ends before cancelling theirs (default 30 s).
 	ShutdownTimeout time.Duration
+	// DepthInterval is how often the queue's depth is read for the
+	// fabric.consumer.queue_depth gauge (default 10 s).
+	DepthInterval time.Duration
 	// Tag names the consumer on the broker (default <queue>-<random>).
 	Tag     string
 	Tracer  trace.TracerProvider
@@ -66,6 +71,7 @@ type Consumer struct {
 	tracer  trace.Tracer
 	metrics *telemetry.Metrics
 	log     *slog.Logger
+	depth   atomic.Int64
 }
 
 // NewConsumer returns a consumer of spec.Queue. pub sends retries and dead
@@ -89,6 +95,9 @@ func NewConsumer(conn *broker.Conn, pub *Publisher, reg *registry.Registry, spec
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = 30 * time.Second
 	}
+	if opts.DepthInterval <= 0 {
+		opts.DepthInterval = 10 * time.Second
+	}
 	if opts.Tag == "" {
 		var b [4]byte
 		_, _ = rand.Read(b[:])
@@ -109,11 +118,41 @@ func NewConsumer(conn *broker.Conn, pub *Publisher, reg *registry.Registry, spec
 			return nil, err
 		}
 	}
-	return &Consumer{
+	c := &Consumer{
 		conn: conn, pub: pub, reg: reg, spec: spec, tiers: spec.Tiers(), h: h, opts: opts,
 		tracer: tp.Tracer("github.com/agora-platform/agora/pkg/fabric"), metrics: m,
 		log: log.With("consumer", spec.Queue),
-	}, nil
+	}
+	if _, err := m.Meter.Int64ObservableGauge("fabric.consumer.queue_depth",
+		metric.WithDescription("Messages ready in the consumer's queue (read every DepthInterval)."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(c.depth.Load(), metric.WithAttributes(attribute.String("consumer", spec.Queue)))
+			return nil
+		})); err != nil {
+		return nil, fmt.Errorf("fabric: queue depth gauge: %w", err)
+	}
+	return c, nil
+}
+
+// watchDepth reads the queue's ready-message count until ctx ends, on a
+// channel of its own (a failed passive declare closes its channel).
+func (c *Consumer) watchDepth(ctx context.Context) {
+	t := time.NewTicker(c.opts.DepthInterval)
+	defer t.Stop()
+	for {
+		ch, err := c.conn.Channel(ctx)
+		if err == nil {
+			if q, err := ch.QueueDeclarePassive(c.spec.Queue, true, false, false, false, nil); err == nil {
+				c.depth.Store(int64(q.Messages))
+			}
+			ch.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Run consumes until ctx ends, resubscribing after every connection or
@@ -125,6 +164,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	// half done; hardStop cuts them off after ShutdownTimeout.
 	handlerCtx, hardStop := context.WithCancel(context.WithoutCancel(ctx))
 	defer hardStop()
+	go c.watchDepth(ctx)
 	for {
 		if ctx.Err() != nil {
 			return nil

@@ -47,6 +47,8 @@ func (c HeaderCarrier) Keys() []string {
 
 // Metrics are the fabric's instruments. All carry attributes consumer and type.
 type Metrics struct {
+	// Meter registers observable instruments (queue depth) per consumer.
+	Meter        metric.Meter
 	Processed    metric.Int64Counter
 	Failed       metric.Int64Counter
 	Retried      metric.Int64Counter
@@ -72,6 +74,7 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 		return c
 	}
 	out := &Metrics{
+		Meter:        m,
 		Processed:    counter("fabric.consumer.processed", "Messages handled successfully and acked."),
 		Failed:       counter("fabric.consumer.failed", "Handler failures, by error class."),
 		Retried:      counter("fabric.consumer.retried", "Messages sent to a retry tier."),
