@@ -25,7 +25,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
@@ -33,7 +32,6 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
-	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 
 // testService is one run() of the service against the real broker (fresh
@@ -120,92 +118,6 @@ func start(t *testing.T, extra map[string]string) *testService {
 		t.Fatal(err)
 	}
 	return s
-}
-
-// observe binds a fresh queue to platform.events for keys and returns a
-// function that waits for the next message of type typ on it.
-func (s *testService) observe(t *testing.T, keys ...string) *observer {
-	t.Helper()
-	ch, err := s.conn.Channel(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ch.Close() })
-	q, err := ch.QueueDeclare("", false, true, true, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range keys {
-		if err := ch.QueueBind(q.Name, k, topology.EventsExchange, false, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return &observer{ch: ch, queue: q.Name}
-}
-
-type observer struct {
-	ch    *amqp.Channel
-	queue string
-	seen  []envelope.Envelope
-}
-
-// next waits for an envelope matching match, keeping the others it reads.
-func (o *observer) next(t *testing.T, what string, match func(envelope.Envelope) bool) envelope.Envelope {
-	t.Helper()
-	for _, e := range o.seen {
-		if match(e) {
-			return e
-		}
-	}
-	var found envelope.Envelope
-	fabrictest.Eventually(t, 15*time.Second, what, func() bool {
-		for {
-			d, ok, err := o.ch.Get(o.queue, true)
-			if err != nil {
-				t.Fatalf("get %s: %v", o.queue, err)
-			}
-			if !ok {
-				return false
-			}
-			e, err := envelope.Decode(d.Body, 0)
-			if err != nil {
-				t.Fatalf("decode %s: %v", d.Body, err)
-			}
-			o.seen = append(o.seen, e)
-			if match(e) {
-				found = e
-				return true
-			}
-		}
-	})
-	return found
-}
-
-// count drains what is queued and counts envelopes matching match.
-func (o *observer) count(t *testing.T, match func(envelope.Envelope) bool) int {
-	t.Helper()
-	o.next(t, "drain", func(envelope.Envelope) bool { return true }) // at least one present
-	for {
-		d, ok, err := o.ch.Get(o.queue, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ok {
-			break
-		}
-		e, err := envelope.Decode(d.Body, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o.seen = append(o.seen, e)
-	}
-	n := 0
-	for _, e := range o.seen {
-		if match(e) {
-			n++
-		}
-	}
-	return n
 }
 
 func ofType(typ, requestID string) func(envelope.Envelope) bool {
@@ -369,7 +281,7 @@ var protocolPattern = regexp.MustCompile(`^AGR-\d{4}-\d{6}$`)
 
 func TestSubmitStoresRequestAndPublishesEvent(t *testing.T) {
 	s := start(t, nil)
-	obs := s.observe(t, "request.#")
+	obs := fabrictest.Observe(t, s.conn, "request.#")
 	citizen := s.token(t, "org-a", "citizen-1", "citizen")
 
 	resp := s.submit(t, citizen, validBody, "")
@@ -394,7 +306,7 @@ func TestSubmitStoresRequestAndPublishesEvent(t *testing.T) {
 		t.Errorf("org-b's first protocol = %s, want its own counter starting at 1", otherTenant.Protocol)
 	}
 
-	env := obs.next(t, "request.submitted.v1", ofType("request.submitted.v1", rc.ID))
+	env := obs.Next(t, "request.submitted.v1", ofType("request.submitted.v1", rc.ID))
 	if env.TenantID != "org-a" || env.Producer != "request-service" {
 		t.Errorf("envelope tenant %q producer %q, want org-a request-service", env.TenantID, env.Producer)
 	}
@@ -453,7 +365,7 @@ func TestGetRequestVisibility(t *testing.T) {
 
 func TestIdempotencyKey(t *testing.T) {
 	s := start(t, nil)
-	obs := s.observe(t, "request.submitted.v1")
+	obs := fabrictest.Observe(t, s.conn, "request.submitted.v1")
 	citizen := s.token(t, "org-a", "citizen-1", "citizen")
 
 	first := s.submit(t, citizen, validBody, "key-1")
@@ -502,7 +414,8 @@ func TestIdempotencyKey(t *testing.T) {
 
 	var rc receipt
 	first.json(t, &rc)
-	if n := obs.count(t, ofType("request.submitted.v1", rc.ID)); n != 1 {
+	obs.Next(t, "the request's submitted event", ofType("request.submitted.v1", rc.ID))
+	if n := len(obs.Matching(t, ofType("request.submitted.v1", rc.ID))); n != 1 {
 		t.Errorf("%d request.submitted.v1 events for the replayed request, want 1", n)
 	}
 	var rows int
@@ -604,7 +517,7 @@ func (s *testService) view(t *testing.T, tenant, id string) requestView {
 
 func TestWorkflowEventsKeepStatusCurrent(t *testing.T) {
 	s := start(t, nil)
-	obs := s.observe(t, "request.status-changed.v1")
+	obs := fabrictest.Observe(t, s.conn, "request.status-changed.v1")
 	tests := []struct {
 		outcome string
 		want    string
@@ -618,7 +531,7 @@ func TestWorkflowEventsKeepStatusCurrent(t *testing.T) {
 			fabrictest.Eventually(t, 15*time.Second, "status in_progress", func() bool {
 				return s.view(t, "org-a", rc.ID).Status == "in_progress"
 			})
-			changed := obs.next(t, "status-changed to in_progress", func(e envelope.Envelope) bool {
+			changed := obs.Next(t, "status-changed to in_progress", func(e envelope.Envelope) bool {
 				return ofType("request.status-changed.v1", rc.ID)(e) && strings.Contains(string(e.Payload), `"in_progress"`)
 			})
 			if changed.CausationID != started.ID || changed.CorrelationID != started.CorrelationID {
@@ -641,14 +554,14 @@ func TestWorkflowEventsKeepStatusCurrent(t *testing.T) {
 			// A late process-started (another event id) must not move it back.
 			s.publish(t, "org-a", "workflow.process-started.v1",
 				map[string]any{"processId": processID, "requestId": rc.ID, "definitionId": "standard-review"})
-			obs.next(t, "status-changed to "+tc.want, func(e envelope.Envelope) bool {
+			obs.Next(t, "status-changed to "+tc.want, func(e envelope.Envelope) bool {
 				return ofType("request.status-changed.v1", rc.ID)(e) && strings.Contains(string(e.Payload), `"`+tc.want+`"`)
 			})
 			time.Sleep(300 * time.Millisecond)
 			if got := s.view(t, "org-a", rc.ID).Status; got != tc.want {
 				t.Errorf("status after a late process-started = %s, want %s", got, tc.want)
 			}
-			if n := obs.count(t, ofType("request.status-changed.v1", rc.ID)); n != 2 {
+			if n := len(obs.Matching(t, ofType("request.status-changed.v1", rc.ID))); n != 2 {
 				t.Errorf("%d status-changed events, want 2 (in_progress, %s)", n, tc.want)
 			}
 		})
@@ -716,7 +629,7 @@ func (s *testService) upload(t *testing.T, token, requestID, field, name string,
 func TestUploadDocument(t *testing.T) {
 	s := start(t, nil)
 	tenant := "org-" + randHex(3) // the bucket is shared between test runs; the prefix is not
-	obs := s.observe(t, "document.uploaded.v1")
+	obs := fabrictest.Observe(t, s.conn, "document.uploaded.v1")
 	owner := s.token(t, tenant, "citizen-1", "citizen")
 	rc := mustSubmit(t, s, owner)
 	img := pngBytes(t)
@@ -746,7 +659,7 @@ func TestUploadDocument(t *testing.T) {
 	if !bytes.Equal(stored, img) {
 		t.Errorf("MinIO object has %d bytes, want the %d uploaded", len(stored), len(img))
 	}
-	env := obs.next(t, "document.uploaded.v1", func(e envelope.Envelope) bool { return strings.Contains(string(e.Payload), doc.ID) })
+	env := obs.Next(t, "document.uploaded.v1", func(e envelope.Envelope) bool { return strings.Contains(string(e.Payload), doc.ID) })
 	var p map[string]any
 	_ = json.Unmarshal(env.Payload, &p)
 	if p["objectKey"] != doc.ObjectKey || p["sha256"] != doc.SHA256 || p["size"] != float64(len(img)) || env.TenantID != tenant {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
@@ -21,7 +20,6 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
-	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 
 // platform is one test's corner of the real infrastructure: a vhost, a
@@ -143,79 +141,6 @@ func requestIDOf(t *testing.T, env envelope.Envelope) string {
 		t.Fatal(err)
 	}
 	return p.RequestID
-}
-
-// observe binds a fresh queue to platform.events for keys.
-func (p *platform) observe(t *testing.T, keys ...string) *observer {
-	t.Helper()
-	ch, err := p.conn.Channel(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ch.Close() })
-	q, err := ch.QueueDeclare("", false, true, true, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range keys {
-		if err := ch.QueueBind(q.Name, k, topology.EventsExchange, false, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return &observer{ch: ch, queue: q.Name}
-}
-
-type observer struct {
-	ch    *amqp.Channel
-	queue string
-	seen  []envelope.Envelope
-}
-
-func (o *observer) drain(t *testing.T) {
-	t.Helper()
-	for {
-		d, ok, err := o.ch.Get(o.queue, true)
-		if err != nil {
-			t.Fatalf("get %s: %v", o.queue, err)
-		}
-		if !ok {
-			return
-		}
-		e, err := envelope.Decode(d.Body, 0)
-		if err != nil {
-			t.Fatalf("decode %s: %v", d.Body, err)
-		}
-		o.seen = append(o.seen, e)
-	}
-}
-
-// waitFor waits until n envelopes match, and returns them.
-func (o *observer) waitFor(t *testing.T, n int, what string, match func(envelope.Envelope) bool) []envelope.Envelope {
-	t.Helper()
-	var got []envelope.Envelope
-	fabrictest.Eventually(t, 20*time.Second, what, func() bool {
-		o.drain(t)
-		got = got[:0]
-		for _, e := range o.seen {
-			if match(e) {
-				got = append(got, e)
-			}
-		}
-		return len(got) >= n
-	})
-	return got
-}
-
-func (o *observer) matching(t *testing.T, match func(envelope.Envelope) bool) []envelope.Envelope {
-	t.Helper()
-	o.drain(t)
-	var got []envelope.Envelope
-	for _, e := range o.seen {
-		if match(e) {
-			got = append(got, e)
-		}
-	}
-	return got
 }
 
 func about(typ, requestID string) func(envelope.Envelope) bool {

@@ -70,7 +70,7 @@ func complete(t *testing.T, url, token, taskID, body string) response {
 func TestRequestSubmittedStartsProcess(t *testing.T) {
 	p := newPlatform(t)
 	url := p.start(t, nil)
-	obs := p.observe(t, "workflow.#")
+	obs := fabrictest.Observe(t, p.conn, "workflow.#")
 	attendant := p.token(t, "org-a", "attendant-1", "attendant")
 	tests := []struct {
 		serviceID, definition, firstStep, role string
@@ -95,7 +95,7 @@ func TestRequestSubmittedStartsProcess(t *testing.T) {
 			if got := task.DueAt.Sub(task.CreatedAt); got != tc.sla {
 				t.Errorf("task due %s after creation, want the SLA %s", got, tc.sla)
 			}
-			started := obs.waitFor(t, 1, "workflow.process-started.v1", about("workflow.process-started.v1", requestID))[0]
+			started := obs.WaitFor(t, 1, "workflow.process-started.v1", about("workflow.process-started.v1", requestID))[0]
 			if started.CausationID != sub.ID || started.CorrelationID != sub.CorrelationID || started.TenantID != "org-a" {
 				t.Errorf("process-started causation %s correlation %s tenant %s, want %s %s org-a",
 					started.CausationID, started.CorrelationID, started.TenantID, sub.ID, sub.CorrelationID)
@@ -115,7 +115,7 @@ func TestRequestSubmittedStartsProcess(t *testing.T) {
 			if n := len(processes(t, url, attendant, requestID)); n != 1 {
 				t.Errorf("%d processes after duplicates, want 1", n)
 			}
-			if n := len(obs.matching(t, about("workflow.process-started.v1", requestID))); n != 1 {
+			if n := len(obs.Matching(t, about("workflow.process-started.v1", requestID))); n != 1 {
 				t.Errorf("%d process-started events, want 1", n)
 			}
 		})
@@ -125,7 +125,7 @@ func TestRequestSubmittedStartsProcess(t *testing.T) {
 func TestTaskCompletionChain(t *testing.T) {
 	p := newPlatform(t)
 	url := p.start(t, nil)
-	obs := p.observe(t, "workflow.#")
+	obs := fabrictest.Observe(t, p.conn, "workflow.#")
 	attendant := p.token(t, "org-a", "attendant-1", "attendant")
 	operator := p.token(t, "org-a", "operator-1", "operator")
 	tests := []struct {
@@ -169,8 +169,8 @@ func TestTaskCompletionChain(t *testing.T) {
 					t.Errorf("task %+v, want completed with its completer", task)
 				}
 			}
-			done := obs.waitFor(t, len(tc.steps), "task-completed events", about("workflow.task-completed.v1", requestID))
-			final := obs.waitFor(t, 1, "process-completed", about("workflow.process-completed.v1", requestID))
+			done := obs.WaitFor(t, len(tc.steps), "task-completed events", about("workflow.task-completed.v1", requestID))
+			final := obs.WaitFor(t, 1, "process-completed", about("workflow.process-completed.v1", requestID))
 			if !strings.Contains(string(final[0].Payload), `"outcome":"`+tc.outcome+`"`) {
 				t.Errorf("process-completed payload = %s, want outcome %s", final[0].Payload, tc.outcome)
 			}
@@ -276,7 +276,7 @@ func TestSLABreachReportedOnceAcrossInstances(t *testing.T) {
 	extra := map[string]string{"WORKFLOW_DEFINITIONS": defs, "SLA_CHECK_INTERVAL": "100ms", "SLA_BATCH": "3"}
 	url := p.start(t, extra)
 	p.start(t, extra)
-	obs := p.observe(t, "task.#")
+	obs := fabrictest.Observe(t, p.conn, "task.#")
 	attendant := p.token(t, "org-a", "attendant-1", "attendant")
 
 	// Completed well within its two seconds: never breached.
@@ -292,11 +292,11 @@ func TestSLABreachReportedOnceAcrossInstances(t *testing.T) {
 		tenant := []string{"org-a", "org-b"}[i%2]
 		ids = append(ids, requestIDOf(t, p.submitted(t, tenant, "citizen-1", "svc")))
 	}
-	breaches := obs.waitFor(t, overdue, "task.sla-breached.v1 for every overdue task", func(e envelope.Envelope) bool {
+	breaches := obs.WaitFor(t, overdue, "task.sla-breached.v1 for every overdue task", func(e envelope.Envelope) bool {
 		return e.Type == "task.sla-breached.v1"
 	})
 	time.Sleep(1500 * time.Millisecond) // more sweeps by both instances
-	breaches = obs.matching(t, func(e envelope.Envelope) bool { return e.Type == "task.sla-breached.v1" })
+	breaches = obs.Matching(t, func(e envelope.Envelope) bool { return e.Type == "task.sla-breached.v1" })
 	seen := map[string]bool{}
 	for _, e := range breaches {
 		var tenantOK bool
