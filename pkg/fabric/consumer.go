@@ -272,7 +272,7 @@ func (c *Consumer) admit(d amqp.Delivery) (envelope.Envelope, *refusal) {
 	if err != nil {
 		return env, &refusal{ReasonInvalidEnvelope, err}
 	}
-	if _, err := c.reg.Check(env); err != nil {
+	if _, err := c.reg.CheckIncoming(env); err != nil {
 		switch {
 		case errors.Is(err, registry.ErrUnknownType):
 			return env, &refusal{ReasonUnknownType, err}

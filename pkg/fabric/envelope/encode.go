@@ -3,6 +3,7 @@ package envelope
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 	"time"
 	"unicode/utf8"
 )
@@ -10,7 +11,8 @@ import (
 // Encode returns the JSON form of e. It appends fields directly instead of
 // going through reflection: every published message is encoded once, and
 // encoding/json's reflection and payload compaction cost as much as the
-// publish itself. The payload is copied verbatim when it is valid JSON.
+// publish itself. The payload and extensions are copied verbatim when they
+// are valid JSON.
 func (e Envelope) Encode() ([]byte, error) {
 	if !json.Valid(e.Payload) {
 		return nil, fmt.Errorf("encode envelope %s: payload is not valid JSON", e.ID)
@@ -53,9 +55,38 @@ func (e Envelope) Encode() ([]byte, error) {
 	b = appendString(b, e.Producer)
 	b = append(b, `,"schemaVersion":`...)
 	b = appendString(b, e.SchemaVersion)
+	if len(e.Extensions) > 0 {
+		var err error
+		if b, err = e.appendExtensions(b); err != nil {
+			return nil, err
+		}
+	}
 	b = append(b, `,"payload":`...)
 	b = append(b, e.Payload...)
 	return append(b, '}'), nil
+}
+
+// appendExtensions writes the fields a reader kept but did not know, in
+// name order so one envelope always encodes to the same bytes.
+func (e Envelope) appendExtensions(b []byte) ([]byte, error) {
+	names := make([]string, 0, len(e.Extensions))
+	for name, v := range e.Extensions {
+		if knownField(name) {
+			return nil, fmt.Errorf("encode envelope %s: extension %q shadows an envelope field", e.ID, name)
+		}
+		if !json.Valid(v) {
+			return nil, fmt.Errorf("encode envelope %s: extension %q is not valid JSON", e.ID, name)
+		}
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		b = append(b, ',')
+		b = appendString(b, name)
+		b = append(b, ':')
+		b = append(b, e.Extensions[name]...)
+	}
+	return b, nil
 }
 
 const hexDigits = "0123456789abcdef"

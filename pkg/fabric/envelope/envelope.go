@@ -36,6 +36,11 @@ type Envelope struct {
 	Producer       string          `json:"producer"`
 	SchemaVersion  string          `json:"schemaVersion"`
 	Payload        json.RawMessage `json:"payload"`
+	// Extensions holds top-level fields this build does not know, exactly
+	// as received. The seed (§13.9) lets producers add envelope metadata
+	// without a new version, so a reader keeps it and Encode writes it
+	// back: a forwarded, replayed or archived message loses nothing.
+	Extensions map[string]json.RawMessage `json:"-"`
 }
 
 // Link is one ancestor in a causation chain, oldest first.
@@ -120,9 +125,43 @@ func Derive(parent Envelope, typ, producer string, payload any) (Envelope, error
 	return child, nil
 }
 
-// Decode parses data strictly: unknown fields, trailing data and documents
-// larger than maxSize (DefaultMaxSize when ≤ 0) are errors. It does not
-// validate; call Validate.
+// Alongside returns the same fact as e in another version of its contract,
+// for the migration the seed prescribes (§13.9): during a transition the
+// producer publishes v1 and v2 side by side. The sibling has its own id
+// (each version is a message of its own, deduplicated on its own), and
+// shares e's tenant, time, correlation and causation, so both trace back
+// to the same cause. typ must be another version of e's type.
+func Alongside(e Envelope, typ string, payload any) (Envelope, error) {
+	if !ValidType(typ) || base(typ) != base(e.Type) || typ == e.Type {
+		return Envelope{}, fmt.Errorf("alongside %s: %s is not another version of it", e.Type, typ)
+	}
+	s, err := New(typ, e.TenantID, e.Producer, payload)
+	if err != nil {
+		return Envelope{}, err
+	}
+	s.OccurredAt = e.OccurredAt
+	s.CorrelationID = e.CorrelationID
+	s.CausationID = e.CausationID
+	s.CausationChain = append([]Link(nil), e.CausationChain...)
+	return s, nil
+}
+
+// base is a type name without its version: "request.submitted.v1" →
+// "request.submitted".
+func base(typ string) string {
+	if i := strings.LastIndex(typ, ".v"); i >= 0 {
+		return typ[:i]
+	}
+	return typ
+}
+
+// Decode parses one JSON object of at most maxSize bytes (DefaultMaxSize
+// when ≤ 0). It is a tolerant reader: top-level fields it does not know are
+// kept in Extensions rather than refused. It is strict about the document
+// itself: a known field of the wrong JSON type, a field named twice (two
+// parsers could disagree on which one counts), trailing data and oversize
+// documents are ErrMalformed or ErrTooLarge. It does not validate; call
+// Validate or ValidateIncoming.
 func Decode(data []byte, maxSize int) (Envelope, error) {
 	if maxSize <= 0 {
 		maxSize = DefaultMaxSize
@@ -130,21 +169,119 @@ func Decode(data []byte, maxSize int) (Envelope, error) {
 	if len(data) > maxSize {
 		return Envelope{}, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(data), maxSize)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var e Envelope
-	if err := dec.Decode(&e); err != nil {
+	e, err := decode(data)
+	if err != nil {
 		return Envelope{}, fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return Envelope{}, fmt.Errorf("%w: trailing data after envelope", ErrMalformed)
 	}
 	return e, nil
 }
 
-// Validate checks the required fields and their formats. tenantRequired is
-// false only for types registered with GLOBAL scope.
-func (e Envelope) Validate(tenantRequired bool) error {
+func decode(data []byte) (Envelope, error) {
+	var e Envelope
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil {
+		return e, err
+	} else if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return e, errors.New("not a JSON object")
+	}
+	seen := make(map[string]struct{}, 12)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return e, err
+		}
+		key := tok.(string) // inside an object the decoder only yields string keys here
+		if _, dup := seen[key]; dup {
+			return e, fmt.Errorf("field %q appears twice", key)
+		}
+		seen[key] = struct{}{}
+		if err := decodeField(dec, &e, key); err != nil {
+			return e, fmt.Errorf("field %s: %w", key, err)
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return e, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return e, errors.New("trailing data after envelope")
+	}
+	return e, nil
+}
+
+func decodeField(dec *json.Decoder, e *Envelope, key string) error {
+	switch key {
+	case "id":
+		return dec.Decode(&e.ID)
+	case "type":
+		return dec.Decode(&e.Type)
+	case "version":
+		return dec.Decode(&e.Version)
+	case "occurredAt":
+		return dec.Decode(&e.OccurredAt)
+	case "tenantId":
+		return dec.Decode(&e.TenantID)
+	case "correlationId":
+		return dec.Decode(&e.CorrelationID)
+	case "causationId":
+		return dec.Decode(&e.CausationID)
+	case "causationChain":
+		return dec.Decode(&e.CausationChain)
+	case "producer":
+		return dec.Decode(&e.Producer)
+	case "schemaVersion":
+		return dec.Decode(&e.SchemaVersion)
+	case "payload":
+		return dec.Decode(&e.Payload)
+	}
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return err
+	}
+	if e.Extensions == nil {
+		e.Extensions = make(map[string]json.RawMessage, 2)
+	}
+	e.Extensions[key] = raw
+	return nil
+}
+
+// knownField reports whether name is a field of the envelope itself, which
+// an extension must not shadow.
+func knownField(name string) bool {
+	switch name {
+	case "id", "type", "version", "occurredAt", "tenantId", "correlationId", "causationId",
+		"causationChain", "producer", "schemaVersion", "payload":
+		return true
+	}
+	return false
+}
+
+// MarshalJSON encodes e with Encode, extensions included.
+func (e Envelope) MarshalJSON() ([]byte, error) { return e.Encode() }
+
+// UnmarshalJSON decodes data as Decode does, without a size limit (the
+// caller already holds the bytes).
+func (e *Envelope) UnmarshalJSON(data []byte) error {
+	d, err := decode(data)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	*e = d
+	return nil
+}
+
+// Validate checks e as a producer must write it: required fields and their
+// formats, and an id that is a UUIDv7 (the fabric's own ids sort by time).
+// tenantRequired is false only for types registered with GLOBAL scope.
+func (e Envelope) Validate(tenantRequired bool) error { return e.validate(tenantRequired, true) }
+
+// ValidateIncoming checks e as a consumer reads it. It differs from Validate
+// only where the contract allows other producers latitude: the id may be any
+// RFC 9562 UUID (a producer in another language may emit v4).
+func (e Envelope) ValidateIncoming(tenantRequired bool) error {
+	return e.validate(tenantRequired, false)
+}
+
+func (e Envelope) validate(tenantRequired, ownID bool) error {
 	missing := func(name string) error { return fmt.Errorf("%w: %s", ErrMissingField, name) }
 	invalid := func(name, why string) error { return fmt.Errorf("%w: %s: %s", ErrInvalidField, name, why) }
 	switch {
@@ -165,14 +302,18 @@ func (e Envelope) Validate(tenantRequired bool) error {
 	case len(e.Payload) == 0 || string(e.Payload) == "null":
 		return missing("payload")
 	}
-	if id, err := uuid.Parse(e.ID); err != nil || id.Version() != 7 || len(e.ID) != 36 {
-		return invalid("id", "not a UUIDv7")
+	if err := checkID(e.ID, ownID); err != nil {
+		return invalid("id", err.Error())
 	}
 	if !ValidType(e.Type) {
 		return invalid("type", fmt.Sprintf("%q is not <domain>.<name>.v<N>", e.Type))
 	}
-	if v := VersionOf(e.Type); e.Version != v {
+	v := VersionOf(e.Type)
+	if e.Version != v {
 		return invalid("version", fmt.Sprintf("%q does not match type suffix v%s", e.Version, v))
+	}
+	if !ValidSchemaVersion(e.Type, e.SchemaVersion) {
+		return invalid("schemaVersion", fmt.Sprintf("%q is not a schema version of %s (%s or %s.<revision>)", e.SchemaVersion, e.Type, v, v))
 	}
 	if e.OccurredAt.Location() != time.UTC {
 		return invalid("occurredAt", "not UTC")
@@ -186,7 +327,47 @@ func (e Envelope) Validate(tenantRequired bool) error {
 	if e.Payload[0] != '{' {
 		return invalid("payload", "not a JSON object")
 	}
+	for name := range e.Extensions {
+		if knownField(name) {
+			return invalid(name, "extension shadows an envelope field")
+		}
+	}
 	return nil
+}
+
+// checkID accepts the canonical 36-character form of an RFC 9562 UUID of
+// versions 1–8 with the RFC variant; v7 only when v7only. The nil and max
+// UUIDs carry no identity and are refused.
+func checkID(id string, v7only bool) error {
+	u, err := uuid.Parse(id)
+	if err != nil || len(id) != 36 {
+		return errors.New("not a UUID in canonical form")
+	}
+	if u.Variant() != uuid.RFC4122 {
+		return errors.New("not an RFC 9562 UUID (wrong variant)")
+	}
+	switch v := u.Version(); {
+	case v7only && v != 7:
+		return fmt.Errorf("UUID version %d, the fabric writes UUIDv7", v)
+	case v < 1 || v > 8:
+		return fmt.Errorf("UUID version %d is not defined by RFC 9562", v)
+	}
+	return nil
+}
+
+// schemaVersionPattern is `<major>` or `<major>.<revision>`.
+var schemaVersionPattern = regexp.MustCompile(`^[1-9][0-9]{0,8}(\.[0-9]{1,9})?$`)
+
+// ValidSchemaVersion reports whether sv names a schema of typ: its own
+// version ("1" for a .v1 type) or a compatible revision of it ("1.3").
+// Revisions are compatible by the catalog's rules, so a reader accepts any
+// revision of its major version; another major version is another type.
+func ValidSchemaVersion(typ, sv string) bool {
+	if !schemaVersionPattern.MatchString(sv) {
+		return false
+	}
+	major, _, _ := strings.Cut(sv, ".")
+	return major == VersionOf(typ)
 }
 
 // CheckCausation refuses a message whose chain is deeper than maxDepth

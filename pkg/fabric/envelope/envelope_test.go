@@ -28,6 +28,10 @@ func TestValidate(t *testing.T) {
 		{"valid", func(*Envelope) {}, true, nil},
 		{"missing id", func(e *Envelope) { e.ID = "" }, true, ErrMissingField},
 		{"uuid v4 id", func(e *Envelope) { e.ID = "3b241101-e2bb-4255-8caf-4136c566a962" }, true, ErrInvalidField},
+		{"schema revision", func(e *Envelope) { e.SchemaVersion = "1.2" }, true, nil},
+		{"schema version of another major", func(e *Envelope) { e.SchemaVersion = "2" }, true, ErrInvalidField},
+		{"schema version banana", func(e *Envelope) { e.SchemaVersion = "banana" }, true, ErrInvalidField},
+		{"extension shadows a field", func(e *Envelope) { e.Extensions = map[string]json.RawMessage{"tenantId": []byte(`"x"`)} }, true, ErrInvalidField},
 		{"missing type", func(e *Envelope) { e.Type = "" }, true, ErrMissingField},
 		{"unversioned type", func(e *Envelope) { e.Type = "request.submitted" }, true, ErrInvalidField},
 		{"version mismatch", func(e *Envelope) { e.Version = "2" }, true, ErrInvalidField},
@@ -68,7 +72,10 @@ func TestDecode(t *testing.T) {
 		want error
 	}{
 		{"round trip", string(good), 0, nil},
-		{"unknown field", strings.Replace(string(good), `"id"`, `"extra":1,"id"`, 1), 0, ErrMalformed},
+		{"unknown field is kept, not refused", strings.Replace(string(good), `"id"`, `"extra":1,"id"`, 1), 0, nil},
+		{"field named twice", strings.Replace(string(good), `"id"`, `"tenantId":"org-b","id"`, 1), 0, ErrMalformed},
+		{"known field of the wrong type", strings.Replace(string(good), `"producer":"test"`, `"producer":7`, 1), 0, ErrMalformed},
+		{"array, not object", `[` + string(good) + `]`, 0, ErrMalformed},
 		{"trailing data", string(good) + `{}`, 0, ErrMalformed},
 		{"not json", `not json`, 0, ErrMalformed},
 		{"too large", string(good), 10, ErrTooLarge},
@@ -84,6 +91,108 @@ func TestDecode(t *testing.T) {
 				t.Fatalf("Decode() = %v, want %v", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestValidateIncomingAcceptsAnyRFC9562UUID(t *testing.T) {
+	base := mustNew(t, "request.submitted.v1", "org-a")
+	tests := []struct {
+		name     string
+		id       string
+		incoming error // ValidateIncoming
+		outgoing error // Validate
+	}{
+		{"v7", base.ID, nil, nil},
+		{"v4", "3b241101-e2bb-4255-8caf-4136c566a962", nil, ErrInvalidField},
+		{"v1", "c232ab00-9414-11ec-b3c8-9f6bdeced846", nil, ErrInvalidField},
+		{"v8", "2489e9ad-2ee2-8e00-8ec9-32d5f69181c0", nil, ErrInvalidField},
+		{"nil uuid", "00000000-0000-0000-0000-000000000000", ErrInvalidField, ErrInvalidField},
+		{"max uuid", "ffffffff-ffff-ffff-ffff-ffffffffffff", ErrInvalidField, ErrInvalidField},
+		{"microsoft variant", "3b241101-e2bb-4255-cfaf-4136c566a962", ErrInvalidField, ErrInvalidField},
+		{"urn form", "urn:uuid:3b241101-e2bb-4255-8caf-4136c566a962", ErrInvalidField, ErrInvalidField},
+		{"braces", "{3b241101-e2bb-4255-8caf-4136c566a962}", ErrInvalidField, ErrInvalidField},
+		{"not a uuid", "request-1", ErrInvalidField, ErrInvalidField},
+	}
+	check := func(t *testing.T, what string, got, want error) {
+		t.Helper()
+		if want == nil && got != nil || want != nil && !errors.Is(got, want) {
+			t.Errorf("%s = %v, want %v", what, got, want)
+		}
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := base
+			e.ID = tt.id
+			check(t, "ValidateIncoming", e.ValidateIncoming(true), tt.incoming)
+			check(t, "Validate", e.Validate(true), tt.outgoing)
+		})
+	}
+}
+
+// TestExtensionsSurviveARoundTrip: envelope metadata added by a newer
+// producer is kept by a reader that does not know it and written back.
+func TestExtensionsSurviveARoundTrip(t *testing.T) {
+	good, err := mustNew(t, "request.submitted.v1", "org-a").Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := strings.Replace(string(good), `"id"`, `"priority":{"level":2,"why":"deadline"},"zz":[1,"a"],"id"`, 1)
+	e, err := Decode([]byte(in), 0)
+	if err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	if got := string(e.Extensions["priority"]); got != `{"level":2,"why":"deadline"}` {
+		t.Errorf("Extensions[priority] = %s", got)
+	}
+	if err := e.ValidateIncoming(true); err != nil {
+		t.Fatalf("ValidateIncoming: %v", err)
+	}
+	out, err := e.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want, got map[string]any
+	if err := json.Unmarshal([]byte(in), &want); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	wb, _ := json.Marshal(want)
+	gb, _ := json.Marshal(got)
+	if string(gb) != string(wb) {
+		t.Errorf("re-encoded =\n%s\nwant\n%s", gb, wb)
+	}
+	// json.Marshal of an Envelope goes through Encode: nothing dropped.
+	viaJSON, err := json.Marshal(e)
+	if err != nil || string(viaJSON) != string(out) {
+		t.Errorf("json.Marshal = %s, %v; want %s", viaJSON, err, out)
+	}
+	var back Envelope
+	if err := json.Unmarshal(out, &back); err != nil || string(back.Extensions["zz"]) != `[1,"a"]` {
+		t.Errorf("json.Unmarshal kept extensions %v, err %v", back.Extensions, err)
+	}
+}
+
+func TestAlongside(t *testing.T) {
+	parent := mustNew(t, "workflow.process-started.v1", "org-a")
+	v1, err := Derive(parent, "request.submitted.v1", "request", map[string]int{"a": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, err := Alongside(v1, "request.submitted.v2", map[string]int{"b": 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v2.ID == v1.ID || v2.Type != "request.submitted.v2" || v2.Version != "2" || v2.SchemaVersion != "2" ||
+		v2.TenantID != v1.TenantID || v2.CorrelationID != v1.CorrelationID || v2.CausationID != v1.CausationID ||
+		!v2.OccurredAt.Equal(v1.OccurredAt) || len(v2.CausationChain) != 1 || v2.Producer != v1.Producer {
+		t.Fatalf("Alongside = %+v, from %+v", v2, v1)
+	}
+	for _, typ := range []string{"request.submitted.v1", "request.cancelled.v2", "request.submitted"} {
+		if _, err := Alongside(v1, typ, nil); err == nil {
+			t.Errorf("Alongside(v1, %q) = nil error", typ)
+		}
 	}
 }
 
@@ -221,7 +330,8 @@ func FuzzDecodeEnvelope(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-Decode: %v", err)
 		}
-		if again.ID != e.ID || again.Type != e.Type || again.TenantID != e.TenantID || !again.OccurredAt.Equal(e.OccurredAt) {
+		if again.ID != e.ID || again.Type != e.Type || again.TenantID != e.TenantID || !again.OccurredAt.Equal(e.OccurredAt) ||
+			len(again.Extensions) != len(e.Extensions) {
 			t.Fatalf("round trip changed the envelope: %+v vs %+v", again, e)
 		}
 	})

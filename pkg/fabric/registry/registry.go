@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"path"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"gopkg.in/yaml.v3"
@@ -67,8 +69,18 @@ type Definition struct {
 	Schema []byte `yaml:"-" json:"-"`
 	// SensitiveFields are the payload properties marked "x-sensitive".
 	SensitiveFields []string `yaml:"-" json:"sensitiveFields,omitempty"`
+	// ExtensibleEnums maps the path of every enumeration marked
+	// "x-extensible" (e.g. "/channel") to the values this build knows.
+	// Readers must accept other values there (seed §13.9).
+	ExtensibleEnums map[string][]string `yaml:"-" json:"extensibleEnums,omitempty"`
+	// Successor names the next version of this type while producers publish
+	// both (seed §13.9); empty outside a transition.
+	Successor string `yaml:"successor,omitempty" json:"successor,omitempty"`
 
-	compiled *jsonschema.Schema
+	// writer is the schema as written, closed: what a producer must send.
+	// reader is the view a consumer checks: objects open, extensible
+	// enumerations open (see readerView).
+	writer, reader *jsonschema.Schema
 }
 
 // TenantRequired reports whether envelopes of this type must carry a tenant.
@@ -114,6 +126,9 @@ func Load(fsys fs.FS) (*Registry, error) {
 			return nil, fmt.Errorf("registry: %w", err)
 		}
 	}
+	if err := r.checkSuccessors(); err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
 	return r, nil
 }
 
@@ -126,7 +141,30 @@ func New(defs ...Definition) (*Registry, error) {
 			return nil, fmt.Errorf("registry: %w", err)
 		}
 	}
+	if err := r.checkSuccessors(); err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
 	return r, nil
+}
+
+// checkSuccessors refuses a transition to a version nobody defined: its
+// producer could not publish it.
+func (r *Registry) checkSuccessors() error {
+	for _, d := range r.defs {
+		if s, ok := r.defs[d.Successor]; d.Successor != "" && (!ok || s.Kind != d.Kind) {
+			return fmt.Errorf("%w %q: successor %q is not defined as a %s", ErrBadDefinition, d.Type, d.Successor, d.Kind)
+		}
+	}
+	return nil
+}
+
+// laterVersion reports whether next is the same type as typ with a higher
+// version number.
+func laterVersion(typ, next string) bool {
+	base := func(t string) string { return strings.TrimSuffix(t, ".v"+envelope.VersionOf(t)) }
+	n1, err1 := strconv.Atoi(envelope.VersionOf(typ))
+	n2, err2 := strconv.Atoi(envelope.VersionOf(next))
+	return err1 == nil && err2 == nil && base(typ) == base(next) && n2 > n1
 }
 
 func (r *Registry) add(d Definition) error {
@@ -156,20 +194,26 @@ func (r *Registry) add(d Definition) error {
 	if d.Owner == "" || d.Domain == "" || d.Description == "" {
 		return bad("owner, domain and description are required")
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(d.Schema))
-	if err != nil {
-		return bad("schema is not JSON: " + err.Error())
+	if d.Successor != "" && (!envelope.ValidType(d.Successor) || !laterVersion(d.Type, d.Successor)) {
+		return bad(fmt.Sprintf("successor %q is not a later version of the same type", d.Successor))
 	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.AssertFormat()
-	url := "mem:///" + d.Type + ".json"
-	if err := c.AddResource(url, doc); err != nil {
+	var err error
+	if d.writer, err = compile(d.Type, d.Schema, func(any) {}); err != nil {
 		return bad(err.Error())
 	}
-	if d.compiled, err = c.Compile(url); err != nil {
-		return bad("schema: " + err.Error())
+	enums := map[string][]string{}
+	if d.reader, err = compile(d.Type, d.Schema, func(doc any) { readerView(doc, enums) }); err != nil {
+		return bad(err.Error())
 	}
+	for p, values := range enums {
+		if values == nil {
+			return bad(fmt.Sprintf("%s is marked x-extensible but has no enum of strings", p))
+		}
+	}
+	if len(enums) > 0 {
+		d.ExtensibleEnums = enums
+	}
+	doc, _ := jsonschema.UnmarshalJSON(bytes.NewReader(d.Schema)) // compile has parsed it already
 	if obj, ok := doc.(map[string]any); ok {
 		props, _ := obj["properties"].(map[string]any)
 		for name, p := range props {
@@ -199,9 +243,23 @@ func (r *Registry) All() []Definition {
 	return out
 }
 
-// ValidatePayload checks payload against the schema of typ. It returns
-// ErrUnknownType or an error wrapping ErrSchema that names the failing path.
+// ValidatePayload checks payload as a producer must write it: against the
+// schema of typ as written, closed to fields and values it does not list.
+// It returns ErrUnknownType or an error wrapping ErrSchema that names the
+// failing path.
 func (r *Registry) ValidatePayload(typ string, payload []byte) error {
+	return r.validatePayload(typ, payload, func(d Definition) *jsonschema.Schema { return d.writer })
+}
+
+// ValidateIncomingPayload checks payload as a consumer reads it: fields the
+// schema does not list, and unknown values of extensible enumerations, are
+// accepted (seed §13.9); everything the schema does say still holds. Errors
+// are those of ValidatePayload.
+func (r *Registry) ValidateIncomingPayload(typ string, payload []byte) error {
+	return r.validatePayload(typ, payload, func(d Definition) *jsonschema.Schema { return d.reader })
+}
+
+func (r *Registry) validatePayload(typ string, payload []byte, view func(Definition) *jsonschema.Schema) error {
 	d, ok := r.defs[typ]
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrUnknownType, typ)
@@ -210,26 +268,39 @@ func (r *Registry) ValidatePayload(typ string, payload []byte) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s: not JSON: %v", ErrSchema, typ, err)
 	}
-	if err := d.compiled.Validate(v); err != nil {
+	if err := view(d).Validate(v); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrSchema, typ, err)
 	}
 	return nil
 }
 
-// Check validates a whole envelope: known type, required fields (tenant
-// unless GLOBAL) and payload schema. It returns the type's definition.
+// Check validates an envelope a producer is about to send (strict writer):
+// known type, required fields (tenant unless GLOBAL), a UUIDv7 id and the
+// payload against the closed schema. It returns the type's definition, and
+// ErrUnknownType, an envelope error or an error wrapping ErrSchema.
 func (r *Registry) Check(e envelope.Envelope) (Definition, error) {
+	return r.check(e, e.Validate, r.ValidatePayload)
+}
+
+// CheckIncoming validates an envelope a consumer received (tolerant
+// reader): as Check, but any RFC 9562 UUID is an id, and fields or
+// extensible enumeration values the catalog does not list are accepted.
+func (r *Registry) CheckIncoming(e envelope.Envelope) (Definition, error) {
+	return r.check(e, e.ValidateIncoming, r.ValidateIncomingPayload)
+}
+
+func (r *Registry) check(e envelope.Envelope, validate func(tenantRequired bool) error, payload func(string, []byte) error) (Definition, error) {
 	d, ok := r.defs[e.Type]
 	if !ok {
 		return Definition{}, fmt.Errorf("%w: %s", ErrUnknownType, e.Type)
 	}
-	if err := e.Validate(d.TenantRequired()); err != nil {
+	if err := validate(d.TenantRequired()); err != nil {
 		return d, err
 	}
 	if d.Scope == ScopeGlobal && e.TenantID != "" {
 		return d, fmt.Errorf("%w: tenantId: %s is GLOBAL and must not carry a tenant", envelope.ErrInvalidField, e.Type)
 	}
-	if err := r.ValidatePayload(e.Type, e.Payload); err != nil {
+	if err := payload(e.Type, e.Payload); err != nil {
 		return d, err
 	}
 	return d, nil

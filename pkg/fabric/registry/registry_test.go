@@ -3,6 +3,9 @@ package registry
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"reflect"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -99,6 +102,109 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// TestReaderAndWriter: one schema file, two sides. A producer is held to
+// the closed schema; a consumer accepts what seed §13.9 calls compatible
+// and refuses everything the schema still forbids.
+func TestReaderAndWriter(t *testing.T) {
+	r, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const v1 = `{"requestId":"0192d3a0-0000-7000-8000-000000000001","protocol":"AGR-2026-000001",` +
+		`"serviceId":"alvara","formId":"f1","formVersion":%s,"channel":%s,"citizenId":"c-1","submittedAt":"2026-11-30T10:00:00Z"%s}`
+	payload := func(formVersion, channel, extra string) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(v1, formVersion, channel, extra))
+	}
+	const v2 = `{"requestId":"0192d3a0-0000-7000-8000-000000000001","protocol":"AGR-2026-000001","serviceId":"alvara",` +
+		`"form":{"id":"f1","version":"2.1.0"%s},"fieldCount":%s,"channel":"web","citizenId":"c-1","submittedAt":"2026-11-30T10:00:00Z"}`
+	env := func(typ string, p json.RawMessage, mutate ...func(*envelope.Envelope)) envelope.Envelope {
+		e, err := envelope.New(typ, "org-a", "test", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range mutate {
+			m(&e)
+		}
+		return e
+	}
+	long := `"` + strings.Repeat("k", 201) + `"`
+	tests := []struct {
+		name           string
+		env            envelope.Envelope
+		writer, reader error
+	}{
+		{"valid", env("request.submitted.v1", payload("1", `"web"`, "")), nil, nil},
+		{"added optional payload field", env("request.submitted.v1", payload("1", `"web"`, `,"priority":"high"`)), ErrSchema, nil},
+		{"added field inside a nested object", env("request.submitted.v2", json.RawMessage(fmt.Sprintf(v2, `,"locale":"pt-BR"`, "3"))), ErrSchema, nil},
+		{"new value of an extensible enum", env("request.submitted.v1", payload("1", `"kiosk"`, "")), ErrSchema, nil},
+		{"extensible enum value of the wrong type", env("request.submitted.v1", payload("1", `7`, "")), ErrSchema, ErrSchema},
+		{"extensible enum value absurdly long", env("request.submitted.v1", payload("1", long, "")), ErrSchema, ErrSchema},
+		{"new value of a closed enum", env("request.status-changed.v1", json.RawMessage(
+			`{"requestId":"0192d3a0-0000-7000-8000-000000000001","status":"archived","changedAt":"2026-11-30T10:00:00Z"}`)), ErrSchema, ErrSchema},
+		{"integer beyond int64 (1e400)", env("request.submitted.v1", payload("1e400", `"web"`, "")), ErrSchema, ErrSchema},
+		{"integer just beyond int64", env("request.submitted.v1", payload("9223372036854775808", `"web"`, "")), ErrSchema, ErrSchema},
+		{"largest int64", env("request.submitted.v1", payload("9223372036854775807", `"web"`, "")), nil, nil},
+		{"unbounded integer field beyond int64", env("request.submitted.v2", json.RawMessage(fmt.Sprintf(v2, "", "1e400"))), ErrSchema, ErrSchema},
+		{"fraction where an integer is due", env("request.submitted.v1", payload("1.5", `"web"`, "")), ErrSchema, ErrSchema},
+		{"missing required field", env("request.submitted.v1", json.RawMessage(`{"requestId":"0192d3a0-0000-7000-8000-000000000001"}`)), ErrSchema, ErrSchema},
+		{"wrong type", env("request.submitted.v1", payload(`"1"`, `"web"`, "")), ErrSchema, ErrSchema},
+		{"UUIDv4 id", env("request.submitted.v1", payload("1", `"web"`, ""), func(e *envelope.Envelope) { e.ID = "3b241101-e2bb-4255-8caf-4136c566a962" }), envelope.ErrInvalidField, nil},
+		{"unknown schemaVersion", env("request.submitted.v1", payload("1", `"web"`, ""), func(e *envelope.Envelope) { e.SchemaVersion = "banana" }), envelope.ErrInvalidField, envelope.ErrInvalidField},
+		{"schema revision", env("request.submitted.v1", payload("1", `"web"`, ""), func(e *envelope.Envelope) { e.SchemaVersion = "1.1" }), nil, nil},
+		{"added envelope field", env("request.submitted.v1", payload("1", `"web"`, ""), func(e *envelope.Envelope) {
+			e.Extensions = map[string]json.RawMessage{"priority": json.RawMessage(`"high"`)}
+		}), nil, nil},
+	}
+	match := func(got, want error) bool { return want == nil && got == nil || want != nil && errors.Is(got, want) }
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := r.Check(tt.env); !match(err, tt.writer) {
+				t.Errorf("Check (writer) = %v, want %v", err, tt.writer)
+			}
+			if _, err := r.CheckIncoming(tt.env); !match(err, tt.reader) {
+				t.Errorf("CheckIncoming (reader) = %v, want %v", err, tt.reader)
+			}
+		})
+	}
+}
+
+func TestExtensibleEnums(t *testing.T) {
+	r, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		typ  string
+		want map[string][]string
+	}{
+		{"request.submitted.v1", map[string][]string{"/channel": {"web", "app", "whatsapp", "counter", "phone", "api"}}},
+		{"document.processed.v1", map[string][]string{"/method": {"tesseract", "pdftotext", "pdftoppm+tesseract", "plain"}}},
+		{"communication.notification-sent.v1", map[string][]string{"/channel": {"email", "sms", "whatsapp"}}},
+		{"request.status-changed.v1", nil},
+		{"communication.send.v1", nil}, // a command's channel must be one the adapter can send on
+	}
+	for _, tt := range tests {
+		d, ok := r.Lookup(tt.typ)
+		if !ok {
+			t.Fatalf("%s not in the catalog", tt.typ)
+		}
+		if !reflect.DeepEqual(d.ExtensibleEnums, tt.want) {
+			t.Errorf("%s ExtensibleEnums = %v, want %v", tt.typ, d.ExtensibleEnums, tt.want)
+		}
+	}
+}
+
+func TestSuccessor(t *testing.T) {
+	r, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := r.Lookup("request.submitted.v1")
+	if d.Successor != "request.submitted.v2" {
+		t.Fatalf("request.submitted.v1 successor = %q, want request.submitted.v2", d.Successor)
+	}
+}
+
 func TestSensitiveFields(t *testing.T) {
 	r, err := Default()
 	if err != nil {
@@ -121,6 +227,10 @@ func TestLoadRejectsBadDefinitions(t *testing.T) {
 		{"bad kind", "definitions:\n- {type: a.b.v1, kind: fact, domain: a, owner: o, scope: TENANT, sensitivity: PUBLIC, description: d}\n", ErrBadDefinition},
 		{"bad scope", "definitions:\n- {type: a.b.v1, kind: event, domain: a, owner: o, scope: PLANET, sensitivity: PUBLIC, description: d}\n", ErrBadDefinition},
 		{"unversioned", "definitions:\n- {type: a.b, kind: event, domain: a, owner: o, scope: TENANT, sensitivity: PUBLIC, description: d}\n", ErrBadDefinition},
+		{"successor not defined", "definitions:\n- {type: a.b.v1, kind: event, domain: a, owner: o, scope: TENANT, sensitivity: PUBLIC, description: d, successor: a.b.v2}\n", ErrBadDefinition},
+		{"successor is an earlier version", "definitions:\n- {type: a.b.v1, kind: event, domain: a, owner: o, scope: TENANT, sensitivity: PUBLIC, description: d, successor: a.b.v0}\n", ErrBadDefinition},
+		{"successor is another type", "definitions:\n- {type: a.b.v1, kind: event, domain: a, owner: o, scope: TENANT, sensitivity: PUBLIC, description: d, successor: a.c.v2}\n", ErrBadDefinition},
+		{"x-extensible without an enum", "definitions:\n- {type: a.c.v1, kind: event, domain: a, owner: o, scope: TENANT, sensitivity: PUBLIC, description: d}\n", ErrBadDefinition},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -128,6 +238,7 @@ func TestLoadRejectsBadDefinitions(t *testing.T) {
 				"catalog.yaml":  {Data: []byte(tt.yaml)},
 				"a/a.b.v1.json": {Data: schema},
 				"a/a.b.json":    {Data: schema},
+				"a/a.c.v1.json": {Data: []byte(`{"type":"object","properties":{"x":{"type":"string","x-extensible":true}}}`)},
 			}
 			_, err := Load(fsys)
 			if err == nil {
