@@ -15,7 +15,7 @@ export AMQP_URL ?= amqp://guest:guest@127.0.0.1:5672/
 export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 export S3_ENDPOINT ?= 127.0.0.1:9000
 
-.PHONY: help infra infra-stop test test-unit bench fuzz lint generate generate-check up down status demo demo-documents token fabricctl
+.PHONY: help infra infra-stop test test-unit bench fuzz lint catalog-check generate generate-check up down status demo demo-documents token fabricctl
 
 help:
 	@echo "make up      start infrastructure, apply topology, start services (logs in .data/logs)"
@@ -23,7 +23,7 @@ help:
 	@echo "make test    install missing infrastructure, then run every test against it"
 	@echo "make bench   run the benchmarks (figures in README)"
 	@echo "make infra   install/start RabbitMQ management, PostgreSQL+pgvector, MinIO, tesseract"
-	@echo "make lint    gofmt + go vet on every module"
+	@echo "make lint    gofmt + go vet on every module, sqlc drift, catalog compatibility gate"
 
 infra:
 	bash deploy/local/infra.sh
@@ -46,7 +46,15 @@ generate: $(SQLC)
 generate-check: $(SQLC)
 	@for f in services/*/sqlc.yaml; do (cd $$(dirname $$f) && $(SQLC) diff) || { echo "sqlc output of $$(dirname $$f) is stale: run make generate"; exit 1; }; done
 
-lint: generate-check
+# The message catalog may only change compatibly (docs/contract-evolution.md):
+# compared with where this branch left main, or with HEAD on main itself.
+FABRICCTL_RUN ?= $(GO) run ./pkg/fabric/cmd/fabricctl
+CATALOG_BASE ?= $(shell git merge-base HEAD origin/main 2>/dev/null || git merge-base HEAD main 2>/dev/null || echo HEAD)
+
+catalog-check:
+	$(FABRICCTL_RUN) catalog check --against $(CATALOG_BASE)
+
+lint: generate-check catalog-check
 	@unformatted=$$(gofmt -l pkg services e2e deploy 2>/dev/null || true); \
 	if [ -n "$$unformatted" ]; then echo "not gofmt-ed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)

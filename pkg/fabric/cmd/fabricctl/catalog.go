@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -8,13 +9,18 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 )
 
-func runCatalog(args []string, stdout io.Writer) error {
+func runCatalog(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) < 1 {
+		return fmt.Errorf("catalog: want list, show TYPE or check --against REF")
+	}
+	if args[0] == "check" {
+		// check reads catalogs from git and the working tree, not the
+		// embedded one, so it must not depend on the embedded one loading.
+		return runCatalogCheck(ctx, args[1:], stdout, stderr)
+	}
 	reg, err := registry.Default()
 	if err != nil {
 		return err
-	}
-	if len(args) < 1 {
-		return fmt.Errorf("catalog: want list or show TYPE")
 	}
 	switch args[0] {
 	case "list":

@@ -27,6 +27,10 @@ commands:
   topology show  [--file F]   print the queues and arguments that apply would declare
   catalog list                list every registered event, command and job
   catalog show TYPE           print one definition and its JSON Schema
+  catalog check --against REF [--dir D]
+                              compare the catalog in the working tree (D, default
+                              pkg/fabric/catalog) with the one at git REF; fails
+                              on changes that need a new type version
   dlq list|show|replay|purge|audit --queue Q ...
                               inspect and (audited) replay or purge dead letters
   token [--tenant T --sub S --roles r1,r2 --ttl D]
@@ -42,7 +46,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "topology":
 		return runTopology(ctx, args[1:], getenv, stdout)
 	case "catalog":
-		return runCatalog(args[1:], stdout)
+		return runCatalog(ctx, args[1:], stdout, stderr)
 	case "dlq":
 		return runDLQ(ctx, args[1:], getenv, stdout, stderr)
 	case "token":
