@@ -4,16 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/pkg/fabric/outbox"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 
@@ -182,7 +185,7 @@ func TestTolerantReaderThroughTheBroker(t *testing.T) {
 }
 
 // TestVersionsSideBySide is the migration of seed §13.9: the producer
-// publishes v1 and v2 of one fact in one outbox-style batch; a consumer
+// enqueues v1 and v2 of one fact in one outbox transaction; a consumer
 // built before v2 keeps its binding to v1, a new one binds v2; each sees
 // exactly its version and nothing is dead-lettered.
 func TestVersionsSideBySide(t *testing.T) {
@@ -209,6 +212,18 @@ func TestVersionsSideBySide(t *testing.T) {
 	}
 	f.Run(t, oldSpec, record(oldSpec.Queue), fabric.ConsumerOptions{})
 	f.Run(t, newSpec, record(newSpec.Queue), fabric.ConsumerOptions{})
+	db := fabrictest.NewSchema(t, testEnv)
+	ob := outbox.New(f.Reg)
+	relay := outbox.NewRelay(db.Pool, db.Name, f.Pub, outbox.RelayOptions{PollInterval: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	relayDone := make(chan error, 1)
+	go func() { relayDone <- relay.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-relayDone; err != nil {
+			t.Errorf("relay: %v", err)
+		}
+	})
 
 	const n = 20
 	for i := range n {
@@ -228,10 +243,11 @@ func TestVersionsSideBySide(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, e := range []envelope.Envelope{v1, v2} {
-			if err := f.Pub.Publish(context.Background(), e); err != nil {
-				t.Fatalf("publish %s: %v", e.Type, err)
-			}
+		agg := outbox.Aggregate{Type: "request", ID: fmt.Sprint(i)}
+		if err := pgx.BeginFunc(context.Background(), db.Pool, func(tx pgx.Tx) error {
+			return ob.Enqueue(context.Background(), tx, outbox.Item{Aggregate: agg, Envelope: v1}, outbox.Item{Aggregate: agg, Envelope: v2})
+		}); err != nil {
+			t.Fatalf("enqueue v1 and v2: %v", err)
 		}
 	}
 	fabrictest.Eventually(t, 15*time.Second, "both consumers to see all their messages", func() bool {

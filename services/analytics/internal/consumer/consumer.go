@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/enum"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/services/analytics/internal/postgres"
@@ -35,10 +36,23 @@ type Projector struct {
 func New(store Store) *Projector { return &Projector{store: store} }
 
 type submitted struct {
-	RequestID   string    `json:"requestId"`
-	ServiceID   string    `json:"serviceId"`
-	Channel     string    `json:"channel"`
-	SubmittedAt time.Time `json:"submittedAt"`
+	RequestID   string             `json:"requestId"`
+	ServiceID   string             `json:"serviceId"`
+	Channel     enum.Open[Channel] `json:"channel"`
+	SubmittedAt time.Time          `json:"submittedAt"`
+}
+
+// Channel is request.submitted.v1's channel, an extensible enumeration:
+// producers may add channels without a new contract version.
+type Channel string
+
+// Known reports whether c is a channel this build was written for.
+func (c Channel) Known() bool {
+	switch c {
+	case "web", "app", "whatsapp", "counter", "phone", "api":
+		return true
+	}
+	return false
 }
 
 type statusChanged struct {
@@ -60,7 +74,15 @@ func (p *Projector) Handle(ctx context.Context, tx pgx.Tx, env envelope.Envelope
 		if err := json.Unmarshal(env.Payload, &e); err != nil {
 			return fabric.Invalid(fmt.Errorf("decode %s: %w", env.ID, err))
 		}
-		st, deltas := projection.Submitted(e.RequestID, e.ServiceID, e.Channel, e.SubmittedAt)
+		channel, known := e.Channel.Value()
+		if !known {
+			// A channel added after this build. The counts are keyed by
+			// channel name, not by a fixed list, so it is counted under
+			// its own name: a new intake channel shows up in the report
+			// the day it opens instead of vanishing into "other".
+			channel = Channel(e.Channel.Raw())
+		}
+		st, deltas := projection.Submitted(e.RequestID, e.ServiceID, string(channel), e.SubmittedAt)
 		first, err := p.store.InsertState(ctx, tx, tenantID, st)
 		if err != nil {
 			return fabric.Transient(err)
