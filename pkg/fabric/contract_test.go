@@ -82,7 +82,7 @@ func rawEnvelope(t *testing.T, name, typ string, payload, envelopeExtra map[stri
 	return rawEvent{name: name, typ: typ, id: id, body: body}
 }
 
-// TestTolerantReaderThroughTheBroker publishes what seed §13.9 calls
+// TestTolerantReaderThroughTheBroker publishes what docs/contract-evolution.md calls
 // compatible changes, and hostile inputs, to a consumer built from today's
 // catalog: the compatible ones are processed with nothing lost, the others
 // dead-lettered with their reason.
@@ -184,7 +184,7 @@ func TestTolerantReaderThroughTheBroker(t *testing.T) {
 	}
 }
 
-// TestVersionsSideBySide is the migration of seed §13.9: the producer
+// TestVersionsSideBySide is the migration of docs/contract-evolution.md: the producer
 // enqueues v1 and v2 of one fact in one outbox transaction; a consumer
 // built before v2 keeps its binding to v1, a new one binds v2; each sees
 // exactly its version and nothing is dead-lettered.

@@ -3,7 +3,7 @@
 //
 // Compare takes two catalogs (catalog.yaml plus <domain>/<type>.json JSON
 // Schemas) and lists every difference as a Change with a Verdict and a stable
-// Rule code, following the design document's §13.9 "event versioning":
+// Rule code, following the platform's event-versioning rules (docs/contract-evolution.md):
 // adding an optional payload field, adding a value to an enumeration that
 // consumers must treat as extensible ("x-extensible": true on both sides) and
 // changing metadata are compatible; removing a field, changing its type,

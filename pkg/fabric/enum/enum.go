@@ -1,6 +1,6 @@
 // Package enum reads extensible enumerations: catalog fields marked
 // "x-extensible", whose values may grow without a new contract version
-// (seed §13.9). A consumer built before a value existed still receives it,
+// (docs/contract-evolution.md). A consumer built before a value existed still receives it,
 // and Go's type system makes the handler decide what an unknown value means
 // to it instead of mistaking it for one it knows.
 package enum

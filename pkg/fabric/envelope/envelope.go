@@ -37,7 +37,7 @@ type Envelope struct {
 	SchemaVersion  string          `json:"schemaVersion"`
 	Payload        json.RawMessage `json:"payload"`
 	// Extensions holds top-level fields this build does not know, exactly
-	// as received. The seed (§13.9) lets producers add envelope metadata
+	// as received. Producers may add envelope metadata
 	// without a new version, so a reader keeps it and Encode writes it
 	// back: a forwarded, replayed or archived message loses nothing.
 	Extensions map[string]json.RawMessage `json:"-"`
@@ -126,7 +126,7 @@ func Derive(parent Envelope, typ, producer string, payload any) (Envelope, error
 }
 
 // Alongside returns the same fact as e in another version of its contract,
-// for the migration the seed prescribes (§13.9): during a transition the
+// for a version migration (docs/contract-evolution.md): during a transition the
 // producer publishes v1 and v2 side by side. The sibling has its own id
 // (each version is a message of its own, deduplicated on its own), and
 // shares e's tenant, time, correlation and causation, so both trace back

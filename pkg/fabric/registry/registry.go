@@ -71,10 +71,10 @@ type Definition struct {
 	SensitiveFields []string `yaml:"-" json:"sensitiveFields,omitempty"`
 	// ExtensibleEnums maps the path of every enumeration marked
 	// "x-extensible" (e.g. "/channel") to the values this build knows.
-	// Readers must accept other values there (seed §13.9).
+	// Readers must accept other values there (docs/contract-evolution.md).
 	ExtensibleEnums map[string][]string `yaml:"-" json:"extensibleEnums,omitempty"`
 	// Successor names the next version of this type while producers publish
-	// both (seed §13.9); empty outside a transition.
+	// both (docs/contract-evolution.md); empty outside a transition.
 	Successor string `yaml:"successor,omitempty" json:"successor,omitempty"`
 
 	// writer is the schema as written, closed: what a producer must send.
@@ -253,7 +253,7 @@ func (r *Registry) ValidatePayload(typ string, payload []byte) error {
 
 // ValidateIncomingPayload checks payload as a consumer reads it: fields the
 // schema does not list, and unknown values of extensible enumerations, are
-// accepted (seed §13.9); everything the schema does say still holds. Errors
+// accepted (docs/contract-evolution.md); everything the schema does say still holds. Errors
 // are those of ValidatePayload.
 func (r *Registry) ValidateIncomingPayload(typ string, payload []byte) error {
 	return r.validatePayload(typ, payload, func(d Definition) *jsonschema.Schema { return d.reader })

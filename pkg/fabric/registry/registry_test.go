@@ -103,7 +103,7 @@ func TestCheck(t *testing.T) {
 }
 
 // TestReaderAndWriter: one schema file, two sides. A producer is held to
-// the closed schema; a consumer accepts what seed §13.9 calls compatible
+// the closed schema; a consumer accepts what docs/contract-evolution.md calls compatible
 // and refuses everything the schema still forbids.
 func TestReaderAndWriter(t *testing.T) {
 	r, err := Default()
