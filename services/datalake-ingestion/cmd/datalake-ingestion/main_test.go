@@ -41,7 +41,9 @@ type lakeRow struct {
 	Producer      string    `parquet:"producer"`
 	Payload       string    `parquet:"payload"`
 	RequestID     string    `parquet:"request_id,optional"`
+	Channel       string    `parquet:"channel,optional"`
 	Status        string    `parquet:"status,optional"`
+	Extensions    string    `parquet:"extensions,optional"`
 }
 
 type lineage struct {
@@ -278,6 +280,77 @@ func TestIngestsBatchesAsParquetWithLineage(t *testing.T) {
 				t.Errorf("GET lineage = %d, want %d", code, tc.want)
 			}
 		})
+	}
+}
+
+// TestKeepsWhatANewerProducerAdded: a producer that has moved ahead of this
+// build adds an optional payload field, envelope metadata and a new value
+// of an extensible enumeration (all compatible, docs/contract-evolution.md), and during a
+// v1→v2 transition publishes both versions. The lake takes every message
+// and its Parquet rows keep every byte the producer added.
+func TestKeepsWhatANewerProducerAdded(t *testing.T) {
+	s := startStack(t, "")
+	v1, err := envelope.New("request.submitted.v1", "org-a", "request-service", json.RawMessage(`{"requestId":"`+uuid.NewString()+
+		`","protocol":"AG-NEWER1","serviceId":"iptu","formId":"f","formVersion":1,"channel":"kiosk","citizenId":"c-1",`+
+		`"submittedAt":"2026-11-30T10:00:00Z","priority":{"level":"high"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1.Extensions = map[string]json.RawMessage{"x-origin": json.RawMessage(`{"system":"sei","ids":[1,2]}`)}
+	body, err := v1.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Sent as raw bytes: this build's own publisher would refuse them.
+	pd, err := s.pub.Send(context.Background(), fabric.Message{Exchange: "platform.events", RoutingKey: v1.Type, Body: body,
+		MessageID: v1.ID, CorrelationID: v1.CorrelationID, Type: v1.Type, Headers: map[string]any{fabric.HeaderTenant: "org-a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pd.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	v2, err := envelope.Alongside(v1, "request.submitted.v2", map[string]any{"requestId": uuid.NewString(), "protocol": "AG-NEWER1",
+		"serviceId": "iptu", "form": map[string]any{"id": "f", "version": "1.0.0"}, "fieldCount": 3, "channel": "web",
+		"citizenId": "c-1", "submittedAt": "2026-11-30T10:00:00Z"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.pub.Publish(context.Background(), v2); err != nil {
+		t.Fatal(err)
+	}
+
+	staff := s.token(t, "org-a", auth.RoleOperator)
+	got := map[string]lineage{}
+	fabrictest.Eventually(t, 20*time.Second, "lineage of both versions", func() bool {
+		for _, id := range []string{v1.ID, v2.ID} {
+			if l, code := s.lineage(t, staff, id); code == http.StatusOK {
+				got[id] = l
+			}
+		}
+		return len(got) == 2
+	})
+	rowOf := func(id string) lakeRow {
+		l := got[id]
+		rows := s.readObject(t, l.ObjectKey)
+		if l.RowOffset >= len(rows) || rows[l.RowOffset].EventID != id {
+			t.Fatalf("row %d of %s is not event %s", l.RowOffset, l.ObjectKey, id)
+		}
+		return rows[l.RowOffset]
+	}
+	r1 := rowOf(v1.ID)
+	if !strings.Contains(r1.Payload, `"priority":{"level":"high"}`) {
+		t.Errorf("payload column lost the added field: %s", r1.Payload)
+	}
+	if r1.Extensions != `{"x-origin":{"system":"sei","ids":[1,2]}}` {
+		t.Errorf("extensions column = %q, want the envelope metadata the producer added", r1.Extensions)
+	}
+	if r1.Channel != "kiosk" {
+		t.Errorf("channel column = %q, want the new value kiosk", r1.Channel)
+	}
+	if r2 := rowOf(v2.ID); r2.Type != "request.submitted.v2" || !strings.Contains(got[v2.ID].ObjectKey, "/type=request.submitted.v2/") ||
+		r2.CorrelationID != v1.CorrelationID {
+		t.Errorf("v2 row = %+v at %s, want its own partition and v1's correlation", r2, got[v2.ID].ObjectKey)
 	}
 }
 

@@ -29,10 +29,14 @@ type Row struct {
 	CausationID   string    `parquet:"causation_id,optional"`
 	Producer      string    `parquet:"producer"`
 	Payload       string    `parquet:"payload"` // the payload JSON, compact
-	RequestID     string    `parquet:"request_id,optional"`
-	ServiceID     string    `parquet:"service_id,optional"`
-	Channel       string    `parquet:"channel,optional"`
-	Status        string    `parquet:"status,optional"`
+	// Extensions is a JSON object of the envelope fields this build does
+	// not know (added by a newer producer, docs/contract-evolution.md), so the lake keeps
+	// every byte of metadata it was sent; null when there are none.
+	Extensions string `parquet:"extensions,optional"`
+	RequestID  string `parquet:"request_id,optional"`
+	ServiceID  string `parquet:"service_id,optional"`
+	Channel    string `parquet:"channel,optional"`
+	Status     string `parquet:"status,optional"`
 }
 
 // RowOf returns the row of env.
@@ -45,6 +49,11 @@ func RowOf(env envelope.Envelope) Row {
 	r := Row{EventID: env.ID, Type: env.Type, Version: env.Version, OccurredAt: env.OccurredAt.UTC(),
 		TenantID: env.TenantID, CorrelationID: env.CorrelationID, CausationID: env.CausationID,
 		Producer: env.Producer, Payload: payload}
+	if len(env.Extensions) > 0 {
+		if b, err := json.Marshal(env.Extensions); err == nil { // sorted keys; each value is JSON already
+			r.Extensions = string(b)
+		}
+	}
 	if DomainOf(env.Type) == "request" {
 		var p struct{ RequestID, ServiceID, Channel, Status string }
 		_ = json.Unmarshal(env.Payload, &p) // the fabric validated it; typed columns are a convenience

@@ -1,6 +1,7 @@
 package lake
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -13,7 +14,11 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.Extensions = map[string]json.RawMessage{"x-origin": json.RawMessage(`{"system":"sei"}`), "priority": json.RawMessage(`"high"`)}
 	want := RowOf(e)
+	if want.Extensions != `{"priority":"high","x-origin":{"system":"sei"}}` {
+		t.Errorf("extensions column = %q", want.Extensions)
+	}
 	data, err := Encode([]Row{want})
 	if err != nil {
 		t.Fatal(err)
