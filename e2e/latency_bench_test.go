@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,113 +27,238 @@ import (
 // counted it and the data lake wrote its Parquet object and lineage. The
 // data lake flushes a batch at 500 events or after DATALAKE_BATCH_AGE
 // (250 ms here; the service default is 2 s), which bounds its share.
+//
+// Parameters (environment):
+//
+//	BENCH_RATE=20 BENCH_SECONDS=10          one step (the default)
+//	BENCH_STEPS=25,50,100,200,400 BENCH_SECONDS=30
+//	                                        steps through the rates on one platform,
+//	                                        draining between steps, and prints a table
+//	BENCH_PPROF=1                           profiles of request, workflow, communication,
+//	                                        analytics, datalake on 127.0.0.1:6061…6065
+//
+// The highest step whose p99 (POST → workflow, communication and analytics
+// done) stays ≤ 100 ms is the sustainable rate.
 func BenchmarkRequestFlowLatency(b *testing.B) {
-	const rate, seconds = 20, 10
+	rates, seconds, err := benchParams(os.Getenv)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for i := 0; i < b.N; i++ {
-		h := harness.New(b, os.Getenv)
-		smtp := startFlowSMTPSink(b, b.TempDir())
-		h.Start(b, "request")
-		h.Start(b, "workflow")
-		h.Start(b, "communication", harness.Env{"SMTP_ADDR": smtp})
-		h.Start(b, "analytics")
-		h.Start(b, "datalake-ingestion", harness.Env{"DATALAKE_BATCH_AGE": "250ms"})
-		tenantID, citizen := "org-bench", "citizen-bench"
-		token := h.Token(tenantID, citizen, "citizen")
-		put, _ := http.NewRequest(http.MethodPut, h.URL("communication")+"/v1/contacts/"+citizen,
-			bytes.NewBufferString(`{"email":"bench@example.org","preferredChannel":"email"}`))
-		put.Header.Set("Authorization", "Bearer "+token)
-		put.Header.Set("Content-Type", "application/json")
-		if resp, err := http.DefaultClient.Do(put); err != nil || resp.StatusCode >= 300 {
-			b.Fatalf("register contact: %v %v", resp, err)
+		p := startFlowPlatform(b)
+		var results []stepResult
+		for _, rate := range rates {
+			r := p.step(b, rate, seconds)
+			results = append(results, r)
+			b.Logf("%s", r)
 		}
+		if len(results) == 1 {
+			r := results[0]
+			b.ReportMetric(float64(r.done), "requests")
+			b.ReportMetric(ms(pct(r.all4, 0.50)), "all4_p50_ms")
+			b.ReportMetric(ms(pct(r.all4, 0.99)), "all4_p99_ms")
+			b.ReportMetric(ms(pct(r.sync3, 0.99)), "wf_cm_an_p99_ms")
+			for name, d := range r.per {
+				b.ReportMetric(ms(pct(d, 0.50)), name+"_p50_ms")
+			}
+			continue
+		}
+		b.Logf("\n%s", stepTable(results))
+	}
+}
 
-		var mu sync.Mutex
-		sent := map[string]time.Time{} // request id → when the client sent it
-		var wg sync.WaitGroup
-		tick := time.NewTicker(time.Second / rate)
-		for n := 0; n < rate*seconds; n++ {
-			<-tick.C
-			wg.Add(1)
-			go func(n int) {
-				defer wg.Done()
-				body := fmt.Sprintf(`{"serviceId":"bench","formId":"f","formVersion":1,"channel":"web","fields":{"n":%d}}`, n)
-				req, _ := http.NewRequest(http.MethodPost, h.URL("request")+"/v1/requests", bytes.NewBufferString(body))
-				req.Header.Set("Authorization", "Bearer "+token)
-				req.Header.Set("Content-Type", "application/json")
-				at := time.Now()
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil || resp.StatusCode != http.StatusCreated {
-					b.Errorf("submit: %v %v", resp, err)
-					return
-				}
-				defer resp.Body.Close()
-				var receipt struct {
-					ID string `json:"id"`
-				}
-				if err := json.NewDecoder(resp.Body).Decode(&receipt); err != nil {
-					b.Error(err)
-					return
-				}
-				mu.Lock()
-				sent[receipt.ID] = at
-				mu.Unlock()
-			}(n)
-		}
-		tick.Stop()
-		wg.Wait()
-
-		ctx := context.Background()
-		db, err := pgxpool.New(ctx, h.DatabaseURL)
-		if err != nil {
-			b.Fatal(err)
-		}
-		// Each consumer's own record of being done, per request.
-		done := `SELECT r.id::text, greatest(p.started_at, n.sent_at, a.received_at, l.ingested_at),
-			p.started_at, n.sent_at, a.received_at, l.ingested_at
-			FROM request.request r
-			JOIN workflow.process_instance p ON p.request_id = r.id
-			JOIN communication.notification n ON n.request_id = r.id AND n.status = 'sent'
-			JOIN analytics.inbox_message a ON a.event_id = r.correlation_id
-			JOIN datalake_ingestion.lineage l ON l.event_id = r.correlation_id`
-		var total []time.Duration
-		per := map[string][]time.Duration{}
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
-			rows, err := db.Query(ctx, done)
-			if err != nil {
-				b.Fatalf("latency query: %v", err)
-			}
-			total, per = total[:0], map[string][]time.Duration{}
-			for rows.Next() {
-				var id string
-				var all, wf, cm, an, dl time.Time
-				if err := rows.Scan(&id, &all, &wf, &cm, &an, &dl); err != nil {
-					b.Fatal(err)
-				}
-				at := sent[id]
-				total = append(total, all.Sub(at))
-				per["workflow"] = append(per["workflow"], wf.Sub(at))
-				per["communication"] = append(per["communication"], cm.Sub(at))
-				per["analytics"] = append(per["analytics"], an.Sub(at))
-				per["datalake"] = append(per["datalake"], dl.Sub(at))
-			}
-			rows.Close()
-			if len(total) == len(sent) {
-				break
-			}
-			if time.Now().After(deadline) {
-				b.Fatalf("after 2 min only %d of %d requests were done by all four consumers", len(total), len(sent))
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		db.Close()
-		b.ReportMetric(float64(len(total)), "requests")
-		b.ReportMetric(ms(pct(total, 0.50)), "all4_p50_ms")
-		b.ReportMetric(ms(pct(total, 0.99)), "all4_p99_ms")
-		for name, d := range per {
-			b.ReportMetric(ms(pct(d, 0.50)), name+"_p50_ms")
+// benchParams reads BENCH_RATE, BENCH_STEPS and BENCH_SECONDS.
+func benchParams(getenv func(string) string) (rates []int, seconds int, err error) {
+	seconds = 10
+	if v := getenv("BENCH_SECONDS"); v != "" {
+		if seconds, err = strconv.Atoi(v); err != nil || seconds <= 0 {
+			return nil, 0, fmt.Errorf("BENCH_SECONDS=%q: want a positive number of seconds", v)
 		}
 	}
+	list := getenv("BENCH_STEPS")
+	if list == "" {
+		list = getenv("BENCH_RATE")
+	}
+	if list == "" {
+		list = "20"
+	}
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, 0, fmt.Errorf("rate %q in BENCH_STEPS/BENCH_RATE: want positive requests per second", f)
+		}
+		rates = append(rates, n)
+	}
+	return rates, seconds, nil
+}
+
+type flowPlatform struct {
+	h      *harness.Harness
+	db     *pgxpool.Pool
+	token  string
+	serial int
+}
+
+func startFlowPlatform(b *testing.B) *flowPlatform {
+	h := harness.New(b, os.Getenv)
+	smtp := startFlowSMTPSink(b, b.TempDir())
+	// BENCH_PPROF=1 serves each service's profiles on 127.0.0.1:6061…6065
+	// (in start order) for `go tool pprof` while a step runs.
+	debug := func(port int, env harness.Env) harness.Env {
+		if os.Getenv("BENCH_PPROF") != "" {
+			env["DEBUG_ADDR"] = fmt.Sprintf("127.0.0.1:%d", port)
+		}
+		return env
+	}
+	h.Start(b, "request", debug(6061, harness.Env{}))
+	h.Start(b, "workflow", debug(6062, harness.Env{}))
+	h.Start(b, "communication", debug(6063, harness.Env{"SMTP_ADDR": smtp}))
+	h.Start(b, "analytics", debug(6064, harness.Env{}))
+	h.Start(b, "datalake-ingestion", debug(6065, harness.Env{"DATALAKE_BATCH_AGE": "250ms"}))
+	tenantID, citizen := "org-bench", "citizen-bench"
+	token := h.Token(tenantID, citizen, "citizen")
+	put, _ := http.NewRequest(http.MethodPut, h.URL("communication")+"/v1/contacts/"+citizen,
+		bytes.NewBufferString(`{"email":"bench@example.org","preferredChannel":"email"}`))
+	put.Header.Set("Authorization", "Bearer "+token)
+	put.Header.Set("Content-Type", "application/json")
+	if resp, err := http.DefaultClient.Do(put); err != nil || resp.StatusCode >= 300 {
+		b.Fatalf("register contact: %v %v", resp, err)
+	}
+	db, err := pgxpool.New(context.Background(), h.DatabaseURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(db.Close)
+	return &flowPlatform{h: h, db: db, token: token}
+}
+
+// stepResult is one rate's outcome. all4 is POST → all four consumers done;
+// sync3 leaves out the data lake, whose share is bounded by its batch age.
+type stepResult struct {
+	rate, seconds int
+	sent, done    int
+	accepted      float64 // POSTs answered 201 per second of the step
+	all4, sync3   []time.Duration
+	per           map[string][]time.Duration
+}
+
+func (r stepResult) String() string {
+	return fmt.Sprintf("rate %d/s × %d s: accepted %.1f/s, done %d/%d; p50/p99 ms: wf+cm+an %.0f/%.0f, all four %.0f/%.0f, "+
+		"workflow %.0f/%.0f, communication %.0f/%.0f, analytics %.0f/%.0f, datalake %.0f/%.0f",
+		r.rate, r.seconds, r.accepted, r.done, r.sent, ms(pct(r.sync3, .5)), ms(pct(r.sync3, .99)), ms(pct(r.all4, .5)), ms(pct(r.all4, .99)),
+		ms(pct(r.per["workflow"], .5)), ms(pct(r.per["workflow"], .99)), ms(pct(r.per["communication"], .5)), ms(pct(r.per["communication"], .99)),
+		ms(pct(r.per["analytics"], .5)), ms(pct(r.per["analytics"], .99)), ms(pct(r.per["datalake"], .5)), ms(pct(r.per["datalake"], .99)))
+}
+
+func stepTable(rs []stepResult) string {
+	var w strings.Builder
+	w.WriteString("| offered req/s | accepted req/s | done | wf+cm+an p50 / p99 ms | workflow p99 | communication p99 | analytics p99 | datalake p50 / p99 ms |\n")
+	w.WriteString("|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rs {
+		fmt.Fprintf(&w, "| %d | %.1f | %d/%d | %.0f / %.0f | %.0f | %.0f | %.0f | %.0f / %.0f |\n", r.rate, r.accepted, r.done, r.sent,
+			ms(pct(r.sync3, .5)), ms(pct(r.sync3, .99)), ms(pct(r.per["workflow"], .99)), ms(pct(r.per["communication"], .99)),
+			ms(pct(r.per["analytics"], .99)), ms(pct(r.per["datalake"], .5)), ms(pct(r.per["datalake"], .99)))
+	}
+	return w.String()
+}
+
+// step offers rate requests per second for seconds, then waits until every
+// accepted request is done by all four consumers (the platform is drained
+// before the next step) and returns the latencies.
+func (p *flowPlatform) step(b *testing.B, rate, seconds int) stepResult {
+	var mu sync.Mutex
+	sent := map[string]time.Time{} // request id → when the client sent it
+	var wg sync.WaitGroup
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	began := time.Now()
+	for range rate * seconds {
+		<-tick.C
+		p.serial++
+		wg.Add(1)
+		go func(n int) {
+			defer wg.Done()
+			body := fmt.Sprintf(`{"serviceId":"bench","formId":"f","formVersion":1,"channel":"web","fields":{"n":%d}}`, n)
+			req, _ := http.NewRequest(http.MethodPost, p.h.URL("request")+"/v1/requests", bytes.NewBufferString(body))
+			req.Header.Set("Authorization", "Bearer "+p.token)
+			req.Header.Set("Content-Type", "application/json")
+			at := time.Now()
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil || resp.StatusCode != http.StatusCreated {
+				b.Errorf("submit: %v %v", resp, err)
+				return
+			}
+			defer resp.Body.Close()
+			var receipt struct {
+				ID string `json:"id"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&receipt); err != nil {
+				b.Error(err)
+				return
+			}
+			mu.Lock()
+			sent[receipt.ID] = at
+			mu.Unlock()
+		}(p.serial)
+	}
+	tick.Stop()
+	wg.Wait()
+	r := stepResult{rate: rate, seconds: seconds, sent: len(sent), accepted: float64(len(sent)) / time.Since(began).Seconds()}
+	ids := make([]string, 0, len(sent))
+	for id := range sent {
+		ids = append(ids, id)
+	}
+
+	ctx := context.Background()
+	// Each consumer's own record of being done, per request.
+	done := `SELECT r.id::text, p.started_at, n.sent_at, a.received_at, l.ingested_at
+		FROM request.request r
+		JOIN workflow.process_instance p ON p.request_id = r.id
+		JOIN communication.notification n ON n.request_id = r.id AND n.status = 'sent'
+		JOIN analytics.inbox_message a ON a.event_id = r.correlation_id
+		JOIN datalake_ingestion.lineage l ON l.event_id = r.correlation_id
+		WHERE r.id = ANY($1::uuid[])`
+	deadline := time.Now().Add(time.Duration(max(120, 4*seconds)) * time.Second)
+	for {
+		rows, err := p.db.Query(ctx, done, ids)
+		if err != nil {
+			b.Fatalf("latency query: %v", err)
+		}
+		r.all4, r.sync3, r.per = r.all4[:0], r.sync3[:0], map[string][]time.Duration{}
+		for rows.Next() {
+			var id string
+			var wf, cm, an, dl time.Time
+			if err := rows.Scan(&id, &wf, &cm, &an, &dl); err != nil {
+				b.Fatal(err)
+			}
+			at := sent[id]
+			sync3 := latest(wf, cm, an).Sub(at)
+			r.sync3 = append(r.sync3, sync3)
+			r.all4 = append(r.all4, latest(wf, cm, an, dl).Sub(at))
+			r.per["workflow"] = append(r.per["workflow"], wf.Sub(at))
+			r.per["communication"] = append(r.per["communication"], cm.Sub(at))
+			r.per["analytics"] = append(r.per["analytics"], an.Sub(at))
+			r.per["datalake"] = append(r.per["datalake"], dl.Sub(at))
+		}
+		rows.Close()
+		if r.done = len(r.all4); r.done == len(sent) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			b.Logf("rate %d/s: only %d of %d requests done by all four consumers before the deadline; reporting those", rate, r.done, len(sent))
+			return r
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func latest(ts ...time.Time) time.Time {
+	out := ts[0]
+	for _, t := range ts[1:] {
+		if t.After(out) {
+			out = t
+		}
+	}
+	return out
 }
 
 func pct(d []time.Duration, p float64) time.Duration {

@@ -18,7 +18,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -62,7 +64,11 @@ type Config struct {
 	TracesFile   string // OTEL_TRACES_FILE: spans as JSON lines, for tests and local runs
 	JWTIssuer    string
 	JWTKeys      string // JWKS file or URL
-	LogLevel     slog.Level
+	// DebugAddr (DEBUG_ADDR, e.g. 127.0.0.1:6061) serves net/http/pprof on a
+	// listener of its own, never on the public port; off when empty. It also
+	// turns on block and mutex profiling, which cost a little on every wait.
+	DebugAddr string
+	LogLevel  slog.Level
 	// RetryTiers (RETRY_TIERS, e.g. "100ms,200ms") replaces every consumer's
 	// retry delays: for tests and demos on their own vhost only, since the
 	// broker refuses a queue redeclared with another TTL.
@@ -94,6 +100,7 @@ func ConfigFrom(service, defaultAddr string, getenv func(string) string) (Config
 		TracesFile:   getenv("OTEL_TRACES_FILE"),
 		JWTIssuer:    get("JWT_ISSUER", auth.DevIssuer),
 		JWTKeys:      getenv("JWT_KEYS"),
+		DebugAddr:    getenv("DEBUG_ADDR"),
 	}
 	if s := getenv("DATABASE_SCHEMA"); s != "" {
 		c.Schema = s
@@ -404,6 +411,14 @@ func (h *Host) Serve(ctx context.Context, routes http.Handler, ready func(addr s
 			errs <- err
 		}
 	}()
+	if h.Cfg.DebugAddr != "" {
+		dbg, err := h.serveDebug()
+		if err != nil {
+			errs <- err
+		} else {
+			defer dbg.Close()
+		}
+	}
 	h.Log.Info("service started", "addr", ln.Addr().String(), "consumers", len(h.consumers), "relay", h.relay != nil)
 	if ready != nil {
 		ready(ln.Addr().String())
@@ -425,6 +440,27 @@ func (h *Host) Serve(ctx context.Context, routes http.Handler, ready func(addr s
 	h.Close()
 	h.Log.Info("stopped")
 	return runErr
+}
+
+// serveDebug serves the runtime profiles on DebugAddr, for measuring a
+// service under load: go tool pprof http://<DEBUG_ADDR>/debug/pprof/profile.
+func (h *Host) serveDebug() (*http.Server, error) {
+	runtime.SetBlockProfileRate(int(100 * time.Microsecond))
+	runtime.SetMutexProfileFraction(100)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	ln, err := net.Listen("tcp", h.Cfg.DebugAddr)
+	if err != nil {
+		return nil, fmt.Errorf("debug listener %s: %w", h.Cfg.DebugAddr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	h.Log.Info("profiles served", "addr", ln.Addr().String())
+	return srv, nil
 }
 
 func (h *Host) handleReady(w http.ResponseWriter, r *http.Request) {
