@@ -34,6 +34,8 @@ import (
 //	BENCH_STEPS=25,50,100,200,400 BENCH_SECONDS=30
 //	                                        steps through the rates on one platform,
 //	                                        draining between steps, and prints a table
+//	BENCH_TRACES=off                        no span export (the harness otherwise writes
+//	                                        every span to a file, as tests need)
 //	BENCH_PPROF=1                           profiles of request, workflow, communication,
 //	                                        analytics, datalake on 127.0.0.1:6061…6065
 //
@@ -108,6 +110,9 @@ func startFlowPlatform(b *testing.B) *flowPlatform {
 		if os.Getenv("BENCH_PPROF") != "" {
 			env["DEBUG_ADDR"] = fmt.Sprintf("127.0.0.1:%d", port)
 		}
+		if os.Getenv("BENCH_TRACES") == "off" {
+			env["OTEL_TRACES_FILE"] = "" // as in production without a collector
+		}
 		return env
 	}
 	h.Start(b, "request", debug(6061, harness.Env{}))
@@ -140,9 +145,14 @@ type stepResult struct {
 	accepted      float64 // POSTs answered 201 per second of the step
 	all4, sync3   []time.Duration
 	per           map[string][]time.Duration
+	cost          string // costPerRequest of the step, drain included
 }
 
 func (r stepResult) String() string {
+	return fmt.Sprintf("%s\n    %s", r.latencies(), r.cost)
+}
+
+func (r stepResult) latencies() string {
 	return fmt.Sprintf("rate %d/s × %d s: accepted %.1f/s, done %d/%d; p50/p99 ms: wf+cm+an %.0f/%.0f, all four %.0f/%.0f, "+
 		"workflow %.0f/%.0f, communication %.0f/%.0f, analytics %.0f/%.0f, datalake %.0f/%.0f",
 		r.rate, r.seconds, r.accepted, r.done, r.sent, ms(pct(r.sync3, .5)), ms(pct(r.sync3, .99)), ms(pct(r.all4, .5)), ms(pct(r.all4, .99)),
@@ -169,6 +179,7 @@ func (p *flowPlatform) step(b *testing.B, rate, seconds int) stepResult {
 	var mu sync.Mutex
 	sent := map[string]time.Time{} // request id → when the client sent it
 	var wg sync.WaitGroup
+	before := sampleCost(b, p.h, p.db)
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	began := time.Now()
 	for range rate * seconds {
@@ -241,10 +252,14 @@ func (p *flowPlatform) step(b *testing.B, rate, seconds int) stepResult {
 		}
 		rows.Close()
 		if r.done = len(r.all4); r.done == len(sent) {
+			// Counted once everything is done, so the drain is included:
+			// work queued during the step is paid for by the step.
+			r.cost = costPerRequest(before, sampleCost(b, p.h, p.db), len(sent))
 			return r
 		}
 		if time.Now().After(deadline) {
 			b.Logf("rate %d/s: only %d of %d requests done by all four consumers before the deadline; reporting those", rate, r.done, len(sent))
+			r.cost = costPerRequest(before, sampleCost(b, p.h, p.db), len(sent))
 			return r
 		}
 		time.Sleep(200 * time.Millisecond)

@@ -1,0 +1,117 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agora-platform/agora/e2e/harness"
+)
+
+// clockTicks is USER_HZ, the unit of utime/stime in /proc/<pid>/stat: 100
+// on every Linux this runs on.
+const clockTicks = 100
+
+// costSample is what one request costs the machine, read before and after
+// a step: CPU per process name (every process on the box, the services,
+// PostgreSQL, RabbitMQ and MinIO included), PostgreSQL commits and WAL
+// flushes, and the broker's own message counters for the test's vhost.
+type costSample struct {
+	cpu       map[string]float64 // process name → CPU seconds (user+system)
+	commits   int64              // xact_commit of the test's database
+	walSyncs  int64              // pg_stat_wal.wal_sync (the whole cluster)
+	published int64              // broker: messages published in the vhost
+	delivered int64              // broker: deliveries (consumers' gets included)
+}
+
+func sampleCost(b *testing.B, h *harness.Harness, db *pgxpool.Pool) costSample {
+	b.Helper()
+	s := costSample{cpu: cpuByProcess()}
+	ctx := context.Background()
+	if err := db.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&s.commits); err != nil {
+		b.Fatalf("pg_stat_database: %v", err)
+	}
+	if err := db.QueryRow(ctx, `SELECT wal_sync FROM pg_stat_wal`).Scan(&s.walSyncs); err != nil {
+		b.Fatalf("pg_stat_wal: %v", err)
+	}
+	var vh struct {
+		MessageStats struct {
+			Publish    int64 `json:"publish"`
+			DeliverGet int64 `json:"deliver_get"`
+		} `json:"message_stats"`
+	}
+	if err := h.Vhost.Mgmt(http.MethodGet, "/api/vhosts/"+url.PathEscape(h.Vhost.Name), nil, &vh); err != nil {
+		b.Fatalf("broker counters: %v", err)
+	}
+	s.published, s.delivered = vh.MessageStats.Publish, vh.MessageStats.DeliverGet
+	return s
+}
+
+// cpuByProcess sums utime+stime of every process by its command name.
+// Processes that exit between two samples are not counted; the platform's
+// processes and their database connections live through a benchmark.
+func cpuByProcess() map[string]float64 {
+	out := map[string]float64{}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range stats {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		open, close := strings.IndexByte(string(data), '('), strings.LastIndexByte(string(data), ')')
+		if open < 0 || close < open {
+			continue
+		}
+		name := string(data[open+1 : close])
+		f := strings.Fields(string(data[close+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		ut, _ := strconv.ParseFloat(f[11], 64)
+		st, _ := strconv.ParseFloat(f[12], 64)
+		out[name] += (ut + st) / clockTicks
+	}
+	return out
+}
+
+// costPerRequest renders after−before divided by n requests.
+func costPerRequest(before, after costSample, n int) string {
+	if n == 0 {
+		return "no requests"
+	}
+	type part struct {
+		name string
+		ms   float64
+	}
+	var parts []part
+	total := 0.0
+	for name, v := range after.cpu {
+		d := (v - before.cpu[name]) * 1000 / float64(n)
+		if d >= 0.05 {
+			parts = append(parts, part{name, d})
+			total += d
+		}
+	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i].ms > parts[j].ms })
+	var w strings.Builder
+	fmt.Fprintf(&w, "per request: CPU %.1f ms (", total)
+	for i, p := range parts {
+		if i > 0 {
+			w.WriteString(", ")
+		}
+		fmt.Fprintf(&w, "%s %.2f", p.name, p.ms)
+	}
+	fmt.Fprintf(&w, "); PostgreSQL commits %.1f, WAL flushes %.1f; broker publishes %.1f, deliveries %.1f",
+		float64(after.commits-before.commits)/float64(n), float64(after.walSyncs-before.walSyncs)/float64(n),
+		float64(after.published-before.published)/float64(n), float64(after.delivered-before.delivered)/float64(n))
+	return w.String()
+}
