@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,12 +33,32 @@ import (
 // message; an error is classified with ClassOf to retry or dead-letter it.
 type Handler func(ctx context.Context, env envelope.Envelope) error
 
+// Received is one admitted message of a batch: its envelope and the context
+// its effect must run under (tenant, the publisher's trace, its own span).
+type Received struct {
+	Ctx context.Context
+	Env envelope.Envelope
+}
+
+// BatchHandler processes the messages one handler goroutine took from the
+// queue at once (up to MaxBatch, never waiting for more) and returns one
+// error per message, in order: nil acks it, an error is classified with
+// ClassOf for that message alone. Nothing is acked before it returns, so a
+// handler that commits the batch in one transaction has committed before
+// any ack leaves.
+type BatchHandler func(ctx context.Context, batch []Received) []error
+
 // ConsumerOptions tune a Consumer. The zero value is usable.
 type ConsumerOptions struct {
 	// Prefetch is the broker-side window of unacked deliveries (default 32).
 	Prefetch int
 	// Concurrency is the number of handlers running at once (default 4).
 	Concurrency int
+	// MaxBatch is the most deliveries a BatchHandler gets at once (default
+	// 16). A batch takes what is already prefetched: it never waits to fill,
+	// so it adds no latency when the queue is quiet. Per-message consumers
+	// ignore it.
+	MaxBatch int
 	// UnknownRetries caps retries of unclassified errors (default 2; never
 	// more than the consumer's retry tiers).
 	UnknownRetries int
@@ -67,6 +88,7 @@ type Consumer struct {
 	spec    topology.Consumer
 	tiers   []time.Duration
 	h       Handler
+	bh      BatchHandler
 	opts    ConsumerOptions
 	tracer  trace.Tracer
 	metrics *telemetry.Metrics
@@ -77,8 +99,25 @@ type Consumer struct {
 // NewConsumer returns a consumer of spec.Queue. pub sends retries and dead
 // letters (with confirms) before the original is acked.
 func NewConsumer(conn *broker.Conn, pub *Publisher, reg *registry.Registry, spec topology.Consumer, h Handler, opts ConsumerOptions) (*Consumer, error) {
-	if conn == nil || pub == nil || reg == nil || h == nil {
-		return nil, errors.New("fabric: NewConsumer needs a connection, publisher, registry and handler")
+	if h == nil {
+		return nil, errors.New("fabric: NewConsumer needs a handler")
+	}
+	return newConsumer(conn, pub, reg, spec, h, nil, opts)
+}
+
+// NewBatchConsumer is NewConsumer for a handler that takes several
+// messages at once (see BatchHandler): under load one transaction and one
+// commit serve many messages; a quiet queue still gets batches of one.
+func NewBatchConsumer(conn *broker.Conn, pub *Publisher, reg *registry.Registry, spec topology.Consumer, h BatchHandler, opts ConsumerOptions) (*Consumer, error) {
+	if h == nil {
+		return nil, errors.New("fabric: NewBatchConsumer needs a handler")
+	}
+	return newConsumer(conn, pub, reg, spec, nil, h, opts)
+}
+
+func newConsumer(conn *broker.Conn, pub *Publisher, reg *registry.Registry, spec topology.Consumer, h Handler, bh BatchHandler, opts ConsumerOptions) (*Consumer, error) {
+	if conn == nil || pub == nil || reg == nil {
+		return nil, errors.New("fabric: a consumer needs a connection, publisher and registry")
 	}
 	if spec.Queue == "" {
 		return nil, errors.New("fabric: NewConsumer: queue name is empty")
@@ -88,6 +127,9 @@ func NewConsumer(conn *broker.Conn, pub *Publisher, reg *registry.Registry, spec
 	}
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 4
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 16
 	}
 	if opts.UnknownRetries <= 0 {
 		opts.UnknownRetries = 2
@@ -119,7 +161,7 @@ func NewConsumer(conn *broker.Conn, pub *Publisher, reg *registry.Registry, spec
 		}
 	}
 	c := &Consumer{
-		conn: conn, pub: pub, reg: reg, spec: spec, tiers: spec.Tiers(), h: h, opts: opts,
+		conn: conn, pub: pub, reg: reg, spec: spec, tiers: spec.Tiers(), h: h, bh: bh, opts: opts,
 		tracer: tp.Tracer("github.com/agora-platform/agora/pkg/fabric"), metrics: m,
 		log: log.With("consumer", spec.Queue),
 	}
@@ -204,7 +246,11 @@ func (c *Consumer) session(ctx, handlerCtx context.Context, hardStop context.Can
 		go func() {
 			defer wg.Done()
 			for d := range deliveries {
-				c.process(handlerCtx, d)
+				if c.bh == nil {
+					c.process(handlerCtx, d)
+					continue
+				}
+				c.processBatch(handlerCtx, takeBatch(d, deliveries, c.opts.MaxBatch))
 			}
 		}()
 	}
@@ -301,23 +347,52 @@ func (c *Consumer) admit(d amqp.Delivery) (envelope.Envelope, *refusal) {
 	return env, nil
 }
 
-func (c *Consumer) process(ctx context.Context, d amqp.Delivery) {
+// takeBatch returns first and whatever else deliveries holds right now, up
+// to max in all. It never waits: batching only happens when messages are
+// already queued in the client.
+func takeBatch(first amqp.Delivery, deliveries <-chan amqp.Delivery, max int) []amqp.Delivery {
+	batch := []amqp.Delivery{first}
+	for len(batch) < max {
+		select {
+		case d, ok := <-deliveries:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, d)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// inFlight is an admitted delivery whose handler is running.
+type inFlight struct {
+	d     amqp.Delivery
+	env   envelope.Envelope
+	ctx   context.Context
+	span  trace.Span
+	start time.Time
+	typ   string
+}
+
+// begin admits d: a refused message is dead-lettered at once and begin
+// returns nil; otherwise the message's context (tenant, trace) and span.
+func (c *Consumer) begin(ctx context.Context, d amqp.Delivery) *inFlight {
 	start := time.Now()
 	typ := d.Type
 	env, ref := c.admit(d)
 	if env.Type != "" {
 		typ = env.Type
 	}
-	attrs := telemetry.Attrs(c.spec.Queue, typ)
 	if !d.Timestamp.IsZero() {
-		c.metrics.Lag.Record(ctx, max(0, start.Sub(d.Timestamp).Seconds()), attrs)
+		c.metrics.Lag.Record(ctx, max(0, start.Sub(d.Timestamp).Seconds()), telemetry.Attrs(c.spec.Queue, typ))
 	}
 	if ref != nil {
 		c.metrics.Failed.Add(ctx, 1, telemetry.Attrs(c.spec.Queue, typ, attribute.String("class", string(ClassInvalid))))
 		c.deadLetter(ctx, d, env.ID, ClassInvalid, ref.reason, ref.err)
-		return
+		return nil
 	}
-
 	ctx = telemetry.Propagator().Extract(ctx, telemetry.HeaderCarrier(d.Headers))
 	ctx, span := c.tracer.Start(ctx, "process "+env.Type, trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(
@@ -327,12 +402,43 @@ func (c *Consumer) process(ctx context.Context, d amqp.Delivery) {
 			attribute.String("messaging.message.conversation_id", env.CorrelationID),
 			attribute.String("agora.tenant", env.TenantID),
 		))
-	defer span.End()
 	if env.TenantID != "" {
 		ctx = tenant.With(ctx, env.TenantID)
 	}
-	err := c.call(ctx, env)
-	c.metrics.Duration.Record(ctx, time.Since(start).Seconds(), attrs)
+	return &inFlight{d: d, env: env, ctx: ctx, span: span, start: start, typ: typ}
+}
+
+func (c *Consumer) process(ctx context.Context, d amqp.Delivery) {
+	m := c.begin(ctx, d)
+	if m == nil {
+		return
+	}
+	c.settle(m, c.call(m.ctx, m.env))
+}
+
+func (c *Consumer) processBatch(ctx context.Context, ds []amqp.Delivery) {
+	var batch []*inFlight
+	for _, d := range ds {
+		if m := c.begin(ctx, d); m != nil {
+			batch = append(batch, m)
+		}
+	}
+	if len(batch) == 0 {
+		return
+	}
+	errs := c.callBatch(ctx, batch)
+	for i, m := range batch {
+		c.settle(m, errs[i])
+	}
+}
+
+// settle carries out the handler's answer for one message: ack, a retry
+// tier, or the DLQ.
+func (c *Consumer) settle(m *inFlight, err error) {
+	defer m.span.End()
+	ctx, d, env := m.ctx, m.d, m.env
+	attrs := telemetry.Attrs(c.spec.Queue, m.typ)
+	c.metrics.Duration.Record(ctx, time.Since(m.start).Seconds(), attrs)
 	if err == nil {
 		if aerr := d.Ack(false); aerr != nil {
 			c.log.Warn("ack failed; the message will be redelivered", "id", env.ID, "err", aerr)
@@ -340,10 +446,10 @@ func (c *Consumer) process(ctx context.Context, d amqp.Delivery) {
 		c.metrics.Processed.Add(ctx, 1, attrs)
 		return
 	}
-	span.RecordError(err)
-	span.SetStatus(codes.Error, err.Error())
+	m.span.RecordError(err)
+	m.span.SetStatus(codes.Error, err.Error())
 	class := ClassOf(err)
-	c.metrics.Failed.Add(ctx, 1, telemetry.Attrs(c.spec.Queue, typ, attribute.String("class", string(class))))
+	c.metrics.Failed.Add(ctx, 1, telemetry.Attrs(c.spec.Queue, m.typ, attribute.String("class", string(class))))
 	attempts := Attempts(d.Headers)
 	switch class {
 	case ClassInvalid:
@@ -361,6 +467,33 @@ func (c *Consumer) process(ctx context.Context, d amqp.Delivery) {
 		}
 		c.deadLetter(ctx, d, env.ID, class, ReasonRetriesExhausted, err)
 	}
+}
+
+// callBatch runs the batch handler. A panic, or an answer of the wrong
+// length, becomes an unknown-class error for every message: none of them
+// is acked on a handler's word that cannot be trusted.
+func (c *Consumer) callBatch(ctx context.Context, batch []*inFlight) (errs []error) {
+	in := make([]Received, len(batch))
+	for i, m := range batch {
+		in[i] = Received{Ctx: m.ctx, Env: m.env}
+	}
+	all := func(err error) []error {
+		out := make([]error, len(batch))
+		for i := range out {
+			out[i] = err
+		}
+		return out
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			errs = all(fmt.Errorf("batch handler panic: %v\n%s", r, debug.Stack()))
+		}
+	}()
+	errs = c.bh(ctx, in)
+	if len(errs) != len(batch) {
+		return all(fmt.Errorf("batch handler answered %d results for %d messages", len(errs), len(batch)))
+	}
+	return errs
 }
 
 // call runs the handler, turning a panic into an unknown-class error so one

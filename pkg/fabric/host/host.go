@@ -325,7 +325,7 @@ func (h *Host) Consumer(queue string) (topology.Consumer, error) {
 }
 
 // Consume registers a consumer of queue; it runs from Serve. Handlers that
-// change the database should come from Inbox(queue).Handler.
+// change the database use ConsumeTx instead.
 func (h *Host) Consume(queue string, handler fabric.Handler, opts fabric.ConsumerOptions) error {
 	spec, err := h.Consumer(queue)
 	if err != nil {
@@ -333,6 +333,24 @@ func (h *Host) Consume(queue string, handler fabric.Handler, opts fabric.Consume
 	}
 	opts.Tracer, opts.Metrics, opts.Logger = h.Tracer, h.Metrics, h.Log
 	c, err := fabric.NewConsumer(h.Conn, h.Pub, h.Reg, spec, handler, opts)
+	if err != nil {
+		return err
+	}
+	h.consumers = append(h.consumers, c)
+	return nil
+}
+
+// ConsumeTx registers a consumer of queue whose handler changes the
+// database: each batch of deliveries runs in one inbox transaction (a
+// savepoint per message, see inbox.BatchHandler), so under load one commit
+// serves many messages. It runs from Serve.
+func (h *Host) ConsumeTx(queue string, handler inbox.TxHandler, opts fabric.ConsumerOptions) error {
+	spec, err := h.Consumer(queue)
+	if err != nil {
+		return err
+	}
+	opts.Tracer, opts.Metrics, opts.Logger = h.Tracer, h.Metrics, h.Log
+	c, err := fabric.NewBatchConsumer(h.Conn, h.Pub, h.Reg, spec, h.Inbox(queue).BatchHandler(handler), opts)
 	if err != nil {
 		return err
 	}

@@ -120,6 +120,13 @@ func (in *Inbox) claim(ctx context.Context, tx pgx.Tx, env envelope.Envelope, se
 	if tag.RowsAffected() == 1 {
 		return true, nil
 	}
+	return in.duplicate(ctx, tx, env, tenantID, hash)
+}
+
+// duplicate tells a redelivery (same tenant and payload: false, nil) from
+// an id reused for something else (ErrConflict, after recording a security
+// event outside tx, which the caller rolls back).
+func (in *Inbox) duplicate(ctx context.Context, tx pgx.Tx, env envelope.Envelope, tenantID *string, hash []byte) (bool, error) {
 	var firstTenant *string
 	var firstHash []byte
 	if err := tx.QueryRow(ctx, `SELECT tenant_id, payload_hash FROM `+in.table+` WHERE consumer = $1 AND event_id = $2`,
@@ -181,6 +188,114 @@ func (in *Inbox) Handler(h TxHandler) fabric.Handler {
 		}
 		return nil
 	}
+}
+
+// BatchHandler is Handler for many messages in one transaction, the
+// consumer's path under load: one BEGIN and one COMMIT (one WAL flush)
+// serve the whole batch. Each message runs in a savepoint of its own, with
+// app.tenant_id set to its tenant, so one message's failure rolls back its
+// claim and effects alone and is classified alone; the others commit. The
+// results are final only after the commit: if the commit fails, every
+// message that would have been acked gets a transient error instead, and
+// nothing is acked.
+func (in *Inbox) BatchHandler(h TxHandler) fabric.BatchHandler {
+	return func(ctx context.Context, batch []fabric.Received) []error {
+		errs := make([]error, len(batch))
+		fail := func(from int, err error) []error {
+			for i := from; i < len(errs); i++ {
+				errs[i] = err
+			}
+			return errs
+		}
+		tx, err := in.pool.Begin(ctx)
+		if err != nil {
+			return fail(0, fabric.Transient(fmt.Errorf("inbox: begin: %w", err)))
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx))
+		release := false // the previous message's savepoint, released with the next claim
+		for i, m := range batch {
+			first, err := in.claimIn(m.Ctx, tx, m.Env, release)
+			release = false
+			switch {
+			case errors.Is(err, ErrConflict):
+				errs[i] = fabric.Invalid(fabric.WithReason(err, fabric.ReasonInboxConflict))
+			case err != nil:
+				errs[i] = fabric.Transient(err)
+			case !first:
+				in.opts.Metrics.Duplicates.Add(m.Ctx, 1, telemetry.Attrs(in.consumer, m.Env.Type))
+			default:
+				if in.opts.Faults != nil {
+					in.opts.Faults.Hit("inbox.after-claim")
+				}
+				errs[i] = h(m.Ctx, tx, m.Env)
+			}
+			if errs[i] == nil {
+				release = true
+				continue
+			}
+			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT fabric_inbox_message"); err != nil {
+				// The transaction is gone (connection lost): nothing in it
+				// commits, so nobody may be acked.
+				for j := range i {
+					if errs[j] == nil {
+						errs[j] = fabric.Transient(fmt.Errorf("inbox: batch lost: %w", err))
+					}
+				}
+				return fail(i+1, fabric.Transient(fmt.Errorf("inbox: batch lost: %w", err)))
+			}
+			release = true // the savepoint outlives ROLLBACK TO; keep the stack flat
+		}
+		if err := tx.Commit(ctx); err != nil {
+			for i := range errs {
+				if errs[i] == nil {
+					errs[i] = fabric.Transient(fmt.Errorf("inbox: commit batch of %d: %w", len(batch), err))
+				}
+			}
+			return errs
+		}
+		if in.opts.Faults != nil {
+			in.opts.Faults.Hit("inbox.after-commit")
+		}
+		return errs
+	}
+}
+
+// claimIn opens a savepoint for env, points the transaction at its tenant
+// and claims it, in one round trip (the previous savepoint's release rides
+// along when release is set).
+func (in *Inbox) claimIn(ctx context.Context, tx pgx.Tx, env envelope.Envelope, release bool) (bool, error) {
+	hash := PayloadHash(env.Payload)
+	var tenantID *string
+	if env.TenantID != "" {
+		tenantID = &env.TenantID
+	}
+	b := &pgx.Batch{}
+	if release {
+		b.Queue("RELEASE SAVEPOINT fabric_inbox_message")
+	}
+	b.Queue("SAVEPOINT fabric_inbox_message")
+	b.Queue("SELECT set_config('search_path', $1, true), set_config('app.tenant_id', $2, true)", in.schema, env.TenantID)
+	b.Queue(`INSERT INTO `+in.table+` (consumer, event_id, tenant_id, event_type, payload_hash)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (consumer, event_id) DO NOTHING`,
+		in.consumer, env.ID, tenantID, env.Type, hash)
+	br := tx.SendBatch(ctx, b)
+	for range b.Len() - 1 {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return false, fmt.Errorf("inbox: open savepoint for %s: %w", env.ID, err)
+		}
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return false, fmt.Errorf("inbox claim %s: %w", env.ID, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return true, nil
+	}
+	return in.duplicate(ctx, tx, env, tenantID, hash)
 }
 
 // DeleteOlderThan removes claims older than age in batches of batch rows.

@@ -3,6 +3,7 @@ package inbox_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -141,5 +142,126 @@ func TestRetentionDeletesOldClaims(t *testing.T) {
 	n, err := in.DeleteOlderThan(ctx, 30*24*time.Hour, 3)
 	if err != nil || n != 10 {
 		t.Fatalf("DeleteOlderThan = %d, %v; want 10", n, err)
+	}
+}
+
+// TestBatchKeepsEachMessagesFate queues messages before the consumer
+// starts, so they arrive in batches: one transaction per batch, yet each
+// message keeps its own tenant setting, its own failure class and its own
+// rollback; duplicates in the same batch run once; a reused id is refused.
+func TestBatchKeepsEachMessagesFate(t *testing.T) {
+	f := fabrictest.NewFabric(t, env, topology.Description{Exchanges: topology.PlatformExchanges(), Consumers: []topology.Consumer{spec}})
+	s := fabrictest.NewSchema(t, env)
+	ctx := context.Background()
+	if _, err := s.Pool.Exec(ctx, `CREATE TABLE effect (event_id uuid NOT NULL, tenant text, service text)`); err != nil {
+		t.Fatal(err)
+	}
+	var events []envelope.Envelope
+	for i := range 40 {
+		events = append(events, submitted(t, []string{"org-a", "org-b"}[i%2], "ok"))
+	}
+	invalid := submitted(t, "org-a", "invalid")
+	flaky := submitted(t, "org-b", "transient-once")
+	forged := events[3]
+	forged.Payload, _ = json.Marshal(map[string]any{
+		"requestId": "0192d3a0-0000-7000-8000-000000000001", "protocol": "AGR-2026-000001",
+		"serviceId": "forged", "formId": "f1", "formVersion": 1, "channel": "web",
+		"citizenId": "c-1", "submittedAt": "2026-11-30T10:00:00Z"})
+	queued := append(append([]envelope.Envelope{}, events[:20]...), invalid, events[5], flaky, forged)
+	queued = append(queued, events[20:]...)
+	for _, e := range queued {
+		if err := f.Pub.Publish(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	in := inbox.New(s.Pool, s.Name, spec.Queue, inbox.Options{})
+	var flakyCalls, biggest atomic.Int32
+	h := in.BatchHandler(func(ctx context.Context, tx pgx.Tx, e envelope.Envelope) error {
+		var p struct{ ServiceID string }
+		_ = json.Unmarshal(e.Payload, &p)
+		if _, err := tx.Exec(ctx, `INSERT INTO effect VALUES ($1, current_setting('app.tenant_id', true), $2)`, e.ID, p.ServiceID); err != nil {
+			return err
+		}
+		switch {
+		case p.ServiceID == "invalid":
+			return fabric.Invalid(errors.New("no such form"))
+		case p.ServiceID == "transient-once" && flakyCalls.Add(1) == 1:
+			return fabric.Transient(errors.New("blip"))
+		}
+		return nil
+	})
+	var calls atomic.Int32
+	c, err := fabric.NewBatchConsumer(f.Conn, f.Pub, f.Reg, spec, func(ctx context.Context, b []fabric.Received) []error {
+		if calls.Add(1) == 1 {
+			// While the first batch is busy, the prefetched rest piles up
+			// in the client: the next calls get real batches.
+			time.Sleep(500 * time.Millisecond)
+		}
+		for n := int32(len(b)); ; {
+			cur := biggest.Load()
+			if n <= cur || biggest.CompareAndSwap(cur, n) {
+				break
+			}
+		}
+		return h(ctx, b)
+	}, fabric.ConsumerOptions{Concurrency: 1, Prefetch: 64, MaxBatch: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(runCtx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("consumer: %v", err)
+		}
+	})
+
+	var dead = map[string]string{}
+	fabrictest.Eventually(t, 15*time.Second, "every message settled", func() bool {
+		for _, d := range f.Drain(t, spec.DLQ()) {
+			dead[d.MessageId+"/"+d.Headers[fabric.HeaderReason].(string)] = d.Headers[fabric.HeaderReason].(string)
+		}
+		var n int
+		if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM inbox_message WHERE consumer = $1`, spec.Queue).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == len(events)+1 && len(dead) == 2 // 40 + the flaky one; invalid and forged dead-lettered
+	})
+	if b := biggest.Load(); b < 2 {
+		t.Fatalf("largest batch = %d: the test never exercised a batch", b)
+	}
+	if _, ok := dead[invalid.ID+"/"+fabric.ReasonHandlerInvalid]; !ok {
+		t.Errorf("invalid message not dead-lettered as %s: %v", fabric.ReasonHandlerInvalid, dead)
+	}
+	if _, ok := dead[forged.ID+"/"+fabric.ReasonInboxConflict]; !ok {
+		t.Errorf("reused id not dead-lettered as %s: %v", fabric.ReasonInboxConflict, dead)
+	}
+	rows, err := s.Pool.Query(ctx, `SELECT event_id::text, tenant, service FROM effect`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	effects := map[string]int{}
+	tenantOf := map[string]string{}
+	for rows.Next() {
+		var id, tn, svc string
+		if err := rows.Scan(&id, &tn, &svc); err != nil {
+			t.Fatal(err)
+		}
+		effects[id]++
+		tenantOf[id] = tn
+		if svc == "invalid" || svc == "forged" {
+			t.Errorf("effect of a refused message %s (%s) was committed", id, svc)
+		}
+	}
+	for _, e := range append(events, flaky) {
+		if effects[e.ID] != 1 || tenantOf[e.ID] != e.TenantID {
+			t.Errorf("event %s: %d effects under app.tenant_id %q, want 1 under %q", e.ID, effects[e.ID], tenantOf[e.ID], e.TenantID)
+		}
+	}
+	if flakyCalls.Load() != 2 {
+		t.Errorf("flaky message handled %d times, want 2 (one failure, one retry)", flakyCalls.Load())
 	}
 }

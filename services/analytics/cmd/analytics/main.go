@@ -59,7 +59,10 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		return err
 	}
 	store := postgres.New(h.Pool)
-	if err := h.Consume(queue, h.Inbox(queue).Handler(consumer.New(store).Handle), fabric.ConsumerOptions{}); err != nil {
+	// One batch at a time: every batch updates shared counter cells, and
+	// two concurrent batches touching them in different orders would
+	// deadlock. Batching, not concurrency, is what carries the load here.
+	if err := h.ConsumeTx(queue, consumer.New(store).Handle, fabric.ConsumerOptions{Concurrency: 1, MaxBatch: 64}); err != nil {
 		return err
 	}
 	return h.Serve(ctx, httpapi.NewHandler(store, h.Verifier, h.Log), nil)

@@ -116,10 +116,10 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	}
 	d := delivery.New(store, h.Outbox, senders, h.Log)
 	opts := fabric.ConsumerOptions{Concurrency: cfg.concurrency}
-	if err := h.Consume(submittedQueue, h.Inbox(submittedQueue).Handler(d.HandleSubmitted), opts); err != nil {
+	if err := h.ConsumeTx(submittedQueue, d.HandleSubmitted, opts); err != nil {
 		return err
 	}
-	if err := h.Consume(commandQueue, h.Inbox(commandQueue).Handler(d.HandleSend), opts); err != nil {
+	if err := h.ConsumeTx(commandQueue, d.HandleSend, opts); err != nil {
 		return err
 	}
 	return h.Serve(ctx, httpapi.NewHandler(store, h.Verifier, h.Log), nil)

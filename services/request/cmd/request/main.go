@@ -85,7 +85,7 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 		return err
 	}
 	store := postgres.NewStore(h.Pool, h.Outbox, time.Now)
-	if err := h.Consume(workflowEventsQueue, h.Inbox(workflowEventsQueue).Handler(consumer.WorkflowEvents(store)),
+	if err := h.ConsumeTx(workflowEventsQueue, consumer.WorkflowEvents(store),
 		fabric.ConsumerOptions{}); err != nil {
 		return err
 	}

@@ -85,7 +85,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		return err
 	}
 	store := postgres.NewStore(h.Pool, h.Outbox, cfg.Catalog, time.Now)
-	if err := h.Consume(requestSubmittedQueue, h.Inbox(requestSubmittedQueue).Handler(consumer.RequestSubmitted(store)),
+	if err := h.ConsumeTx(requestSubmittedQueue, consumer.RequestSubmitted(store),
 		fabric.ConsumerOptions{}); err != nil {
 		return err
 	}
