@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -348,10 +349,13 @@ func (c *Consumer) admit(d amqp.Delivery) (envelope.Envelope, *refusal) {
 }
 
 // takeBatch returns first and whatever else deliveries holds right now, up
-// to max in all. It never waits: batching only happens when messages are
-// already queued in the client.
+// to max in all. It never waits for the broker: batching only happens when
+// messages are already in the client. The client hands them over one at a
+// time through an unbuffered channel, so before calling the batch complete
+// it yields once to let the client's goroutine offer the next one.
 func takeBatch(first amqp.Delivery, deliveries <-chan amqp.Delivery, max int) []amqp.Delivery {
 	batch := []amqp.Delivery{first}
+	yielded := false
 	for len(batch) < max {
 		select {
 		case d, ok := <-deliveries:
@@ -359,8 +363,13 @@ func takeBatch(first amqp.Delivery, deliveries <-chan amqp.Delivery, max int) []
 				return batch
 			}
 			batch = append(batch, d)
+			yielded = false
 		default:
-			return batch
+			if yielded {
+				return batch
+			}
+			runtime.Gosched()
+			yielded = true
 		}
 	}
 	return batch

@@ -299,8 +299,37 @@ func TestSubmitStoresRequestAndPublishesEvent(t *testing.T) {
 	second := mustSubmit(t, s, citizen)
 	want := fmt.Sprintf("AGR-%d-%06d", rc.SubmittedAt.Year(), 2)
 	if second.Protocol != want {
-		t.Errorf("second protocol = %s, want %s (dense per tenant)", second.Protocol, want)
+		t.Errorf("second protocol = %s, want %s (one instance hands out its block in order)", second.Protocol, want)
 	}
+	// Concurrent submissions of one tenant never share a number, across
+	// several reserved blocks.
+	var mu sync.Mutex
+	seen := map[string]bool{rc.Protocol: true, second.Protocol: true}
+	var wg sync.WaitGroup
+	for range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp := s.submit(t, citizen, validBody, "")
+			if resp.status != http.StatusCreated {
+				t.Errorf("POST /v1/requests = %d %s, want 201", resp.status, resp.body)
+				return
+			}
+			var got receipt
+			if err := json.Unmarshal(resp.body, &got); err != nil {
+				t.Errorf("receipt: %v", err)
+				return
+			}
+			p := got.Protocol
+			mu.Lock()
+			defer mu.Unlock()
+			if seen[p] {
+				t.Errorf("protocol %s handed out twice", p)
+			}
+			seen[p] = true
+		}()
+	}
+	wg.Wait()
 	otherTenant := mustSubmit(t, s, s.token(t, "org-b", "citizen-9", "citizen"))
 	if otherTenant.Protocol != fmt.Sprintf("AGR-%d-%06d", rc.SubmittedAt.Year(), 1) {
 		t.Errorf("org-b's first protocol = %s, want its own counter starting at 1", otherTenant.Protocol)

@@ -269,20 +269,22 @@ func (q *Queries) MarkSLABreached(ctx context.Context, arg MarkSLABreachedParams
 	return result.RowsAffected(), nil
 }
 
-const nextProtocolNumber = `-- name: NextProtocolNumber :one
+const reserveProtocolNumbers = `-- name: ReserveProtocolNumbers :one
 INSERT INTO protocol_counter (tenant_id, year, last_value)
-VALUES ($1, $2, 1)
-ON CONFLICT (tenant_id, year) DO UPDATE SET last_value = protocol_counter.last_value + 1
+VALUES ($1, $2, $3::bigint)
+ON CONFLICT (tenant_id, year) DO UPDATE SET last_value = protocol_counter.last_value + $3::bigint
 RETURNING last_value
 `
 
-type NextProtocolNumberParams struct {
+type ReserveProtocolNumbersParams struct {
 	TenantID string
 	Year     int32
+	Count    int64
 }
 
-func (q *Queries) NextProtocolNumber(ctx context.Context, arg NextProtocolNumberParams) (int64, error) {
-	row := q.db.QueryRow(ctx, nextProtocolNumber, arg.TenantID, arg.Year)
+// Reserves @count numbers; the block is (last_value - count, last_value].
+func (q *Queries) ReserveProtocolNumbers(ctx context.Context, arg ReserveProtocolNumbersParams) (int64, error) {
+	row := q.db.QueryRow(ctx, reserveProtocolNumbers, arg.TenantID, arg.Year, arg.Count)
 	var last_value int64
 	err := row.Scan(&last_value)
 	return last_value, err

@@ -1,7 +1,8 @@
--- name: NextProtocolNumber :one
+-- name: ReserveProtocolNumbers :one
+-- Reserves @count numbers; the block is (last_value - count, last_value].
 INSERT INTO protocol_counter (tenant_id, year, last_value)
-VALUES (@tenant_id, @year, 1)
-ON CONFLICT (tenant_id, year) DO UPDATE SET last_value = protocol_counter.last_value + 1
+VALUES (@tenant_id, @year, @count::bigint)
+ON CONFLICT (tenant_id, year) DO UPDATE SET last_value = protocol_counter.last_value + @count::bigint
 RETURNING last_value;
 
 -- name: InsertRequest :exec
