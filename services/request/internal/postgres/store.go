@@ -35,7 +35,7 @@ type Store struct {
 	now    func() time.Time
 
 	protoMu sync.Mutex
-	protos  map[protocolKey]*protocolBlock
+	protos  map[protocolKey][]protocolBlock
 }
 
 // protocolBlockSize is how many protocol numbers one reservation takes.
@@ -55,7 +55,7 @@ type protocolBlock struct{ next, last int64 }
 
 // NewStore returns a Store on pool (search_path = the service schema).
 func NewStore(pool *pgxpool.Pool, ob Enqueuer, now func() time.Time) *Store {
-	return &Store{pool: pool, outbox: ob, now: now, protos: map[protocolKey]*protocolBlock{}}
+	return &Store{pool: pool, outbox: ob, now: now, protos: map[protocolKey][]protocolBlock{}}
 }
 
 // nextProtocol returns tenant's next protocol number for year. Numbers are
@@ -64,13 +64,12 @@ func NewStore(pool *pgxpool.Pool, ob Enqueuer, now func() time.Time) *Store {
 // sequence).
 func (s *Store) nextProtocol(ctx context.Context, tenant string, year int) (int64, error) {
 	k := protocolKey{tenant, year}
-	s.protoMu.Lock()
-	defer s.protoMu.Unlock()
-	if b := s.protos[k]; b != nil && b.next <= b.last {
-		n := b.next
-		b.next++
+	if n, ok := s.takeProtocol(k); ok {
 		return n, nil
 	}
+	// Reserved without the lock: submissions that still find numbers are
+	// not held up by this round trip, and concurrent reservations each add
+	// a block; every number is handed out.
 	var last int64
 	err := s.inTenant(ctx, tenant, func(_ pgx.Tx, q *pgdb.Queries) error {
 		var err error
@@ -80,9 +79,26 @@ func (s *Store) nextProtocol(ctx context.Context, tenant string, year int) (int6
 	if err != nil {
 		return 0, fmt.Errorf("reserve protocol numbers: %w", err)
 	}
-	first := last - protocolBlockSize + 1
-	s.protos[k] = &protocolBlock{next: first + 1, last: last}
-	return first, nil
+	s.protoMu.Lock()
+	s.protos[k] = append(s.protos[k], protocolBlock{next: last - protocolBlockSize + 2, last: last})
+	s.protoMu.Unlock()
+	return last - protocolBlockSize + 1, nil
+}
+
+func (s *Store) takeProtocol(k protocolKey) (int64, bool) {
+	s.protoMu.Lock()
+	defer s.protoMu.Unlock()
+	blocks := s.protos[k]
+	for len(blocks) > 0 && blocks[0].next > blocks[0].last {
+		blocks = blocks[1:]
+	}
+	s.protos[k] = blocks
+	if len(blocks) == 0 {
+		return 0, false
+	}
+	n := blocks[0].next
+	blocks[0].next++
+	return n, true
 }
 
 var _ request.DocumentStore = (*Store)(nil)
