@@ -164,7 +164,7 @@ func EnvelopeMessage(reg *registry.Registry, e envelope.Envelope) (Message, erro
 	if err != nil {
 		return Message{}, fmt.Errorf("publish %s %s: %w", e.Type, e.ID, err)
 	}
-	body, err := e.Encode()
+	body, err := e.EncodeValidated() // Check parsed the payload
 	if err != nil {
 		return Message{}, err
 	}
