@@ -199,7 +199,15 @@ func (in *Inbox) Handler(h TxHandler) fabric.Handler {
 // message that would have been acked gets a transient error instead, and
 // nothing is acked.
 func (in *Inbox) BatchHandler(h TxHandler) fabric.BatchHandler {
+	single := in.Handler(h)
 	return func(ctx context.Context, batch []fabric.Received) []error {
+		if len(batch) == 1 {
+			// No savepoint for a batch of one: a row updated in a
+			// subtransaction makes every transaction waiting on it consult
+			// pg_subtrans, which on hot rows (analytics' counters) tripled
+			// latency at 60 req/s.
+			return []error{single(batch[0].Ctx, batch[0].Env)}
+		}
 		errs := make([]error, len(batch))
 		fail := func(from int, err error) []error {
 			for i := from; i < len(errs); i++ {
