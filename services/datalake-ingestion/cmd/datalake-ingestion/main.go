@@ -114,7 +114,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	// prefetch and concurrency must hold a whole batch.
 	opts := fabric.ConsumerOptions{Prefetch: cfg.batchSize, Concurrency: cfg.batchSize}
 	for _, q := range queues {
-		if err := h.Consume(q, ingest.Handler(store, batcher), opts); err != nil {
+		if err := h.Consume(q, ingest.Handler(batcher), opts); err != nil {
 			return err
 		}
 	}

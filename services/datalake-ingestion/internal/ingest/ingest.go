@@ -28,10 +28,9 @@ type Objects interface {
 	Remove(ctx context.Context, key string) error
 }
 
-// Lineage records and answers where events landed.
+// Lineage records where events landed (postgres.Store.Ingest).
 type Lineage interface {
-	Ingested(ctx context.Context, tenantID, eventID string) (bool, error)
-	Record(ctx context.Context, batchID, bucket string, rows []postgres.Lineage) (int64, error)
+	Ingest(ctx context.Context, batchID, bucket string, rows []postgres.Lineage, write func(fresh map[string]bool) ([]postgres.Lineage, error)) (int, error)
 }
 
 // Adder hands an envelope to the batcher and waits for its batch.
@@ -51,10 +50,14 @@ func NewWriter(objects Objects, lineage Lineage, log *slog.Logger) *Writer {
 	return &Writer{objects: objects, lineage: lineage, log: log}
 }
 
-// Flush writes envs as one batch: a Parquet object per partition, then the
-// lineage of every event in one transaction. On any failure it removes the
-// objects it wrote (best effort) and returns the error, so every message of
-// the batch is retried and no lineage points at a missing file.
+// Flush writes envs as one batch, exactly once per event: the events are
+// claimed in the lineage table first, then the ones this batch holds
+// (not already in the lake, not held by another batch still in flight)
+// are written as a Parquet object per partition, then their lineage is
+// committed. On any failure it removes the objects it wrote (best effort)
+// and returns the error, so every message of the batch is retried and no
+// lineage points at a missing file. Events already in the lake are acked
+// as done.
 func (w *Writer) Flush(ctx context.Context, envs []envelope.Envelope) error {
 	id, err := uuid.NewV7()
 	if err != nil {
@@ -62,11 +65,13 @@ func (w *Writer) Flush(ctx context.Context, envs []envelope.Envelope) error {
 	}
 	batchID := id.String()
 	rows := make([]lake.Row, len(envs))
+	claims := make([]postgres.Lineage, len(envs))
 	for i, e := range envs {
 		rows[i] = lake.RowOf(e)
+		claims[i] = postgres.Lineage{EventID: e.ID, TenantID: e.TenantID, EventType: e.Type,
+			Producer: e.Producer, CorrelationID: e.CorrelationID, OccurredAt: e.OccurredAt}
 	}
 	var written []string
-	var lineage []postgres.Lineage
 	undo := func() {
 		for _, k := range written {
 			if err := w.objects.Remove(context.WithoutCancel(ctx), k); err != nil {
@@ -74,45 +79,45 @@ func (w *Writer) Flush(ctx context.Context, envs []envelope.Envelope) error {
 			}
 		}
 	}
-	for _, g := range lake.GroupRows(rows) {
-		data, err := lake.Encode(g.Rows)
-		if err != nil {
-			undo()
-			return err
+	n, err := w.lineage.Ingest(ctx, batchID, w.objects.Bucket(), claims, func(fresh map[string]bool) ([]postgres.Lineage, error) {
+		var keep []lake.Row
+		for _, r := range rows {
+			if fresh[r.EventID] {
+				keep = append(keep, r)
+				delete(fresh, r.EventID) // an event twice in one batch is written once
+			}
 		}
-		key := g.Partition.ObjectKey(batchID)
-		if err := w.objects.Put(ctx, key, data, ParquetContentType); err != nil {
-			undo()
-			return err
+		var placed []postgres.Lineage
+		for _, g := range lake.GroupRows(keep) {
+			data, err := lake.Encode(g.Rows)
+			if err != nil {
+				return nil, err
+			}
+			key := g.Partition.ObjectKey(batchID)
+			if err := w.objects.Put(ctx, key, data, ParquetContentType); err != nil {
+				return nil, err
+			}
+			written = append(written, key)
+			for off, r := range g.Rows {
+				placed = append(placed, postgres.Lineage{EventID: r.EventID, TenantID: r.TenantID, ObjectKey: key, RowOffset: off})
+			}
 		}
-		written = append(written, key)
-		for off, r := range g.Rows {
-			lineage = append(lineage, postgres.Lineage{EventID: r.EventID, TenantID: r.TenantID, EventType: r.Type,
-				ObjectKey: key, RowOffset: off, Producer: r.Producer, CorrelationID: r.CorrelationID, OccurredAt: r.OccurredAt})
-		}
-	}
-	n, err := w.lineage.Record(ctx, batchID, w.objects.Bucket(), lineage)
+		return placed, nil
+	})
 	if err != nil {
 		undo()
 		return err
 	}
-	w.log.Info("batch ingested", "batch", batchID, "events", len(envs), "files", len(written), "newLineage", n)
+	w.log.Info("batch ingested", "batch", batchID, "events", len(envs), "files", len(written), "new", n)
 	return nil
 }
 
-// Handler returns the consumer handler: a duplicate (lineage exists) is
-// acked at once; anything else waits for its batch. Failures are transient:
-// the message goes to a retry tier and nothing is lost while S3 or the
-// database is down.
-func Handler(lineage Lineage, batcher Adder) fabric.Handler {
+// Handler returns the consumer handler: every message waits for its batch,
+// whose flush leaves out events already in the lake (their messages are
+// acked as done). Failures are transient: the message goes to a retry
+// tier and nothing is lost while S3 or the database is down.
+func Handler(batcher Adder) fabric.Handler {
 	return func(ctx context.Context, env envelope.Envelope) error {
-		done, err := lineage.Ingested(ctx, env.TenantID, env.ID)
-		if err != nil {
-			return fabric.Transient(fmt.Errorf("check lineage of %s: %w", env.ID, err))
-		}
-		if done {
-			return nil
-		}
 		start := time.Now()
 		if err := batcher.Add(ctx, env.ID, env); err != nil {
 			return fabric.Transient(fmt.Errorf("ingest %s (waited %s): %w", env.ID, time.Since(start).Round(time.Millisecond), err))

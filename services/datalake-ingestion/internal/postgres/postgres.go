@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -67,53 +68,93 @@ func (s *Store) Lineage(ctx context.Context, tenantID, eventID string) (Lineage,
 	return out, nil
 }
 
-// Ingested reports whether eventID already has lineage in tenantID.
-func (s *Store) Ingested(ctx context.Context, tenantID, eventID string) (bool, error) {
-	_, err := s.Lineage(ctx, tenantID, eventID)
-	if errors.Is(err, ErrNotFound) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-// Record inserts the lineage of one batch in one transaction, tenant by
-// tenant (each under its own app.tenant_id). It returns how many rows were
-// new.
-func (s *Store) Record(ctx context.Context, batchID, bucket string, rows []Lineage) (int64, error) {
-	byTenant := map[string]*pgdb.InsertLineageParams{}
-	var order []string
-	for _, l := range rows {
-		p := byTenant[l.TenantID]
-		if p == nil {
-			p = &pgdb.InsertLineageParams{TenantID: l.TenantID, Bucket: bucket, BatchID: batchID}
-			byTenant[l.TenantID] = p
-			order = append(order, l.TenantID)
+// Ingest records a batch's lineage around the writing of its files, in one
+// transaction: it claims every event first (sorted, tenant by tenant under
+// each tenant's app.tenant_id), then calls write with the events this
+// batch holds — an event another batch already holds, committed or still
+// in flight, is left out, so no event lands in two files — and finally
+// points the claimed lineage rows at the files write returns. An error
+// from write, or from the commit, rolls every claim back. It returns how
+// many events were new.
+func (s *Store) Ingest(ctx context.Context, batchID, bucket string, rows []Lineage, write func(fresh map[string]bool) ([]Lineage, error)) (int, error) {
+	sorted := append([]Lineage(nil), rows...)
+	sort.Slice(sorted, func(i, j int) bool {
+		if sorted[i].TenantID != sorted[j].TenantID {
+			return sorted[i].TenantID < sorted[j].TenantID
 		}
-		p.EventIds = append(p.EventIds, l.EventID)
-		p.EventTypes = append(p.EventTypes, l.EventType)
-		p.ObjectKeys = append(p.ObjectKeys, l.ObjectKey)
-		p.RowOffsets = append(p.RowOffsets, int32(l.RowOffset))
-		p.Producers = append(p.Producers, l.Producer)
-		p.CorrelationIds = append(p.CorrelationIds, l.CorrelationID)
-		p.OccurredAts = append(p.OccurredAts, l.OccurredAt)
-	}
-	var inserted int64
+		return sorted[i].EventID < sorted[j].EventID
+	})
+	fresh := map[string]bool{}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		q := pgdb.New(tx)
-		for _, t := range order {
+		for _, group := range byTenant(sorted) {
+			t := group[0].TenantID
+			p := pgdb.ClaimLineageParams{TenantID: t, Bucket: bucket, BatchID: batchID}
+			for _, l := range group {
+				p.EventIds = append(p.EventIds, l.EventID)
+				p.EventTypes = append(p.EventTypes, l.EventType)
+				p.Producers = append(p.Producers, l.Producer)
+				p.CorrelationIds = append(p.CorrelationIds, l.CorrelationID)
+				p.OccurredAts = append(p.OccurredAts, l.OccurredAt)
+			}
 			if err := q.SetTenant(ctx, t); err != nil {
 				return err
 			}
-			n, err := q.InsertLineage(ctx, *byTenant[t])
+			ids, err := q.ClaimLineage(ctx, p)
 			if err != nil {
-				return fmt.Errorf("tenant %s: %w", t, err)
+				return fmt.Errorf("claim events of tenant %s: %w", t, err)
 			}
-			inserted += n
+			for _, id := range ids {
+				fresh[id] = true
+			}
+		}
+		if len(fresh) == 0 {
+			return nil
+		}
+		placed, err := write(fresh)
+		if err != nil {
+			return err
+		}
+		for _, group := range byTenant(placed) {
+			t := group[0].TenantID
+			p := pgdb.PlaceLineageParams{TenantID: t, BatchID: batchID}
+			for _, l := range group {
+				p.EventIds = append(p.EventIds, l.EventID)
+				p.ObjectKeys = append(p.ObjectKeys, l.ObjectKey)
+				p.RowOffsets = append(p.RowOffsets, int32(l.RowOffset))
+			}
+			if err := q.SetTenant(ctx, t); err != nil {
+				return err
+			}
+			n, err := q.PlaceLineage(ctx, p)
+			if err != nil {
+				return fmt.Errorf("place events of tenant %s: %w", t, err)
+			}
+			if n != int64(len(group)) {
+				return fmt.Errorf("placed %d of tenant %s's %d events", n, t, len(group))
+			}
 		}
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("record lineage of batch %s: %w", batchID, err)
+		return 0, fmt.Errorf("ingest batch %s: %w", batchID, err)
 	}
-	return inserted, nil
+	return len(fresh), nil
+}
+
+// byTenant splits rows into runs of one tenant, keeping their order; rows
+// of one tenant must be adjacent (sorted by tenant, or grouped).
+func byTenant(rows []Lineage) [][]Lineage {
+	var out [][]Lineage
+	idx := map[string]int{}
+	for _, l := range rows {
+		i, ok := idx[l.TenantID]
+		if !ok {
+			i = len(out)
+			idx[l.TenantID] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], l)
+	}
+	return out
 }

@@ -10,6 +10,60 @@ import (
 	"time"
 )
 
+const claimLineage = `-- name: ClaimLineage :many
+INSERT INTO lineage (event_id, tenant_id, event_type, bucket, object_key, row_offset, batch_id, producer, correlation_id, occurred_at)
+SELECT unnest($1::uuid[]), $2::text, unnest($3::text[]),
+       $4::text, '', -1,
+       $5::uuid, unnest($6::text[]), unnest($7::text[]),
+       unnest($8::timestamptz[])
+ON CONFLICT (event_id) DO NOTHING
+RETURNING event_id::text
+`
+
+type ClaimLineageParams struct {
+	EventIds       []string
+	TenantID       string
+	EventTypes     []string
+	Bucket         string
+	BatchID        string
+	Producers      []string
+	CorrelationIds []string
+	OccurredAts    []time.Time
+}
+
+// Claims a batch's events for one tenant before their file is written:
+// an event another batch holds (committed, or still writing: the insert
+// waits for it) is not returned and stays out of this batch's file.
+// Callers sort event ids, so concurrent batches lock in one order.
+func (q *Queries) ClaimLineage(ctx context.Context, arg ClaimLineageParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, claimLineage,
+		arg.EventIds,
+		arg.TenantID,
+		arg.EventTypes,
+		arg.Bucket,
+		arg.BatchID,
+		arg.Producers,
+		arg.CorrelationIds,
+		arg.OccurredAts,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var event_id string
+		if err := rows.Scan(&event_id); err != nil {
+			return nil, err
+		}
+		items = append(items, event_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const getLineage = `-- name: GetLineage :one
 SELECT event_id, tenant_id, event_type, bucket, object_key, row_offset, batch_id, producer, correlation_id, occurred_at, ingested_at FROM lineage WHERE tenant_id = $1 AND event_id = $2
 `
@@ -39,42 +93,29 @@ func (q *Queries) GetLineage(ctx context.Context, arg GetLineageParams) (Lineage
 	return i, err
 }
 
-const insertLineage = `-- name: InsertLineage :execrows
-INSERT INTO lineage (event_id, tenant_id, event_type, bucket, object_key, row_offset, batch_id, producer, correlation_id, occurred_at)
-SELECT unnest($1::uuid[]), $2::text, unnest($3::text[]),
-       $4::text, unnest($5::text[]), unnest($6::integer[]),
-       $7::uuid, unnest($8::text[]), unnest($9::text[]),
-       unnest($10::timestamptz[])
-ON CONFLICT (event_id) DO NOTHING
+const placeLineage = `-- name: PlaceLineage :execrows
+UPDATE lineage l SET object_key = p.object_key, row_offset = p.row_offset
+FROM (SELECT unnest($3::uuid[]) AS event_id, unnest($4::text[]) AS object_key,
+             unnest($5::integer[]) AS row_offset) p
+WHERE l.event_id = p.event_id AND l.tenant_id = $1::text AND l.batch_id = $2::uuid
 `
 
-type InsertLineageParams struct {
-	EventIds       []string
-	TenantID       string
-	EventTypes     []string
-	Bucket         string
-	ObjectKeys     []string
-	RowOffsets     []int32
-	BatchID        string
-	Producers      []string
-	CorrelationIds []string
-	OccurredAts    []time.Time
+type PlaceLineageParams struct {
+	TenantID   string
+	BatchID    string
+	EventIds   []string
+	ObjectKeys []string
+	RowOffsets []int32
 }
 
-// One statement per tenant of a batch; ON CONFLICT keeps a racing
-// duplicate from failing the whole batch.
-func (q *Queries) InsertLineage(ctx context.Context, arg InsertLineageParams) (int64, error) {
-	result, err := q.db.Exec(ctx, insertLineage,
-		arg.EventIds,
+// Points claimed events at the file and row they were written to.
+func (q *Queries) PlaceLineage(ctx context.Context, arg PlaceLineageParams) (int64, error) {
+	result, err := q.db.Exec(ctx, placeLineage,
 		arg.TenantID,
-		arg.EventTypes,
-		arg.Bucket,
+		arg.BatchID,
+		arg.EventIds,
 		arg.ObjectKeys,
 		arg.RowOffsets,
-		arg.BatchID,
-		arg.Producers,
-		arg.CorrelationIds,
-		arg.OccurredAts,
 	)
 	if err != nil {
 		return 0, err
