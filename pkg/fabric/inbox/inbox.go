@@ -90,24 +90,45 @@ func (in *Inbox) Claim(ctx context.Context, tx pgx.Tx, env envelope.Envelope) (b
 // app.tenant_id in the same round trip (the handler path: one round trip
 // fewer per message).
 func (in *Inbox) claim(ctx context.Context, tx pgx.Tx, env envelope.Envelope, setup bool) (bool, error) {
+	if !setup {
+		return in.claimAfter(ctx, tx, env)
+	}
+	return in.claimAfter(ctx, tx, env, in.settings(env))
+}
+
+// statement is one statement queued ahead of a claim, in its round trip.
+type statement struct {
+	sql  string
+	args []any
+}
+
+// settings points the transaction at the schema and env's tenant.
+func (in *Inbox) settings(env envelope.Envelope) statement {
+	return statement{"SELECT set_config('search_path', $1, true), set_config('app.tenant_id', $2, true)",
+		[]any{in.schema, env.TenantID}}
+}
+
+// claimAfter runs before, then inserts (consumer, event id), all in one
+// round trip, and tells a first claim from a duplicate or a conflict.
+func (in *Inbox) claimAfter(ctx context.Context, tx pgx.Tx, env envelope.Envelope, before ...statement) (bool, error) {
 	hash := PayloadHash(env.Payload)
 	var tenantID *string
 	if env.TenantID != "" {
 		tenantID = &env.TenantID
 	}
 	b := &pgx.Batch{}
-	if setup {
-		b.Queue("SELECT set_config('search_path', $1, true), set_config('app.tenant_id', $2, true)", in.schema, env.TenantID)
+	for _, st := range before {
+		b.Queue(st.sql, st.args...)
 	}
-	// Qualified: a batch may parse this before the set_config above runs.
+	// Qualified: a batch may parse this before a set_config above runs.
 	b.Queue(`INSERT INTO `+in.table+` (consumer, event_id, tenant_id, event_type, payload_hash)
 		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (consumer, event_id) DO NOTHING`,
 		in.consumer, env.ID, tenantID, env.Type, hash)
 	br := tx.SendBatch(ctx, b)
-	if setup {
+	for range before {
 		if _, err := br.Exec(); err != nil {
 			br.Close()
-			return false, fmt.Errorf("inbox: set transaction settings: %w", err)
+			return false, fmt.Errorf("inbox: before claiming %s: %w", env.ID, err)
 		}
 	}
 	tag, err := br.Exec()
@@ -272,38 +293,12 @@ func (in *Inbox) BatchHandler(h TxHandler) fabric.BatchHandler {
 // and claims it, in one round trip (the previous savepoint's release rides
 // along when release is set).
 func (in *Inbox) claimIn(ctx context.Context, tx pgx.Tx, env envelope.Envelope, release bool) (bool, error) {
-	hash := PayloadHash(env.Payload)
-	var tenantID *string
-	if env.TenantID != "" {
-		tenantID = &env.TenantID
-	}
-	b := &pgx.Batch{}
+	var before []statement
 	if release {
-		b.Queue("RELEASE SAVEPOINT fabric_inbox_message")
+		before = append(before, statement{sql: "RELEASE SAVEPOINT fabric_inbox_message"})
 	}
-	b.Queue("SAVEPOINT fabric_inbox_message")
-	b.Queue("SELECT set_config('search_path', $1, true), set_config('app.tenant_id', $2, true)", in.schema, env.TenantID)
-	b.Queue(`INSERT INTO `+in.table+` (consumer, event_id, tenant_id, event_type, payload_hash)
-		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (consumer, event_id) DO NOTHING`,
-		in.consumer, env.ID, tenantID, env.Type, hash)
-	br := tx.SendBatch(ctx, b)
-	for range b.Len() - 1 {
-		if _, err := br.Exec(); err != nil {
-			br.Close()
-			return false, fmt.Errorf("inbox: open savepoint for %s: %w", env.ID, err)
-		}
-	}
-	tag, err := br.Exec()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return false, fmt.Errorf("inbox claim %s: %w", env.ID, err)
-	}
-	if tag.RowsAffected() == 1 {
-		return true, nil
-	}
-	return in.duplicate(ctx, tx, env, tenantID, hash)
+	before = append(before, statement{sql: "SAVEPOINT fabric_inbox_message"}, in.settings(env))
+	return in.claimAfter(ctx, tx, env, before...)
 }
 
 // DeleteOlderThan removes claims older than age in batches of batch rows.
