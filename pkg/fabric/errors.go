@@ -14,7 +14,7 @@ import (
 // Class is how the consumer treats a handler error.
 type Class string
 
-// Failure classes (ARCHITECTURE.md §3).
+// Failure classes (docs/architecture.md).
 const (
 	// ClassTransient errors are retried through the retry tiers, then
 	// dead-lettered.

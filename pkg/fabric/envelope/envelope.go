@@ -23,7 +23,7 @@ const DefaultMaxSize = 1 << 20
 // above which a message is refused before its handler runs.
 const DefaultMaxDepth = 16
 
-// Envelope is the platform's message envelope (ARCHITECTURE.md §3).
+// Envelope is the platform's message envelope (docs/architecture.md).
 type Envelope struct {
 	ID             string          `json:"id"`
 	Type           string          `json:"type"`

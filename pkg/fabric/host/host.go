@@ -47,7 +47,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 
-// Config is the environment every service reads (ARCHITECTURE.md §6).
+// Config is the environment every service reads (docs/architecture.md, "Configuration").
 type Config struct {
 	Service      string // e.g. "request"
 	Schema       string // its Postgres schema, e.g. "document_worker"

@@ -17,7 +17,7 @@ func TestDefaultCatalogHasArchitectureTypes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Default: %v", err)
 	}
-	// Every type ARCHITECTURE.md and the seed chapter name.
+	// Every type docs/architecture.md and the catalog name.
 	want := map[string]Kind{
 		"request.submitted.v1": KindEvent, "document.uploaded.v1": KindEvent, "document.processed.v1": KindEvent,
 		"ai.knowledge-indexed.v1": KindEvent, "task.sla-breached.v1": KindEvent, "workflow.task-completed.v1": KindEvent,

@@ -16,7 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Platform exchange names (ARCHITECTURE.md §3).
+// Platform exchange names (docs/architecture.md).
 const (
 	EventsExchange     = "platform.events"
 	CommandsExchange   = "platform.commands"
@@ -137,7 +137,7 @@ func PlatformExchanges() []Exchange {
 }
 
 // Platform returns the platform's topology: the four exchanges, the six
-// initial consumer queues of ARCHITECTURE.md §3, the data lake's queue for
+// initial consumer queues of docs/architecture.md, the data lake's queue for
 // the other domains' events, communication's command queue and the request
 // service's workflow-events queue, all with default retry tiers.
 func Platform() Description {

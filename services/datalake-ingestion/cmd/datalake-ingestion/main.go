@@ -34,7 +34,7 @@ func main() {
 	}
 }
 
-// queues are the data lake's: request events (ARCHITECTURE.md §3) and every
+// queues are the data lake's: request events (docs/architecture.md) and every
 // other tenant domain's events.
 var queues = []string{"datalake.request-events", "datalake.platform-events"}
 
