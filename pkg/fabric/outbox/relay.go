@@ -242,13 +242,12 @@ func (r *Relay) RelayOnce(ctx context.Context) (Result, error) {
 		return res, fmt.Errorf("outbox relay: begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if _, err := tx.Exec(ctx, "SELECT set_config('search_path', $1, true)", r.schema); err != nil {
-		return res, fmt.Errorf("outbox relay: %w", err)
-	}
+	// The table is qualified instead of setting search_path: one round
+	// trip fewer per batch.
 	rows, err := tx.Query(ctx, `
 		SELECT seq, id::text, aggregate_type, aggregate_id, exchange, routing_key, event_type,
 		       headers::text, body, occurred_at, publication_attempts
-		FROM outbox_event
+		FROM `+r.table()+`
 		WHERE published_at IS NULL AND publication_attempts >= 0 -- matches outbox_event_claimable (migration 00004)
 		  AND (next_attempt_at IS NULL OR next_attempt_at <= now())
 		ORDER BY seq
@@ -326,12 +325,12 @@ func (r *Relay) RelayOnce(ctx context.Context) (Result, error) {
 		}
 		res.Failed++
 		delay := r.retryDelay(rw.attempts + 1)
-		upd.Queue(`UPDATE outbox_event SET publication_attempts = publication_attempts + 1,
+		upd.Queue(`UPDATE `+r.table()+` SET publication_attempts = publication_attempts + 1,
 			last_error = $2, next_attempt_at = now() + $3::interval WHERE seq = $1`,
 			rw.seq, truncate(rw.err.Error(), 2000), fmt.Sprintf("%d milliseconds", delay.Milliseconds()))
 	}
 	if len(published) > 0 {
-		upd.Queue(`UPDATE outbox_event SET published_at = clock_timestamp(), publication_attempts = publication_attempts + 1,
+		upd.Queue(`UPDATE `+r.table()+` SET published_at = clock_timestamp(), publication_attempts = publication_attempts + 1,
 			last_error = NULL, next_attempt_at = NULL WHERE seq = ANY($1)`, published)
 	}
 	// The outcome is recorded even if ctx was cancelled meanwhile: the
@@ -363,20 +362,29 @@ func (r *Relay) dropBlocked(ctx context.Context, tx pgx.Tx, batch []*row) ([]*ro
 		}
 		mine[k] = append(mine[k], rw.seq)
 	}
-	// One probe per aggregate, sent as a single batch.
-	b := &pgx.Batch{}
-	for _, k := range order {
+	// One statement probes every aggregate of the batch, an index lookup
+	// on (aggregate_type, aggregate_id, seq) each: a statement per
+	// aggregate cost PostgreSQL as many executions as the batch had rows.
+	types := make([]string, len(order))
+	ids := make([]string, len(order))
+	last := make([]int64, len(order))
+	for i, k := range order {
 		seqs := mine[k]
-		b.Queue(`SELECT coalesce(array_agg(seq ORDER BY seq), '{}') FROM outbox_event
-			WHERE aggregate_type = $1 AND aggregate_id = $2 AND published_at IS NULL AND seq <= $3`,
-			k[0], k[1], seqs[len(seqs)-1])
+		types[i], ids[i], last[i] = k[0], k[1], seqs[len(seqs)-1]
 	}
-	br := tx.SendBatch(ctx, b)
+	rows, err := tx.Query(ctx, `SELECT a.t, a.id, coalesce((
+			SELECT array_agg(o.seq ORDER BY o.seq) FROM `+r.table()+` o
+			WHERE o.aggregate_type = a.t AND o.aggregate_id = a.id AND o.published_at IS NULL AND o.seq <= a.last), '{}')
+		FROM unnest($1::text[], $2::text[], $3::bigint[]) AS a(t, id, last)`, types, ids, last)
+	if err != nil {
+		return nil, fmt.Errorf("outbox relay: ordering check: %w", err)
+	}
+	defer rows.Close()
 	allowed := map[int64]bool{}
-	for _, k := range order {
+	for rows.Next() {
+		var k agg
 		var pending []int64
-		if err := br.QueryRow().Scan(&pending); err != nil {
-			br.Close()
+		if err := rows.Scan(&k[0], &k[1], &pending); err != nil {
 			return nil, fmt.Errorf("outbox relay: ordering check: %w", err)
 		}
 		// Both lists are in seq order; walk them together until they differ.
@@ -385,7 +393,7 @@ func (r *Relay) dropBlocked(ctx context.Context, tx pgx.Tx, batch []*row) ([]*ro
 			allowed[seqs[i]] = true
 		}
 	}
-	if err := br.Close(); err != nil {
+	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("outbox relay: ordering check: %w", err)
 	}
 	out := batch[:0]
