@@ -435,6 +435,7 @@ func (c *Consumer) processBatch(ctx context.Context, ds []amqp.Delivery) {
 	if len(batch) == 0 {
 		return
 	}
+	c.metrics.BatchSize.Record(ctx, int64(len(batch)), metric.WithAttributes(attribute.String("consumer", c.spec.Queue)))
 	errs := c.callBatch(ctx, batch)
 	for i, m := range batch {
 		c.settle(m, errs[i])

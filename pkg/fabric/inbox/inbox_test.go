@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +19,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
+	"github.com/agora-platform/agora/pkg/fabric/telemetry"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 
@@ -191,6 +196,14 @@ func TestBatchKeepsEachMessagesFate(t *testing.T) {
 		}
 		return nil
 	})
+	mp, scrape, err := telemetry.Prometheus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, err := telemetry.NewMetrics(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var calls atomic.Int32
 	c, err := fabric.NewBatchConsumer(f.Conn, f.Pub, f.Reg, spec, func(ctx context.Context, b []fabric.Received) []error {
 		if calls.Add(1) == 1 {
@@ -205,7 +218,7 @@ func TestBatchKeepsEachMessagesFate(t *testing.T) {
 			}
 		}
 		return h(ctx, b)
-	}, fabric.ConsumerOptions{Concurrency: 1, Prefetch: 64, MaxBatch: 16})
+	}, fabric.ConsumerOptions{Concurrency: 1, Prefetch: 64, MaxBatch: 16, Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,6 +245,22 @@ func TestBatchKeepsEachMessagesFate(t *testing.T) {
 	})
 	if b := biggest.Load(); b < 2 {
 		t.Fatalf("largest batch = %d: the test never exercised a batch", b)
+	}
+	// Operators see the batching: the histogram's sum exceeds its count.
+	rec := httptest.NewRecorder()
+	scrape.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	var sum, count float64
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 2 && strings.HasPrefix(f[0], "fabric_consumer_batch_size_sum"):
+			sum, _ = strconv.ParseFloat(f[1], 64)
+		case len(f) == 2 && strings.HasPrefix(f[0], "fabric_consumer_batch_size_count"):
+			count, _ = strconv.ParseFloat(f[1], 64)
+		}
+	}
+	if count == 0 || sum <= count {
+		t.Errorf("fabric_consumer_batch_size sum %v, count %v: want batches of more than one message recorded", sum, count)
 	}
 	if _, ok := dead[invalid.ID+"/"+fabric.ReasonHandlerInvalid]; !ok {
 		t.Errorf("invalid message not dead-lettered as %s: %v", fabric.ReasonHandlerInvalid, dead)

@@ -56,6 +56,7 @@ type Metrics struct {
 	Duplicates   metric.Int64Counter
 	Duration     metric.Float64Histogram
 	Lag          metric.Float64Histogram
+	BatchSize    metric.Int64Histogram
 	Published    metric.Int64Counter
 	PublishFail  metric.Int64Counter
 }
@@ -88,6 +89,10 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 	errs = append(errs, err)
 	out.Lag, err = m.Float64Histogram("fabric.consumer.lag", metric.WithUnit("s"),
 		metric.WithDescription("Age of a message when its consumer received it (publish to delivery)."))
+	errs = append(errs, err)
+	out.BatchSize, err = m.Int64Histogram("fabric.consumer.batch_size", metric.WithUnit("{message}"),
+		metric.WithDescription("Messages a batch handler took at once (1 when the queue is quiet)."),
+		metric.WithExplicitBucketBoundaries(1, 2, 4, 8, 16, 32, 64))
 	errs = append(errs, err)
 	for _, e := range errs {
 		if e != nil {
