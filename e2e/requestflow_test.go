@@ -204,6 +204,15 @@ func TestRequestFlow(t *testing.T) {
 	})
 
 	t.Run("tenant B sees nothing of tenant A", func(t *testing.T) {
+		// A 404 proves isolation only for something that exists: tenant A
+		// must see its own lineage first (its event id comes from the data
+		// lake subtest above).
+		if a1.eventID == "" {
+			t.Fatal("tenant A's event id is unknown (the data lake subtest did not find it): lineage isolation cannot be checked")
+		}
+		if status, body := flowCall(t, http.MethodGet, h.URL("datalake-ingestion")+"/v1/lineage/"+a1.eventID, staffA, "", ""); status != http.StatusOK {
+			t.Fatalf("tenant A GET its own lineage = %d %s, want 200", status, body)
+		}
 		checks := []struct {
 			name, url string
 			ok        func(status int, body []byte) bool

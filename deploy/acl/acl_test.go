@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"testing"
 
@@ -118,8 +119,17 @@ func TestDefinitionsAgreeWithTopology(t *testing.T) {
 		t.Fatalf("decode definitions.json: %v", err)
 	}
 	topo := acl.PlatformTopology()
-	if fromFabric := topology.Platform(); len(fromFabric.Consumers) > len(topo.Consumers) {
-		t.Fatalf("topology.Platform() has consumers the deployment does not know")
+	// The deployment may add queues to the fabric's topology, never drop or
+	// change one of them.
+	for _, fc := range topology.Platform().Consumers {
+		dc, ok := topo.Consumer(fc.Queue)
+		if !ok {
+			t.Errorf("consumer %s of topology.Platform() is missing from the deployment's topology", fc.Queue)
+			continue
+		}
+		if !reflect.DeepEqual(dc, fc) {
+			t.Errorf("consumer %s = %+v in the deployment, %+v in topology.Platform()", fc.Queue, dc, fc)
+		}
 	}
 	fileQueues := map[string]map[string]any{}
 	for _, q := range defs.Queues {

@@ -37,18 +37,23 @@ func TestTopologyApplyIsIdempotentAndDeclaresEverything(t *testing.T) {
 		if main.Arguments["x-delivery-limit"] == nil {
 			t.Errorf("queue %s has no explicit x-delivery-limit", cons.Queue)
 		}
-		for n, d := range topology.DefaultRetryTiers() {
+		// The platform's tiers as docs/architecture.md states them, not as
+		// the code under test computes them: 30 s, 5 min, 30 min, then the DLQ.
+		for n, wantMS := range []int64{30_000, 300_000, 1_800_000} {
 			r, ok := qs[cons.RetryQueue(n+1)]
 			if !ok {
 				t.Errorf("missing retry queue %s", cons.RetryQueue(n+1))
 				continue
 			}
-			if ttl, _ := r.Arguments["x-message-ttl"].(float64); int64(ttl) != d.Milliseconds() {
-				t.Errorf("%s ttl = %v, want %d", r.Name, r.Arguments["x-message-ttl"], d.Milliseconds())
+			if ttl, _ := r.Arguments["x-message-ttl"].(float64); int64(ttl) != wantMS {
+				t.Errorf("%s ttl = %v, want %d", r.Name, r.Arguments["x-message-ttl"], wantMS)
 			}
 			if r.Arguments["x-dead-letter-exchange"] != "" || r.Arguments["x-dead-letter-routing-key"] != cons.Queue {
 				t.Errorf("%s must dead-letter to %s alone through the default exchange, args %v", r.Name, cons.Queue, r.Arguments)
 			}
+		}
+		if _, extra := qs[cons.RetryQueue(4)]; extra {
+			t.Errorf("%s has a fourth retry tier; the platform has three", cons.Queue)
 		}
 		if _, ok := qs[cons.DLQ()]; !ok {
 			t.Errorf("missing DLQ %s", cons.DLQ())
