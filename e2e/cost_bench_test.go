@@ -67,12 +67,12 @@ func cpuByProcess() map[string]float64 {
 		if err != nil {
 			continue
 		}
-		open, close := strings.IndexByte(string(data), '('), strings.LastIndexByte(string(data), ')')
-		if open < 0 || close < open {
+		lp, rp := strings.IndexByte(string(data), '('), strings.LastIndexByte(string(data), ')')
+		if lp < 0 || rp < lp {
 			continue
 		}
-		name := string(data[open+1 : close])
-		f := strings.Fields(string(data[close+1:]))
+		name := string(data[lp+1 : rp])
+		f := strings.Fields(string(data[rp+1:]))
 		if len(f) < 13 {
 			continue
 		}
