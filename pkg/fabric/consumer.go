@@ -277,7 +277,8 @@ func (c *Consumer) session(ctx, handlerCtx context.Context, hardStop context.Can
 		<-finished
 	}
 	// Acks are asynchronous frames: closing the channel right after the
-	// last one can lose them (FIELD-NOTES). Give them time to flush.
+	// last one can lose them (docs/architecture.md, "Delivery
+	// guarantees"). Give them time to flush.
 	time.Sleep(100 * time.Millisecond)
 	return nil
 }

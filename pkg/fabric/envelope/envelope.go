@@ -355,19 +355,31 @@ func checkID(id string, v7only bool) error {
 	return nil
 }
 
-// schemaVersionPattern is `<major>` or `<major>.<revision>`.
-var schemaVersionPattern = regexp.MustCompile(`^[1-9][0-9]{0,8}(\.[0-9]{1,9})?$`)
-
 // ValidSchemaVersion reports whether sv names a schema of typ: its own
 // version ("1" for a .v1 type) or a compatible revision of it ("1.3").
 // Revisions are compatible by the catalog's rules, so a reader accepts any
 // revision of its major version; another major version is another type.
+// It runs on every message, so it compares strings instead of matching a
+// pattern.
 func ValidSchemaVersion(typ, sv string) bool {
-	if !schemaVersionPattern.MatchString(sv) {
+	major, rev, hasRev := strings.Cut(sv, ".")
+	if !digits(major, 9) || major != VersionOf(typ) {
 		return false
 	}
-	major, _, _ := strings.Cut(sv, ".")
-	return major == VersionOf(typ)
+	return !hasRev || digits(rev, 9)
+}
+
+// digits reports whether s is 1 to max ASCII digits.
+func digits(s string, max int) bool {
+	if s == "" || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // CheckCausation refuses a message whose chain is deeper than maxDepth

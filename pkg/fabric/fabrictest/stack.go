@@ -86,6 +86,20 @@ func (f *Fabric) Run(t testing.TB, spec topology.Consumer, h fabric.Handler, opt
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runConsumer(t, spec, c)
+}
+
+// RunBatch is Run for a batch handler.
+func (f *Fabric) RunBatch(t testing.TB, spec topology.Consumer, h fabric.BatchHandler, opts fabric.ConsumerOptions) (stop func()) {
+	t.Helper()
+	c, err := fabric.NewBatchConsumer(f.Conn, f.Pub, f.Reg, spec, h, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runConsumer(t, spec, c)
+}
+
+func runConsumer(t testing.TB, spec topology.Consumer, c *fabric.Consumer) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()

@@ -340,17 +340,9 @@ func (h *Host) Consumer(queue string) (topology.Consumer, error) {
 // Consume registers a consumer of queue; it runs from Serve. Handlers that
 // change the database use ConsumeTx instead.
 func (h *Host) Consume(queue string, handler fabric.Handler, opts fabric.ConsumerOptions) error {
-	spec, err := h.Consumer(queue)
-	if err != nil {
-		return err
-	}
-	opts.Tracer, opts.Metrics, opts.Logger = h.Tracer, h.Metrics, h.Log
-	c, err := fabric.NewConsumer(h.Conn, h.Pub, h.Reg, spec, handler, opts)
-	if err != nil {
-		return err
-	}
-	h.consumers = append(h.consumers, c)
-	return nil
+	return h.addConsumer(queue, opts, func(spec topology.Consumer, opts fabric.ConsumerOptions) (*fabric.Consumer, error) {
+		return fabric.NewConsumer(h.Conn, h.Pub, h.Reg, spec, handler, opts)
+	})
 }
 
 // ConsumeTx registers a consumer of queue whose handler changes the
@@ -358,12 +350,18 @@ func (h *Host) Consume(queue string, handler fabric.Handler, opts fabric.Consume
 // savepoint per message, see inbox.BatchHandler), so under load one commit
 // serves many messages. It runs from Serve.
 func (h *Host) ConsumeTx(queue string, handler inbox.TxHandler, opts fabric.ConsumerOptions) error {
+	return h.addConsumer(queue, opts, func(spec topology.Consumer, opts fabric.ConsumerOptions) (*fabric.Consumer, error) {
+		return fabric.NewBatchConsumer(h.Conn, h.Pub, h.Reg, spec, h.Inbox(queue).BatchHandler(handler), opts)
+	})
+}
+
+func (h *Host) addConsumer(queue string, opts fabric.ConsumerOptions, build func(topology.Consumer, fabric.ConsumerOptions) (*fabric.Consumer, error)) error {
 	spec, err := h.Consumer(queue)
 	if err != nil {
 		return err
 	}
 	opts.Tracer, opts.Metrics, opts.Logger = h.Tracer, h.Metrics, h.Log
-	c, err := fabric.NewBatchConsumer(h.Conn, h.Pub, h.Reg, spec, h.Inbox(queue).BatchHandler(handler), opts)
+	c, err := build(spec, opts)
 	if err != nil {
 		return err
 	}

@@ -205,11 +205,22 @@ func TestBatchKeepsEachMessagesFate(t *testing.T) {
 		t.Fatal(err)
 	}
 	var calls atomic.Int32
-	c, err := fabric.NewBatchConsumer(f.Conn, f.Pub, f.Reg, spec, func(ctx context.Context, b []fabric.Received) []error {
+	f.RunBatch(t, spec, func(ctx context.Context, b []fabric.Received) []error {
 		if calls.Add(1) == 1 {
-			// While the first batch is busy, the prefetched rest piles up
-			// in the client: the next calls get real batches.
-			time.Sleep(500 * time.Millisecond)
+			// While the first batch is busy, the rest of the queue moves
+			// into the client (prefetch 64 holds it all): the next calls
+			// get real batches. The queue's ready count says when.
+			// (Read here without t: this is the consumer's goroutine.)
+			ch, err := f.Conn.Channel(ctx)
+			for deadline := time.Now().Add(5 * time.Second); err == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				q, qerr := ch.QueueDeclarePassive(spec.Queue, true, false, false, false, nil)
+				if qerr != nil || q.Messages == 0 {
+					break
+				}
+			}
+			if err == nil {
+				ch.Close()
+			}
 		}
 		for n := int32(len(b)); ; {
 			cur := biggest.Load()
@@ -219,18 +230,6 @@ func TestBatchKeepsEachMessagesFate(t *testing.T) {
 		}
 		return h(ctx, b)
 	}, fabric.ConsumerOptions{Concurrency: 1, Prefetch: 64, MaxBatch: 16, Metrics: metrics})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- c.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("consumer: %v", err)
-		}
-	})
 
 	var dead = map[string]string{}
 	fabrictest.Eventually(t, 15*time.Second, "every message settled", func() bool {
