@@ -142,8 +142,8 @@ func (s *Store) Ingest(ctx context.Context, batchID, bucket string, rows []Linea
 	return len(fresh), nil
 }
 
-// byTenant splits rows into runs of one tenant, keeping their order; rows
-// of one tenant must be adjacent (sorted by tenant, or grouped).
+// byTenant splits rows by tenant, tenants in the order they first appear
+// and rows in their order within each.
 func byTenant(rows []Lineage) [][]Lineage {
 	var out [][]Lineage
 	idx := map[string]int{}

@@ -59,9 +59,9 @@ func NewStore(pool *pgxpool.Pool, ob Enqueuer, now func() time.Time) *Store {
 }
 
 // nextProtocol returns tenant's next protocol number for year. Numbers are
-// unique and increase within one process; across processes, and after a
-// restart or a failed submission, there are gaps (as with any database
-// sequence).
+// unique. One process hands out each block in order, but concurrent
+// reservations may finish out of order, and other processes, restarts and
+// failed submissions leave gaps (as with any database sequence).
 func (s *Store) nextProtocol(ctx context.Context, tenant string, year int) (int64, error) {
 	k := protocolKey{tenant, year}
 	if n, ok := s.takeProtocol(k); ok {
