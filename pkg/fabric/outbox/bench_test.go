@@ -28,14 +28,20 @@ func percentile(d []time.Duration, p float64) time.Duration {
 // BenchmarkOutboxLatencyAtFixedRate offers 1,000 single-event transactions
 // per second for 5 s and reports commit→confirmed latency (published_at,
 // stamped after the broker's confirm, minus the commit time seen by the
-// writer) at p50 and p99, with one relay and its default settings.
+// writer) at p50 and p99, with one relay of one worker and of two.
 func BenchmarkOutboxLatencyAtFixedRate(b *testing.B) {
+	for _, workers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) { outboxLatency(b, workers) })
+	}
+}
+
+func outboxLatency(b *testing.B, workers int) {
 	const rate, seconds = 1000, 5
 	for i := 0; i < b.N; i++ {
 		f := fabrictest.NewFabric(b, env, desc())
 		s := fabrictest.NewSchema(b, env)
 		ob := outbox.New(f.Reg)
-		runRelay(b, outbox.NewRelay(s.Pool, s.Name, f.Pub, outbox.RelayOptions{}))
+		runRelay(b, outbox.NewRelay(s.Pool, s.Name, f.Pub, outbox.RelayOptions{Workers: workers}))
 		time.Sleep(200 * time.Millisecond)
 		committed := make(map[string]time.Time, rate*seconds)
 		var mu sync.Mutex
@@ -83,8 +89,9 @@ func BenchmarkOutboxLatencyAtFixedRate(b *testing.B) {
 }
 
 // relayDrain enqueues n pending rows (8 writers, 50 rows per transaction),
-// then measures how fast one relay publishes them all.
-func relayDrain(b *testing.B, s *fabrictest.Schema, f *fabrictest.Fabric, n int) float64 {
+// then measures how fast one relay with the given workers publishes them
+// all.
+func relayDrain(b *testing.B, s *fabrictest.Schema, f *fabrictest.Fabric, n, workers int) float64 {
 	ob := outbox.New(f.Reg)
 	var wg sync.WaitGroup
 	per := n / 8
@@ -103,28 +110,30 @@ func relayDrain(b *testing.B, s *fabrictest.Schema, f *fabrictest.Fabric, n int)
 		}(w)
 	}
 	wg.Wait()
-	relay := outbox.NewRelay(s.Pool, s.Name, f.Pub, outbox.RelayOptions{BatchSize: 500})
+	relay := outbox.NewRelay(s.Pool, s.Name, f.Pub, outbox.RelayOptions{BatchSize: 500, Workers: workers})
 	start := time.Now()
-	for {
-		res, err := relay.RelayOnce(context.Background())
+	stop := runRelay(b, relay)
+	fabrictest.Eventually(b, 5*time.Minute, "outbox drained", func() bool {
+		n, err := relay.Pending(context.Background())
 		if err != nil {
 			b.Fatal(err)
 		}
-		if res.Claimed == 0 {
-			break
-		}
-	}
+		return n == 0
+	})
 	rate := float64(per*8) / time.Since(start).Seconds()
+	stop()
 	f.Drain(b, spec.Queue)
 	return rate
 }
 
-// BenchmarkRelayThroughput compares relay throughput on an empty table and
-// on one holding 1,000,000 already-published rows (the partial index on
-// pending rows should keep it flat).
+// BenchmarkRelayThroughput compares relay throughput with one worker and
+// two overlapping ones, on an empty table and on one holding 1,000,000
+// already-published rows (the partial index on pending rows should keep it
+// flat).
 func BenchmarkRelayThroughput(b *testing.B) {
-	for _, published := range []int{0, 1_000_000} {
-		b.Run(fmt.Sprintf("published=%d", published), func(b *testing.B) {
+	for _, c := range []struct{ published, workers int }{{0, 1}, {0, 2}, {1_000_000, 2}} {
+		published := c.published
+		b.Run(fmt.Sprintf("published=%d/workers=%d", published, c.workers), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				f := fabrictest.NewFabric(b, env, desc())
 				s := fabrictest.NewSchema(b, env)
@@ -147,7 +156,7 @@ func BenchmarkRelayThroughput(b *testing.B) {
 				if _, err := s.Pool.Exec(context.Background(), "CHECKPOINT"); err != nil {
 					b.Fatal(err)
 				}
-				b.ReportMetric(relayDrain(b, s, f, 20_000), "rows/s")
+				b.ReportMetric(relayDrain(b, s, f, 20_000, c.workers), "rows/s")
 			}
 		})
 	}

@@ -35,6 +35,11 @@ type Faults interface {
 type RelayOptions struct {
 	// BatchSize is the most rows claimed per transaction (default 200).
 	BatchSize int
+	// Workers is how many relay cycles overlap (default 2): while one
+	// waits for its batch's confirms and records them, another claims the
+	// rows committed meanwhile, so a row does not wait for a whole cycle.
+	// Order per aggregate holds across workers as it does across relays.
+	Workers int
 	// PollInterval is the fallback wake-up when no notification arrives
 	// (default 1 s); NOTIFY normally wakes the relay within milliseconds.
 	PollInterval time.Duration
@@ -72,6 +77,9 @@ func NewRelay(pool *pgxpool.Pool, schema string, pub Sender, opts RelayOptions) 
 	if opts.BatchSize <= 0 {
 		opts.BatchSize = 200
 	}
+	if opts.Workers <= 0 {
+		opts.Workers = 2
+	}
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = time.Second
 	}
@@ -103,20 +111,53 @@ func NewRelay(pool *pgxpool.Pool, schema string, pub Sender, opts RelayOptions) 
 		log:    log.With("component", "outbox-relay", "schema", schema)}
 }
 
-// Run relays until ctx ends and returns nil then. It wakes on NOTIFY, on
-// its poll interval, and immediately after a full batch. While the broker
-// or database is unavailable it backs off; rows stay pending, so nothing is
-// lost and nothing is skipped.
+// Run relays until ctx ends and returns nil then. Its workers wake on
+// NOTIFY, on the poll interval, immediately after a full batch, and when
+// another worker has just published (rows it deferred behind that
+// worker's batch are now free). While the broker or database is
+// unavailable they back off; rows stay pending, so nothing is lost and
+// nothing is skipped.
 func (r *Relay) Run(ctx context.Context) error {
-	wake := make(chan struct{}, 1)
-	go r.listen(ctx, wake)
+	wakes := make([]chan struct{}, r.opts.Workers)
+	for i := range wakes {
+		wakes[i] = make(chan struct{}, 1)
+	}
+	// poke wakes every worker but skip (-1: all).
+	poke := func(skip int) {
+		for i, w := range wakes {
+			if i == skip {
+				continue
+			}
+			select {
+			case w <- struct{}{}:
+			default:
+			}
+		}
+	}
+	go r.listen(ctx, func() { poke(-1) })
+	done := make(chan struct{}, len(wakes))
+	for i, w := range wakes {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			r.work(ctx, i == 0, w, func() { poke(i) })
+		}()
+	}
+	for range wakes {
+		<-done
+	}
+	return nil
+}
+
+// work is one relay loop; the first worker also applies retention.
+// others wakes the other workers.
+func (r *Relay) work(ctx context.Context, retention bool, wake <-chan struct{}, others func()) {
 	lastRetention := time.Time{}
 	backoff := 100 * time.Millisecond
 	for {
 		if ctx.Err() != nil {
-			return nil
+			return
 		}
-		if r.opts.Retention > 0 && time.Since(lastRetention) >= r.opts.RetentionEvery {
+		if retention && r.opts.Retention > 0 && time.Since(lastRetention) >= r.opts.RetentionEvery {
 			if n, err := r.DeletePublished(ctx, r.opts.Retention); err != nil {
 				r.log.Warn("outbox retention failed", "err", err)
 			} else {
@@ -130,15 +171,18 @@ func (r *Relay) Run(ctx context.Context) error {
 		if err != nil && ctx.Err() == nil {
 			r.log.Warn("outbox relay batch failed; backing off", "err", err, "in", backoff)
 			if !sleep(ctx, backoff) {
-				return nil
+				return
 			}
 			backoff = min(backoff*2, r.opts.MaxBackoff)
 			continue
 		}
+		if res.Published > 0 {
+			others()
+		}
 		if res.Failed > 0 {
 			// Rows are rescheduled; keep the loop from spinning on them.
 			if !sleep(ctx, min(backoff, r.opts.PollInterval)) {
-				return nil
+				return
 			}
 			backoff = min(backoff*2, r.opts.MaxBackoff)
 		} else {
@@ -147,12 +191,15 @@ func (r *Relay) Run(ctx context.Context) error {
 		if res.Claimed == r.opts.BatchSize {
 			continue
 		}
+		t := time.NewTimer(r.opts.PollInterval)
 		select {
 		case <-ctx.Done():
-			return nil
+			t.Stop()
+			return
 		case <-wake:
-		case <-time.After(r.opts.PollInterval):
+		case <-t.C:
 		}
+		t.Stop()
 	}
 }
 
@@ -167,9 +214,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// listen holds a LISTEN connection and signals wake on every notification,
-// reconnecting after errors.
-func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
+// listen holds a LISTEN connection and wakes the workers on every
+// notification, reconnecting after errors.
+func (r *Relay) listen(ctx context.Context, wake func()) {
 	for ctx.Err() == nil {
 		err := func() error {
 			conn, err := r.pool.Acquire(ctx)
@@ -192,10 +239,7 @@ func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
 				if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
 					return err
 				}
-				select {
-				case wake <- struct{}{}:
-				default:
-				}
+				wake()
 			}
 		}()
 		if ctx.Err() != nil {
