@@ -1,5 +1,6 @@
 // Package broker supervises one AMQP connection: it dials with backoff,
-// redials when the connection drops, runs reconnect hooks (topology
+// redials when the connection drops (to the next node of a cluster when it
+// was given several addresses), runs reconnect hooks (topology
 // redeclaration) before anyone gets a channel, and hands out channels only
 // while connected. Publishers and consumers watch their own channels and ask
 // again after a drop.
@@ -12,6 +13,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	neturl "net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,7 +44,8 @@ type Hook func(ctx context.Context, conn *amqp.Connection) error
 
 // Conn is a supervised connection. It is safe for concurrent use.
 type Conn struct {
-	url  string
+	urls []string
+	next int // index into urls of the next dial; guarded by mu
 	opts Options
 	log  *slog.Logger
 
@@ -58,7 +62,16 @@ type Conn struct {
 // Dial connects to url and starts supervising. It retries with backoff until
 // the first connection succeeds or ctx ends; the returned Conn then lives
 // until Close, independent of ctx.
+//
+// url may list the nodes of a cluster separated by commas
+// ("amqp://u:p@rmq1/v,amqp://u:p@rmq2/v"). Each dial takes the next
+// address in turn, so after a node fails the redial goes to another one;
+// the first dial starts at a random node to spread a fleet's connections.
 func Dial(ctx context.Context, url string, opts Options, hooks ...Hook) (*Conn, error) {
+	urls := SplitURLs(url)
+	if len(urls) == 0 {
+		return nil, errors.New("broker: dial: no address given")
+	}
 	if opts.Heartbeat == 0 {
 		opts.Heartbeat = 10 * time.Second
 	}
@@ -72,7 +85,8 @@ func Dial(ctx context.Context, url string, opts Options, hooks ...Hook) (*Conn, 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Conn{url: url, opts: opts, log: log, ready: make(chan struct{}), hooks: hooks, done: make(chan struct{})}
+	c := &Conn{urls: urls, next: rand.IntN(len(urls)), opts: opts, log: log,
+		ready: make(chan struct{}), hooks: hooks, done: make(chan struct{})}
 	conn, err := c.connectLoop(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("broker: dial: %w", err)
@@ -84,19 +98,41 @@ func Dial(ctx context.Context, url string, opts Options, hooks ...Hook) (*Conn, 
 	return c, nil
 }
 
+// SplitURLs returns the addresses of a comma-separated list, blanks
+// dropped.
+func SplitURLs(list string) []string {
+	var out []string
+	for _, u := range strings.Split(list, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// nextURL returns the address of the next dial and advances the rotation.
+func (c *Conn) nextURL() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	u := c.urls[c.next%len(c.urls)]
+	c.next = (c.next + 1) % len(c.urls)
+	return u
+}
+
 func (c *Conn) dialOnce(ctx context.Context) (*amqp.Connection, error) {
 	props := amqp.NewConnectionProperties()
 	if c.opts.Name != "" {
 		props.SetClientConnectionName(c.opts.Name)
 	}
-	conn, err := amqp.DialConfig(c.url, amqp.Config{
+	url := c.nextURL()
+	conn, err := amqp.DialConfig(url, amqp.Config{
 		Heartbeat:       c.opts.Heartbeat,
 		TLSClientConfig: c.opts.TLS,
 		Properties:      props,
 		Dial:            amqp.DefaultDial(5 * time.Second),
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", redact(url), err)
 	}
 	c.mu.Lock()
 	hooks := append([]Hook(nil), c.hooks...)
@@ -119,13 +155,24 @@ func (c *Conn) connectLoop(ctx context.Context) (*amqp.Connection, error) {
 		if err == nil {
 			return conn, nil
 		}
+		// Refused credentials or vhost at the very first dial are a
+		// configuration error: fail at once rather than retry forever.
+		// With several nodes, only once every node has said so.
 		var aerr *amqp.Error
-		if errors.As(err, &aerr) && (aerr.Code == amqp.AccessRefused || aerr.Code == amqp.NotAllowed) && attempt == 1 && c.connects == 0 {
+		if errors.As(err, &aerr) && (aerr.Code == amqp.AccessRefused || aerr.Code == amqp.NotAllowed) && attempt == 1 && c.connects == 0 && len(c.urls) == 1 {
 			return nil, err
 		}
 		var ferr *FatalError
 		if errors.As(err, &ferr) {
 			return nil, err
+		}
+		if len(c.urls) > 1 && attempt%len(c.urls) != 0 {
+			// Other nodes are untried this round: go to the next at once.
+			c.log.Warn("broker node unreachable, trying the next", "attempt", attempt, "err", err)
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+			}
+			continue
 		}
 		c.log.Warn("broker unreachable, retrying", "attempt", attempt, "in", backoff, "err", err)
 		// Full jitter keeps a fleet of services from redialling in step.
@@ -246,4 +293,13 @@ func (c *Conn) Close() error {
 		return cur.Close()
 	}
 	return nil
+}
+
+// redact drops the password from an address for logs and errors.
+func redact(raw string) string {
+	u, err := neturl.Parse(raw)
+	if err != nil {
+		return "(unparseable broker address)"
+	}
+	return u.Redacted()
 }

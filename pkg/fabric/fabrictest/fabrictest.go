@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -53,6 +54,9 @@ type Vhost struct {
 	Env  Env
 	Name string
 	URL  string // amqp URL into the vhost
+	// TLS is used by Dial for amqps URLs (a broker in a container that
+	// listens on TLS only); nil for the machine's plain listener.
+	TLS *tls.Config
 }
 
 // NewVhost creates a vhost named after the test, grants the test user all
@@ -159,7 +163,7 @@ func (v *Vhost) Dial(t testing.TB, hooks ...broker.Hook) *broker.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	c, err := broker.Dial(ctx, v.URL, broker.Options{Name: t.Name(), MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second}, hooks...)
+	c, err := broker.Dial(ctx, v.URL, broker.Options{Name: t.Name(), TLS: v.TLS, MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second}, hooks...)
 	if err != nil {
 		t.Fatalf("dial %s (is RabbitMQ running? run `make infra`): %v", v.URL, err)
 	}
