@@ -104,7 +104,7 @@ type flowPlatform struct {
 
 func startFlowPlatform(b *testing.B) *flowPlatform {
 	h := harness.New(b, os.Getenv)
-	smtp := startFlowSMTPSink(b, b.TempDir())
+	smtp := harness.StartSMTPSink(b, b.TempDir())
 	// BENCH_PPROF=1 serves each service's profiles on 127.0.0.1:6061…6065
 	// (in start order) for `go tool pprof` while a step runs.
 	debug := func(port int, env harness.Env) harness.Env {

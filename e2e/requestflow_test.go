@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -10,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -50,16 +48,16 @@ type flowRequest struct {
 // the HTTP request, the publish and the four consumers.
 func TestRequestFlow(t *testing.T) {
 	h := harness.New(t, os.Getenv)
-	mailDir := t.TempDir()
-	smtpAddr := startFlowSMTPSink(t, mailDir)
-	bucket := "e2e-" + flowRand(6)
-	s3 := flowS3(t, h, bucket)
+	mailDir, mailEnv := h.MailSink(t)
+	bucket, bucketEnv, ownBucket := h.DatalakeBucket("e2e-" + flowRand(6))
+	s3 := flowS3(t, h, bucket, ownBucket)
+	bucketEnv["DATALAKE_BATCH_AGE"] = "500ms"
 
 	h.Start(t, "request")
 	h.Start(t, "workflow")
-	h.Start(t, "communication", harness.Env{"SMTP_ADDR": smtpAddr})
+	h.Start(t, "communication", mailEnv)
 	h.Start(t, "analytics")
-	h.Start(t, "datalake-ingestion", harness.Env{"DATALAKE_BUCKET": bucket, "DATALAKE_BATCH_AGE": "500ms"})
+	h.Start(t, "datalake-ingestion", bucketEnv)
 
 	tenantA, tenantB := "org-a-"+flowRand(3), "org-b-"+flowRand(3)
 	staffA := h.Token(tenantA, "attendant-a", "attendant", "operator")
@@ -330,41 +328,6 @@ func flowCount(body []byte) int {
 	return 0
 }
 
-// startFlowSMTPSink builds the communication service's SMTP sink and runs it
-// as its own process on a free port, writing mails to dir.
-func startFlowSMTPSink(t testing.TB, dir string) string {
-	t.Helper()
-	root, err := harness.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "smtpsink")
-	build := exec.Command("go", "build", "-o", bin, "./services/communication/cmd/smtpsink")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build smtpsink: %v\n%s", err, out)
-	}
-	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-dir", dir)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		_ = cmd.Wait()
-	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
-	if err != nil || !ok {
-		t.Fatalf("smtpsink did not start: %q %v", line, err)
-	}
-	return addr
-}
-
 func flowMails(t *testing.T, dir, needle string) []string {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(dir, "*.eml"))
@@ -381,13 +344,16 @@ func flowMails(t *testing.T, dir, needle string) []string {
 	return out
 }
 
-// flowS3 returns a client of the harness's MinIO and removes bucket (and
-// its objects) when the test ends.
-func flowS3(t *testing.T, h *harness.Harness, bucket string) *minio.Client {
+// flowS3 returns a client of the harness's MinIO and, when the test owns
+// bucket, removes it (and its objects) when the test ends.
+func flowS3(t *testing.T, h *harness.Harness, bucket string, owned bool) *minio.Client {
 	t.Helper()
 	c, err := minio.New(h.S3Endpoint, &minio.Options{Creds: credentials.NewStaticV4(h.S3AccessKey, h.S3SecretKey, "")})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !owned {
+		return c
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -17,6 +17,11 @@
 // The infrastructure (RabbitMQ with management, PostgreSQL with pgvector,
 // MinIO) must be running: `make infra`. Missing infrastructure fails the
 // test; it is never skipped.
+//
+// With E2E_TARGET=compose the same tests run against the containers of a
+// running `docker compose` stack instead (`make compose-test`): Start
+// checks the container is healthy and configured as the test needs, and
+// URL returns its published port.
 package harness
 
 import (
@@ -95,7 +100,13 @@ type Harness struct {
 	t     testing.TB
 	mu    sync.Mutex
 	procs map[string]*proc
+
+	stack  *composeStack // E2E_TARGET=compose
+	bucket string        // the stack's data lake bucket
 }
+
+// Compose reports whether the tests run against a compose stack.
+func (h *Harness) Compose() bool { return h.stack != nil }
 
 type proc struct {
 	key  string
@@ -114,6 +125,13 @@ type proc struct {
 // RABBITMQ_MGMT_URL, DATABASE_URL, S3_ENDPOINT, S3_ACCESS_KEY, S3_SECRET_KEY.
 func New(t testing.TB, getenv func(string) string) *Harness {
 	t.Helper()
+	switch target := getenv("E2E_TARGET"); target {
+	case "", "processes":
+	case "compose":
+		return newComposeHarness(t, getenv)
+	default:
+		t.Fatalf("harness: E2E_TARGET=%q: want processes (the default) or compose", target)
+	}
 	env := fabrictest.EnvFrom(getenv)
 	get := func(k, def string) string {
 		if v := getenv(k); v != "" {
@@ -218,6 +236,10 @@ func (h *Harness) Start(t testing.TB, name string, opts ...Option) {
 	if running {
 		t.Fatalf("harness: %s is already running", sc.key)
 	}
+	if h.stack != nil {
+		h.startCompose(t, sc)
+		return
+	}
 	bin, err := build(name)
 	if err != nil {
 		t.Fatalf("harness: %v", err)
@@ -321,14 +343,14 @@ func (h *Harness) URL(key string) string {
 
 // Stop sends SIGTERM to the service and waits for it to exit (SIGKILL
 // after StopTimeout). A non-zero exit fails the test: graceful shutdown is
-// part of the contract.
+// part of the contract. In compose mode the stack's containers keep running.
 func (h *Harness) Stop(key string) {
 	h.mu.Lock()
 	p, ok := h.procs[key]
 	delete(h.procs, key)
 	h.mu.Unlock()
-	if !ok {
-		return
+	if !ok || p.cmd == nil {
+		return // never started, or a container the stack owns
 	}
 	if err := stop(p); err != nil {
 		h.t.Errorf("harness: stop %s: %v\n--- %s (last lines) ---\n%s", key, err, p.log, tail(p.log, 40))
