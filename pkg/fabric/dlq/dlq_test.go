@@ -61,13 +61,15 @@ func newRig(t *testing.T) *rig {
 	}
 	r.broken.Store(true)
 	in := inbox.New(r.s.Pool, r.s.Name, spec.Queue, inbox.Options{})
+	// One handler at a time, so messages are handled in queue order: a
+	// marker's effect then means everything queued before it was handled.
 	r.f.Run(t, spec, in.Handler(func(ctx context.Context, tx pgx.Tx, e envelope.Envelope) error {
 		if r.broken.Load() {
 			return fabric.Permanent(errors.New("downstream rejected the request"))
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO effect (event_id) VALUES ($1)`, e.ID)
 		return err
-	}), fabric.ConsumerOptions{})
+	}), fabric.ConsumerOptions{Concurrency: 1})
 	r.ops = dlq.New(r.f.Conn, r.f.Pub, r.f.Reg, r.s.Pool, r.s.Name)
 	return r
 }
@@ -172,12 +174,23 @@ func TestListReplayPurgeAreAuditedAndIdempotent(t *testing.T) {
 	if len(progress) != 8 || progress[7] != 8 {
 		t.Errorf("progress calls = %v", progress)
 	}
-	fabrictest.Eventually(t, 10*time.Second, "all effects", func() bool { return len(r.effects(t)) == 5 })
-	time.Sleep(300 * time.Millisecond)
-	for id, n := range r.effects(t) {
-		if n != 1 {
+	// Every replayed copy is in the queue now (each was confirmed before
+	// Replay returned). A marker published behind them is handled after
+	// all of them, so its effect means no copy is left to add a second one.
+	marker := submitted(t, "org-a")
+	if err := r.f.Pub.Publish(ctx, marker); err != nil {
+		t.Fatal(err)
+	}
+	fabrictest.Eventually(t, 10*time.Second, "the marker's effect, behind every replayed copy", func() bool { return r.effects(t)[marker.ID] == 1 })
+	effects := r.effects(t)
+	delete(effects, marker.ID)
+	for _, id := range ids {
+		if n := effects[id]; n != 1 {
 			t.Errorf("event %s has %d effects, want 1", id, n)
 		}
+	}
+	if len(effects) != len(ids) {
+		t.Errorf("effects for %d events besides the marker, want %d", len(effects), len(ids))
 	}
 
 	// Purge, filtered and audited.

@@ -54,3 +54,28 @@ func NewSchema(t testing.TB, env Env) *Schema {
 	}
 	return &Schema{Pool: pool, Name: name}
 }
+
+// WaitOutboxPublished waits (20 s) until the broker has confirmed every
+// outbox row of event type typ in pool's schema (its search_path), or with
+// before set, every such row enqueued before the event with id before.
+// A confirmed event is in every queue bound to it, so an observer that
+// drains afterwards sees all of them. Filter by type: events nobody binds
+// in a test's vhost stay pending, unroutable.
+func WaitOutboxPublished(t testing.TB, pool *pgxpool.Pool, typ, before string) {
+	t.Helper()
+	what := "every " + typ + " out of the outbox"
+	query := "SELECT count(*) FROM outbox_event WHERE published_at IS NULL AND event_type = $1"
+	args := []any{typ}
+	if before != "" {
+		what = "every " + typ + " enqueued before " + before + " out of the outbox"
+		query += " AND seq < (SELECT seq FROM outbox_event WHERE id = $2)"
+		args = append(args, before)
+	}
+	Eventually(t, 20*time.Second, what, func() bool {
+		var n int
+		if err := pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+			t.Fatalf("outbox pending: %v", err)
+		}
+		return n == 0
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -103,18 +104,25 @@ func TestCommittedRowsArePublishedRolledBackNever(t *testing.T) {
 		return len(got) >= 1
 	})
 	latency := time.Since(start)
-	time.Sleep(300 * time.Millisecond)
-	for _, d := range f.Drain(t, spec.Queue) {
-		got = append(got, d.MessageId)
-	}
-	if len(got) != 1 || got[0] != kept.ID {
-		t.Fatalf("published %v, want only %s", got, kept.ID)
+	// A marker committed on the rolled-back row's aggregate after it: the
+	// relay publishes an aggregate's rows in order, so had the rolled-back
+	// row been stored it would be on the queue before the marker.
+	marker := submitted(t, 3, "agg")
+	enqueue(t, s, ob, true, outbox.Item{Aggregate: outbox.Aggregate{Type: "request", ID: "r2"}, Envelope: marker})
+	fabrictest.Eventually(t, 5*time.Second, "the marker on the queue", func() bool {
+		for _, d := range f.Drain(t, spec.Queue) {
+			got = append(got, d.MessageId)
+		}
+		return slices.Contains(got, marker.ID)
+	})
+	if len(got) != 2 || got[0] != kept.ID {
+		t.Fatalf("published %v, want only %s and the marker %s", got, kept.ID, marker.ID)
 	}
 	if latency > 2*time.Second {
 		t.Errorf("commit→queue took %s with a 1 min poll: NOTIFY did not wake the relay", latency)
 	}
-	if n, _ := relay.Pending(context.Background()); n != 0 {
-		t.Errorf("pending = %d, want 0", n)
+	if n, err := relay.Pending(context.Background()); err != nil || n != 0 {
+		t.Errorf("pending = %d (%v), want 0", n, err)
 	}
 	var published *time.Time
 	var attempts int

@@ -80,9 +80,11 @@ func TestRequestSubmittedStartsProcess(t *testing.T) {
 		{"iptu-segunda-via", "single-step", "issue", "attendant", 8 * time.Hour},
 		{"unknown-service", "standard-review", "triage", "attendant", 24 * time.Hour},
 	}
+	queued := 0 // messages sent to the consumer's queue so far
 	for _, tc := range tests {
 		t.Run(tc.serviceID, func(t *testing.T) {
 			sub := p.submitted(t, "org-a", "citizen-1", tc.serviceID)
+			queued++
 			requestID := requestIDOf(t, sub)
 			proc := waitProcess(t, url, attendant, requestID)
 			if proc.DefinitionID != tc.definition || proc.Status != "running" || len(proc.Tasks) != 1 {
@@ -111,7 +113,9 @@ func TestRequestSubmittedStartsProcess(t *testing.T) {
 				t.Fatal(err)
 			}
 			p.publish(t, again)
-			time.Sleep(500 * time.Millisecond)
+			marker := p.submitted(t, "org-a", "citizen-1", tc.serviceID)
+			queued += 3
+			waitHandled(t, p, url, queued, marker)
 			if n := len(processes(t, url, attendant, requestID)); n != 1 {
 				t.Errorf("%d processes after duplicates, want 1", n)
 			}
@@ -120,6 +124,21 @@ func TestRequestSubmittedStartsProcess(t *testing.T) {
 			}
 		})
 	}
+}
+
+// waitHandled is the positive signal behind "nothing new happened": the
+// marker, sent after the messages under test, has started its process;
+// the consumer has acked queued messages, all it was sent so far; and
+// every process-started event is out of the outbox. The marker alone is
+// not enough: the consumer runs several handlers at once, so it can
+// overtake the messages ahead of it. The processed counter counts acks,
+// which follow the commits.
+func waitHandled(t *testing.T, p *platform, url string, queued int, marker envelope.Envelope) {
+	t.Helper()
+	waitProcess(t, url, p.token(t, marker.TenantID, "attendant-1", "attendant"), requestIDOf(t, marker))
+	fabrictest.WaitCounter(t, 20*time.Second, url+"/metrics", "fabric_consumer_processed_total",
+		map[string]string{"consumer": requestSubmittedQueue}, float64(queued))
+	fabrictest.WaitOutboxPublished(t, p.pool, "workflow.process-started.v1", "")
 }
 
 func TestTaskCompletionChain(t *testing.T) {
@@ -295,8 +314,20 @@ func TestSLABreachReportedOnceAcrossInstances(t *testing.T) {
 	breaches := obs.WaitFor(t, overdue, "task.sla-breached.v1 for every overdue task", func(e envelope.Envelope) bool {
 		return e.Type == "task.sla-breached.v1"
 	})
-	time.Sleep(1500 * time.Millisecond) // more sweeps by both instances
-	breaches = obs.Matching(t, func(e envelope.Envelope) bool { return e.Type == "task.sla-breached.v1" })
+	// A breach reported twice would come from a later sweep. A marker task
+	// due two seconds from now is reported by a sweep that runs after
+	// both instances swept (every 100 ms) for those two seconds; once its
+	// breach is out and every breach enqueued before it too, whatever
+	// those sweeps reported is in the observer's queue.
+	marker := requestIDOf(t, p.submitted(t, "org-a", "citizen-1", "svc"))
+	markerBreach := obs.Next(t, "the marker task's breach", about("task.sla-breached.v1", marker))
+	fabrictest.WaitOutboxPublished(t, p.pool, "task.sla-breached.v1", markerBreach.ID)
+	breaches = obs.Matching(t, func(e envelope.Envelope) bool {
+		return e.Type == "task.sla-breached.v1" && !about("task.sla-breached.v1", marker)(e)
+	})
+	if n := len(obs.Matching(t, about("task.sla-breached.v1", marker))); n != 1 {
+		t.Errorf("marker task reported %d times, want 1", n)
+	}
 	seen := map[string]bool{}
 	for _, e := range breaches {
 		var tenantOK bool
