@@ -1,6 +1,7 @@
 # Agora — make targets. `make up` runs the platform, `make test` proves it.
-# Everything here runs on a Debian machine without Docker; `make infra`
-# installs and starts what is missing (idempotent).
+# The platform runs on a Debian machine without Docker; `make infra`
+# installs and starts what is missing (idempotent), a container engine for
+# `make images compose-up` included.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -24,6 +25,8 @@ help:
 	@echo "make bench   run the benchmarks (figures in README)"
 	@echo "make infra   install/start RabbitMQ management, PostgreSQL+pgvector, MinIO, tesseract"
 	@echo "make lint    gofmt + go vet on every module, sqlc drift, catalog compatibility gate"
+	@echo "make images  build local stand-ins for the public images (no registry needed)"
+	@echo "make compose-up / compose-down   the platform in containers (docker compose, stand-ins)"
 
 infra:
 	bash deploy/local/infra.sh
@@ -114,3 +117,59 @@ deploy-validate:
 	$(GO) run ./deploy/cmd/gendeploy -check
 	$(GO) test -count=1 -run 'Compose|Chart|Decode|Dockerfile|Binaries|Committed|Agree|Anchored|Build' \
 		./deploy/acl/ ./deploy/postgres/ ./deploy/compose/ ./deploy/manifest/ ./deploy/docker/
+
+# ---- containers (issue 11) ---------------------------------------------------
+.PHONY: images compose-up compose-down
+
+# Compose against local stand-ins of the public images (no registry reachable here):
+# deploy/docker/local/local.env names them and moves the published ports away from the
+# machine's own services. COMPOSE_ENV= (empty) runs the public images on the default ports.
+COMPOSE_ENV ?= $(CURDIR)/deploy/docker/local/local.env
+COMPOSE = docker compose $(if $(COMPOSE_ENV),--env-file $(COMPOSE_ENV))
+COMPOSE_WAIT ?= 600
+JWT_DIR = $(CURDIR)/.data/jwt
+
+# The engine (dockerd and the compose plugin) comes from `make infra` (deploy/local/docker.sh).
+define need_engine
+	@timeout 10 docker info >/dev/null 2>&1 || { echo "!!! no container engine answers (docker info): run 'make infra' (deploy/local/docker.sh)" >&2; exit 1; }
+	@docker compose version >/dev/null 2>&1 || { echo "!!! no 'docker compose' plugin: run 'make infra' (deploy/local/docker.sh)" >&2; exit 1; }
+endef
+
+# Stand-ins for the public images, built from Debian's packages and this machine's Go
+# (deploy/docker/local/README.md); idempotent, seconds when nothing changed.
+images:
+	$(need_engine)
+	bash deploy/docker/local/build.sh
+
+# Builds the service images, starts everything and waits until every service is healthy
+# and every one-shot job has completed.
+compose-up:
+	$(need_engine)
+	@if [ "$(COMPOSE_ENV)" = "$(CURDIR)/deploy/docker/local/local.env" ]; then bash deploy/docker/local/build.sh check; fi
+	@echo "==> development JWT keys in .data/jwt (the services read jwks.json)"
+	@test -f $(JWT_DIR)/jwks.json || $(GO) run ./pkg/fabric/cmd/fabricctl token --keys-dir $(JWT_DIR) >/dev/null
+	@echo "==> docker compose build ($(if $(COMPOSE_ENV),$(COMPOSE_ENV),public images))"
+	cd deploy/compose && $(COMPOSE) build
+	@echo "==> docker compose up --wait (at most $(COMPOSE_WAIT) s)"
+	cd deploy/compose && $(COMPOSE) up -d --wait --wait-timeout $(COMPOSE_WAIT) \
+		|| { $(COMPOSE) ps -a; echo "!!! compose up failed: see 'cd deploy/compose && $(COMPOSE) logs SERVICE'" >&2; exit 1; }
+	cd deploy/compose && $(COMPOSE) ps -a
+
+compose-down:
+	$(need_engine)
+	cd deploy/compose && $(COMPOSE) down -v --remove-orphans
+
+# The platform in containers, proved: stand-ins built, `docker compose up --wait` with the
+# e2e layer, the request-flow and document-flow suites against the published ports,
+# `docker compose ps` and health printed, `down -v` (deploy/compose/compose-test.sh).
+.PHONY: compose-test cluster-test
+compose-test:
+	COMPOSE_ENV="$(COMPOSE_ENV)" COMPOSE_WAIT=$(COMPOSE_WAIT) GO=$(GO) bash deploy/compose/compose-test.sh
+
+# A 3-node RabbitMQ cluster in containers (testcontainers-go): the leader stopped
+# mid-publish, then a node cut off the network; prints confirmed, lost, duplicated effects.
+cluster-test:
+	$(need_engine)
+	@if [ "$(COMPOSE_ENV)" = "$(CURDIR)/deploy/docker/local/local.env" ]; then bash deploy/docker/local/build.sh; fi
+	cd e2e && RABBITMQ_IMAGE=$$(sed -n 's/^RABBITMQ_IMAGE=//p' $(or $(COMPOSE_ENV),/dev/null) | grep . || echo rabbitmq:3.13-management) \
+		$(GO) test -tags containers -count=1 -timeout 15m -run TestClusterSurvivesLeaderLossAndPartition -v ./ | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|cluster_test.go'

@@ -155,7 +155,7 @@ func TestClusterSurvivesLeaderLossAndPartition(t *testing.T) {
 	var (
 		mu        sync.Mutex
 		confirmed []string
-		at        []time.Time // when each was confirmed
+		at        []time.Time  // when each was confirmed
 		lastOK    atomic.Int64 // unix nanos of the latest confirm
 		attempts  atomic.Int64
 	)

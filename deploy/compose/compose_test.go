@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -25,24 +26,35 @@ var platformServices = []string{"request", "workflow", "communication", "documen
 
 func load(t *testing.T, profiles ...string) *types.Project {
 	t.Helper()
+	return loadWith(t, "", profiles...)
+}
+
+// loadWith loads the file with the variables of envFile (none when empty), as
+// `docker compose --env-file envFile` does.
+func loadWith(t *testing.T, envFile string, profiles ...string) *types.Project {
+	t.Helper()
 	wd, err := filepath.Abs(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts, err := cli.NewProjectOptions([]string{"docker-compose.yml"},
+	fns := []cli.ProjectOptionsFn{
 		cli.WithWorkingDirectory(wd),
 		cli.WithName("agora"),
 		cli.WithProfiles(profiles),
 		// Only the file's own defaults: the developer's environment must not
 		// change what is validated.
 		cli.WithEnv([]string{}),
-	)
+	}
+	if envFile != "" {
+		fns = append(fns, cli.WithEnvFiles(envFile), cli.WithDotEnv)
+	}
+	opts, err := cli.NewProjectOptions([]string{"docker-compose.yml"}, fns...)
 	if err != nil {
 		t.Fatalf("compose options: %v", err)
 	}
 	p, err := opts.LoadProject(context.Background())
 	if err != nil {
-		t.Fatalf("load docker-compose.yml (profiles %v): %v", profiles, err)
+		t.Fatalf("load docker-compose.yml (profiles %v, env file %q): %v", profiles, envFile, err)
 	}
 	return p
 }
@@ -183,6 +195,17 @@ func TestComposeInfrastructure(t *testing.T) {
 	if mig.DependsOn["postgres"].Condition != types.ServiceConditionHealthy || !slices.Contains(mig.Command, "/sql/roles.sql") {
 		t.Errorf("migrate: depends_on %v, command %v", mig.DependsOn, mig.Command)
 	}
+	comm, err := p.GetService("communication")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if smtp := comm.Environment["SMTP_ADDR"]; smtp == nil || *smtp != "mailsink:1025" || comm.DependsOn["mailsink"].Condition != types.ServiceConditionStarted {
+		t.Errorf("communication: SMTP_ADDR %v, depends_on %v; want the mail sink", smtp, comm.DependsOn)
+	}
+	if mail, err := p.GetService("mailsink"); err != nil || mail.HealthCheck == nil || mail.HealthCheck.Disable {
+		// docker compose up --wait refuses a container whose health check is disabled.
+		t.Errorf("mail sink missing or without a health check: %v", err)
+	}
 	buckets, err := p.GetService("minio-buckets")
 	if err != nil {
 		t.Fatal(err)
@@ -191,6 +214,193 @@ func TestComposeInfrastructure(t *testing.T) {
 	for _, b := range []string{"agora/datalake", "agora/documents"} {
 		if !strings.Contains(script, b) {
 			t.Errorf("minio-buckets does not create %s", b)
+		}
+	}
+}
+
+// pinned reports whether an image reference names a fixed release: a digest, or a
+// tag other than latest (a reference without a tag means latest).
+func pinned(ref string) bool {
+	if strings.Contains(ref, "@sha256:") {
+		return true
+	}
+	name := ref[strings.LastIndex(ref, "/")+1:]
+	i := strings.LastIndex(name, ":")
+	return i > 0 && i < len(name)-1 && name[i+1:] != "latest"
+}
+
+func TestComposePinnedReference(t *testing.T) {
+	for ref, want := range map[string]bool{
+		"rabbitmq:3.13-management": true, "quay.io/minio/mc:RELEASE.2025-08-13T08-35-41Z": true,
+		"localhost:5000/x:1": true, "x@sha256:0123": true,
+		"minio/minio:latest": false, "minio/minio": false, "localhost:5000/x": false, "x:": false,
+	} {
+		if got := pinned(ref); got != want {
+			t.Errorf("pinned(%q) = %v, want %v", ref, got, want)
+		}
+	}
+}
+
+const localEnv = "../docker/local/local.env"
+
+func deref(s *string) string {
+	if s == nil {
+		return "<unset>"
+	}
+	return *s
+}
+
+var imageArgs = []string{"GO_IMAGE", "DEBIAN_IMAGE", "RUNTIME_IMAGE"}
+
+// dockerfileDefaults reads the global ARG defaults of the service Dockerfile.
+func dockerfileDefaults(t *testing.T) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile("../docker/service.Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	preamble, _, _ := strings.Cut(string(data), "\nFROM ")
+	out := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^ARG\s+(\w+)=(\S+)\s*$`).FindAllStringSubmatch(preamble, -1) {
+		out[m[1]] = m[2]
+	}
+	return out
+}
+
+// Every image is a fixed release, also where a variable can replace it: the
+// file names public images by default, and a variable without a default
+// would leave compose with an empty image.
+func TestComposeImagesArePinned(t *testing.T) {
+	data, err := os.ReadFile("docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	variable := regexp.MustCompile(`^\$\{([A-Z][A-Z0-9_]*):-([^}]+)\}$`)
+	for _, m := range regexp.MustCompile(`(?m)^\s*image:\s*(\S+)`).FindAllStringSubmatch(string(data), -1) {
+		ref := m[1]
+		if v := variable.FindStringSubmatch(ref); v != nil {
+			ref = v[2]
+		} else if strings.Contains(ref, "$") {
+			t.Errorf("image %s: a variable needs a pinned default (${NAME:-image:tag})", m[1])
+			continue
+		}
+		if !pinned(ref) {
+			t.Errorf("image %s is not pinned to a release", m[1])
+		}
+	}
+	for _, s := range load(t, "observability").Services {
+		if s.Build == nil && !pinned(s.Image) {
+			t.Errorf("service %s: image %q is not pinned", s.Name, s.Image)
+		}
+	}
+}
+
+// The build arguments compose passes default to the Dockerfile's own defaults,
+// so `docker compose build` and a plain `docker build` use the same bases.
+func TestComposeBuildArgsMatchDockerfile(t *testing.T) {
+	defaults := dockerfileDefaults(t)
+	for _, s := range load(t).Services {
+		if s.Build == nil {
+			continue
+		}
+		for _, arg := range imageArgs {
+			want, ok := defaults[arg]
+			if !ok {
+				t.Fatalf("service.Dockerfile declares no ARG %s with a default", arg)
+			}
+			if got := s.Build.Args[arg]; got == nil || *got != want {
+				t.Errorf("service %s: build arg %s = %s, want the Dockerfile default %s", s.Name, arg, deref(got), want)
+			}
+		}
+	}
+}
+
+// Without variables, every port is published where it always was, on loopback only.
+func TestComposeDefaultPorts(t *testing.T) {
+	want := map[string][]string{
+		"rabbitmq": {"5671", "15672"}, "postgres": {"5432"}, "minio": {"9000", "9001"},
+		"otel-collector": {"4317", "4318"}, "jaeger": {"16686"}, "prometheus": {"9090"}, "grafana": {"3000"},
+	}
+	for i, name := range platformServices {
+		want[name] = []string{fmt.Sprint(8081 + i)}
+	}
+	for _, s := range load(t, "observability").Services {
+		var got []string
+		for _, p := range s.Ports {
+			got = append(got, p.Published)
+			if p.HostIP != "127.0.0.1" || p.Published != fmt.Sprint(p.Target) {
+				t.Errorf("service %s publishes %s:%s -> %d, want 127.0.0.1 and the same port", s.Name, p.HostIP, p.Published, p.Target)
+			}
+		}
+		if !slices.Equal(got, want[s.Name]) {
+			t.Errorf("service %s publishes %v, want %v", s.Name, got, want[s.Name])
+		}
+	}
+}
+
+// deploy/docker/local/local.env (no registry: local stand-ins) replaces every
+// image variable and every port of the file, with ports that avoid the defaults
+// (which the same machine's own services use).
+func TestComposeLocalEnv(t *testing.T) {
+	data, err := os.ReadFile(localEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := map[string]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(strings.TrimSpace(line), "#") {
+			set[k] = v
+		}
+	}
+	compose, err := os.ReadFile("docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`\$\{([A-Z][A-Z0-9_]*(?:_IMAGE|_PORT)):-`).FindAllStringSubmatch(string(compose), -1) {
+		if set[m[1]] == "" {
+			t.Errorf("%s does not set %s", localEnv, m[1])
+		}
+	}
+	for k, v := range set {
+		if strings.HasSuffix(k, "_IMAGE") && (!strings.HasPrefix(v, "agora-local/") || !pinned(v)) {
+			t.Errorf("%s: %s=%s, want a pinned agora-local/ stand-in", localEnv, k, v)
+		}
+	}
+
+	defaultPorts := map[string]bool{}
+	for _, s := range load(t, "observability").Services {
+		for _, p := range s.Ports {
+			defaultPorts[p.Published] = true
+		}
+	}
+	p := loadWith(t, localEnv, "observability")
+	seen := map[string]string{}
+	for _, s := range p.Services {
+		for _, port := range s.Ports {
+			if defaultPorts[port.Published] {
+				t.Errorf("service %s publishes %s, a default port, with %s", s.Name, port.Published, localEnv)
+			}
+			if other, dup := seen[port.Published]; dup {
+				t.Errorf("port %s published by %s and %s", port.Published, s.Name, other)
+			}
+			seen[port.Published] = s.Name
+		}
+		if s.Build != nil {
+			for _, arg := range imageArgs {
+				if got := s.Build.Args[arg]; got == nil || *got != set[arg] {
+					t.Errorf("service %s: build arg %s = %s with %s, want %s", s.Name, arg, deref(got), localEnv, set[arg])
+				}
+			}
+		}
+	}
+	for name, variable := range map[string]string{"rabbitmq": "RABBITMQ_IMAGE", "postgres": "POSTGRES_IMAGE",
+		"migrate": "POSTGRES_IMAGE", "minio": "MINIO_IMAGE", "minio-buckets": "MC_IMAGE"} {
+		s, err := p.GetService(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Image != set[variable] {
+			t.Errorf("service %s: image %s with %s, want %s", name, s.Image, localEnv, set[variable])
 		}
 	}
 }

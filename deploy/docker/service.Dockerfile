@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1.7
 # One image pattern for every Agora service (build context: the repository root):
 #
 #   docker build -f deploy/docker/service.Dockerfile --build-arg SERVICE=request --build-arg PORT=8081 -t agora/request .
@@ -9,10 +8,18 @@
 # distroless base (no shell, no package manager). The health check is
 # deploy/cmd/probe, a tiny static HTTP client copied beside the service:
 # it GETs http://127.0.0.1$HTTP_ADDR/healthz, so the services need no flag for it.
+#
+# No `# syntax=` line: the builder's own Dockerfile frontend (cache mounts included) is
+# enough, and fetching a frontend image needs a registry. The base images are build
+# arguments, pinned public images by default; a machine without registry access passes
+# local stand-ins (deploy/docker/local, `make images`):
+#   --build-arg GO_IMAGE=agora-local/golang:1.26-bookworm ... (deploy/docker/local/local.env)
 
-ARG GO_VERSION=1.26
+ARG GO_IMAGE=golang:1.26-bookworm
+ARG DEBIAN_IMAGE=debian:bookworm-slim
+ARG RUNTIME_IMAGE=gcr.io/distroless/static-debian12:nonroot
 
-FROM golang:${GO_VERSION}-bookworm AS build
+FROM ${GO_IMAGE} AS build
 ARG SERVICE
 # The main package to build; other commands of the repository (e.g.
 # ./deploy/cmd/devcerts for the compose certificate job) reuse the pattern.
@@ -31,7 +38,7 @@ RUN --mount=type=cache,target=/go/pkg/mod \
 
 # document-worker shells out to tesseract and poppler: a slim Debian with
 # those packages, same user and layout as the distroless image.
-FROM debian:bookworm-slim AS service-ocr
+FROM ${DEBIAN_IMAGE} AS service-ocr
 ARG PORT=8080
 RUN apt-get update \
  && apt-get install -y --no-install-recommends tesseract-ocr tesseract-ocr-por tesseract-ocr-eng poppler-utils ca-certificates \
@@ -46,7 +53,7 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 CMD ["/us
 ENTRYPOINT ["/usr/local/bin/service"]
 
 # Default target: distroless static, user nonroot (65532).
-FROM gcr.io/distroless/static-debian12:nonroot AS service
+FROM ${RUNTIME_IMAGE} AS service
 ARG PORT=8080
 COPY --from=build /out/app /usr/local/bin/service
 COPY --from=build /out/probe /usr/local/bin/probe

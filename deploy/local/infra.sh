@@ -7,8 +7,9 @@
 #
 # Components: RabbitMQ (+ management plugin), PostgreSQL 15 (+ pgvector built
 # from Debian trixie's source package), MinIO (go install, pinned), Tesseract OCR
-# (por, eng) and poppler-utils. Debian bookworm, run as root, no Docker.
-# See deploy/local/README.md.
+# (por, eng) and poppler-utils; a container engine for compose (deploy/local/docker.sh:
+# Debian's docker.io, dockerd, the compose plugin). Debian bookworm, run as root; the
+# platform itself runs without Docker. See deploy/local/README.md.
 set -Eeuo pipefail
 
 # ---------------------------------------------------------------- settings ---
@@ -49,7 +50,7 @@ RABBIT_MGMT_PORT="${INFRA_RABBIT_MGMT_PORT:-15672}"
 
 OCR_PACKAGES=(tesseract-ocr tesseract-ocr-por tesseract-ocr-eng poppler-utils)
 
-# Components to skip, space/comma separated: rabbitmq postgres minio ocr
+# Components to skip, space/comma separated: rabbitmq postgres minio ocr docker
 INFRA_SKIP="${INFRA_SKIP:-}"
 
 export DEBIAN_FRONTEND=noninteractive
@@ -327,6 +328,11 @@ do_ocr() {
   command -v pdftotext >/dev/null && command -v pdftoppm >/dev/null || die "pdftotext/pdftoppm missing after install"
 }
 
+do_docker() {
+  step "Docker: engine and compose plugin (deploy/local/docker.sh)"
+  bash "$SCRIPT_DIR/docker.sh" up || die "deploy/local/docker.sh failed"
+}
+
 # ----------------------------------------------------------------- summary ---
 summary() {
   CURRENT_STEP="summary"
@@ -362,6 +368,7 @@ summary() {
     printf '  %-11s %-42s %s\n' "OCR" "tesseract ${tv:-missing}, poppler ${pv:-missing}" \
       "langs: $(tesseract --list-langs 2>/dev/null | grep -xE 'por|eng' | tr '\n' ' ' || true)"
   fi
+  if ! skipped docker; then bash "$SCRIPT_DIR/docker.sh" status || true; fi
 }
 
 # -------------------------------------------------------------------- main ---
@@ -369,7 +376,7 @@ cmd_up() {
   local t0=$SECONDS c
   [[ $EUID -eq 0 ]] || die "run as root (apt-get, make install, pg_ctlcluster)"
   mkdir -p "$LOG_DIR" "$STATE_DIR"
-  for c in rabbitmq postgres minio ocr; do
+  for c in rabbitmq postgres minio ocr docker; do
     if skipped "$c"; then echo "==> $c: skipped (INFRA_SKIP)"; else "do_$c"; fi
   done
   summary
@@ -395,6 +402,6 @@ case "${1:-up}" in
   up) cmd_up ;;
   stop) cmd_stop ;;
   status) mkdir -p "$LOG_DIR"; summary ;;
-  -h|--help|help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' ;;
+  -h|--help|help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) echo "usage: $0 [up|status|stop]" >&2; exit 2 ;;
 esac

@@ -163,7 +163,9 @@ func newComposeHarness(t testing.TB, getenv func(string) string) *Harness {
 	// Traces: the e2e override (deploy/compose/e2e.yml) mounts one host
 	// directory at /traces in every service.
 	h.TracesDir = must(req.mount("/traces"))
-	keys, err := auth.LoadOrCreateDevKeys(must(req.mount("/jwt")))
+	// The stack mounts only the public keys; the signing key beside them
+	// on the host is what lets the tests mint tokens it accepts.
+	keys, err := auth.LoadOrCreateDevKeys(filepath.Dir(must(req.mount("/jwt/jwks.json"))))
 	if err != nil {
 		t.Fatalf("harness: the stack's JWT keys: %v", err)
 	}

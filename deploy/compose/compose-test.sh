@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# make compose-test: the platform in containers, proved by the e2e suites.
+#
+#   1. build the local stand-in images (deploy/docker/local/build.sh; seconds when warm)
+#   2. build the service images and `docker compose up --wait` with the e2e layer
+#      (deploy/compose/e2e.yml: spans and mails written to host directories)
+#   3. run the request-flow and document-flow suites against the published ports
+#      (E2E_TARGET=compose: the harness reads ports, keys and mounts with docker inspect)
+#   4. print `docker compose ps` and each container's health
+#   5. `down -v`, whatever happened
+#
+# COMPOSE_ENV picks the images and ports (default: the stand-ins, deploy/docker/local/local.env);
+# an empty COMPOSE_ENV uses the public images on the default ports.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+GO=${GO:-go}
+COMPOSE_ENV=${COMPOSE_ENV-$root/deploy/docker/local/local.env}
+WAIT=${COMPOSE_WAIT:-600}
+work=$root/.data/compose-test
+t0=$SECONDS
+
+step() { echo "==> $* ($((SECONDS - t0)) s)"; }
+die() { echo "!!! compose-test: $*" >&2; exit 1; }
+
+timeout 10 docker info >/dev/null 2>&1 || die "no container engine answers (docker info): run 'make infra' (deploy/local/docker.sh)"
+docker compose version >/dev/null 2>&1 || die "no 'docker compose' plugin: run 'make infra' (deploy/local/docker.sh)"
+
+compose=(docker compose -f docker-compose.yml -f e2e.yml)
+[[ -n "$COMPOSE_ENV" ]] && compose+=(--env-file "$COMPOSE_ENV")
+
+if [[ "$COMPOSE_ENV" == "$root/deploy/docker/local/local.env" ]]; then
+  step "stand-in images (deploy/docker/local/build.sh)"
+  bash deploy/docker/local/build.sh
+fi
+
+step "host directories for spans and mails in $work"
+rm -rf "$work"
+mkdir -p "$work/traces" "$work/mail"
+# The services write spans as their own user (65532).
+chmod 0777 "$work/traces"
+export E2E_TRACES_DIR=$work/traces E2E_MAIL_DIR=$work/mail
+
+step "development JWT keys in .data/jwt"
+test -f .data/jwt/jwks.json || $GO run ./pkg/fabric/cmd/fabricctl token --keys-dir .data/jwt >/dev/null
+
+down() {
+  step "docker compose down -v"
+  (cd deploy/compose && "${compose[@]}" down -v --remove-orphans >/dev/null 2>&1) || echo "!!! compose down failed" >&2
+}
+trap down EXIT
+
+status() {
+  (cd deploy/compose && "${compose[@]}" ps -a)
+  echo "health:"
+  for id in $(cd deploy/compose && "${compose[@]}" ps -a -q); do
+    docker inspect -f '  {{.Name}}: {{.State.Status}}{{if .State.Health}}, {{.State.Health.Status}}{{end}}{{if eq .State.Status "exited"}} (exit {{.State.ExitCode}}){{end}}' "$id"
+  done
+}
+
+step "docker compose build"
+(cd deploy/compose && "${compose[@]}" build)
+step "docker compose up --wait (at most $WAIT s)"
+if ! (cd deploy/compose && "${compose[@]}" up -d --wait --wait-timeout "$WAIT"); then
+  status
+  (cd deploy/compose && "${compose[@]}" logs --tail 40) || true
+  die "the stack did not come up healthy"
+fi
+step "stack healthy"
+status
+
+step "e2e suites against the containers (E2E_TARGET=compose)"
+rc=0
+(cd e2e && E2E_TARGET=compose $GO test -count=1 -timeout 15m -run '^(TestRequestFlow|TestDocumentFlow)$' ./) || rc=$?
+step "after the suites"
+status
+[[ $rc -eq 0 ]] || die "e2e suites failed against the compose stack"
+step "compose-test passed"
