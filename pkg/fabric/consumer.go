@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/agora-platform/agora/pkg/fabric/text"
 	"log/slog"
 	"runtime"
 	"runtime/debug"
@@ -202,12 +203,19 @@ func (c *Consumer) watchDepth(ctx context.Context) {
 // channel loss. On cancellation it stops taking deliveries, lets in-flight
 // handlers finish (up to ShutdownTimeout), lets their acks reach the broker
 // and returns nil. Unacked messages return to the queue: nothing is lost.
+// Every goroutine Run starts has ended when it returns.
 func (c *Consumer) Run(ctx context.Context) error {
 	// Handlers outlive a cancelled Run ctx so a shutdown does not fail work
 	// half done; hardStop cuts them off after ShutdownTimeout.
 	handlerCtx, hardStop := context.WithCancel(context.WithoutCancel(ctx))
 	defer hardStop()
-	go c.watchDepth(ctx)
+	// Run can also return with ctx live (the connection was closed for
+	// good): the watcher gets a ctx of its own to stop it then.
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	var watcher sync.WaitGroup
+	watcher.Go(func() { c.watchDepth(watchCtx) })
+	defer watcher.Wait()
+	defer stopWatch()
 	for {
 		if ctx.Err() != nil {
 			return nil
@@ -321,16 +329,7 @@ func (c *Consumer) admit(d amqp.Delivery) (envelope.Envelope, *refusal) {
 		return env, &refusal{ReasonInvalidEnvelope, err}
 	}
 	if _, err := c.reg.CheckIncoming(env); err != nil {
-		switch {
-		case errors.Is(err, registry.ErrUnknownType):
-			return env, &refusal{ReasonUnknownType, err}
-		case errors.Is(err, registry.ErrSchema):
-			return env, &refusal{ReasonSchema, err}
-		case errors.Is(err, envelope.ErrMissingField) && strings.Contains(err.Error(), "tenantId"):
-			return env, &refusal{ReasonTenantMissing, err}
-		default:
-			return env, &refusal{ReasonInvalidEnvelope, err}
-		}
+		return env, &refusal{checkReason(err), err}
 	}
 	if h := headerString(d.Headers, HeaderTenant); h != env.TenantID {
 		return env, &refusal{ReasonTenantMismatch,
@@ -347,6 +346,21 @@ func (c *Consumer) admit(d amqp.Delivery) (envelope.Envelope, *refusal) {
 		}
 	}
 	return env, nil
+}
+
+// checkReason is the dead-letter reason for an error of
+// registry.CheckIncoming.
+func checkReason(err error) string {
+	switch {
+	case errors.Is(err, registry.ErrUnknownType):
+		return ReasonUnknownType
+	case errors.Is(err, registry.ErrSchema):
+		return ReasonSchema
+	case envelope.IsFieldError(err, envelope.ErrMissingField, "tenantId"):
+		return ReasonTenantMissing
+	default:
+		return ReasonInvalidEnvelope
+	}
 }
 
 // takeBatch returns first and whatever else deliveries holds right now, up
@@ -497,7 +511,12 @@ func (c *Consumer) callBatch(ctx context.Context, batch []*inFlight) (errs []err
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			errs = all(fmt.Errorf("batch handler panic: %v\n%s", r, debug.Stack()))
+			ids := make([]string, len(batch))
+			for i, m := range batch {
+				ids[i] = m.env.ID
+			}
+			c.log.Error("batch handler panicked", "ids", ids, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			errs = all(fmt.Errorf("batch handler panic: %v", r))
 		}
 	}()
 	errs = c.bh(ctx, in)
@@ -508,10 +527,12 @@ func (c *Consumer) callBatch(ctx context.Context, batch []*inFlight) (errs []err
 }
 
 // call runs the handler, turning a panic into an unknown-class error so one
-// bad message cannot take the consumer down.
+// bad message cannot take the consumer down. The stack is logged: the
+// error alone, all that retries and the DLQ keep, does not say where.
 func (c *Consumer) call(ctx context.Context, env envelope.Envelope) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			c.log.Error("handler panicked", "id", env.ID, "type", env.Type, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			err = fmt.Errorf("handler panic: %v", r)
 		}
 	}()
@@ -548,7 +569,7 @@ func (c *Consumer) forward(ctx context.Context, d amqp.Delivery, exchange, key s
 func (c *Consumer) retry(ctx context.Context, d amqp.Delivery, id string, attempt int, class Class, cause error) {
 	h := forwardHeaders(d.Headers)
 	h[HeaderAttempts] = int32(attempt)
-	h[HeaderError] = truncate(cause.Error(), 1000)
+	h[HeaderError] = text.Truncate(cause.Error(), 1000)
 	h[HeaderErrorClass] = string(class)
 	h[HeaderLastAttempt] = time.Now().UTC().Format(time.RFC3339Nano)
 	if _, ok := h[HeaderOrigExchange]; !ok {
@@ -574,7 +595,7 @@ func (c *Consumer) deadLetter(ctx context.Context, d amqp.Delivery, id string, c
 	h[HeaderEventID] = id
 	h[HeaderConsumer] = c.spec.Queue
 	h[HeaderAttempts] = int32(Attempts(d.Headers) + 1)
-	h[HeaderError] = truncate(cause.Error(), 1000)
+	h[HeaderError] = text.Truncate(cause.Error(), 1000)
 	h[HeaderErrorClass] = string(class)
 	h[HeaderReason] = reason
 	h[HeaderLastAttempt] = time.Now().UTC().Format(time.RFC3339Nano)
@@ -600,11 +621,4 @@ func (c *Consumer) requeue(d amqp.Delivery, id, why string, err error) {
 	if nerr := d.Nack(false, true); nerr != nil {
 		c.log.Warn("nack failed; the broker requeues on channel close", "id", id, "err", nerr)
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

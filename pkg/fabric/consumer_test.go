@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/telemetry"
@@ -488,4 +490,123 @@ func TestDeliveryLimitBackstopDeadLetters(t *testing.T) {
 		d.Nack(false, true)
 	}
 	fabrictest.Eventually(t, 5*time.Second, "message dead-lettered by delivery limit", func() bool { return s.Depth(t, s.spec.DLQ()) == 1 })
+}
+
+// TestRunReturnsOnlyAfterItsGoroutinesEnd: when Run returns, on
+// cancellation or because the application closed the connection, the
+// goroutines it started (queue-depth watcher, handler workers) have ended.
+func TestRunReturnsOnlyAfterItsGoroutinesEnd(t *testing.T) {
+	s := newStack(t)
+	const watcher, workers = "fabric.(*Consumer).watchDepth", "fabric.(*Consumer).session"
+	var handled atomic.Int32
+	h := func(ctx context.Context, e envelope.Envelope) error { handled.Add(1); return nil }
+	start := func(conn *broker.Conn, ctx context.Context) <-chan error {
+		c, err := fabric.NewConsumer(conn, s.Pub, s.Reg, s.spec, h, fabric.ConsumerOptions{DepthInterval: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- c.Run(ctx) }()
+		return done
+	}
+	running := func(what string) {
+		want := handled.Load() + 1
+		if err := s.Pub.Publish(context.Background(), submitted(t, "org-a", "ok")); err != nil {
+			t.Fatal(err)
+		}
+		fabrictest.Eventually(t, 10*time.Second, what, func() bool {
+			return handled.Load() >= want && fabrictest.GoroutinesIn(watcher) > 0
+		})
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := start(s.Conn, ctx)
+	running("a message handled and the depth watcher running")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v, want nil on cancellation", err)
+	}
+	if n, m := fabrictest.GoroutinesIn(watcher), fabrictest.GoroutinesIn(workers); n != 0 || m != 0 {
+		t.Fatalf("after Run returned on cancellation: %d depth watchers and %d workers still running", n, m)
+	}
+
+	// The application closes the connection: Run gives up with an error
+	// while its ctx is still live.
+	conn := s.Vhost.Dial(t)
+	done = start(conn, context.Background())
+	running("a message handled and the depth watcher running")
+	conn.Close()
+	if err := <-done; !errors.Is(err, broker.ErrClosed) {
+		t.Fatalf("Run = %v, want broker.ErrClosed", err)
+	}
+	if n, m := fabrictest.GoroutinesIn(watcher), fabrictest.GoroutinesIn(workers); n != 0 || m != 0 {
+		t.Fatalf("after Run returned on a closed connection: %d depth watchers and %d workers still running", n, m)
+	}
+}
+
+// syncBuffer is a log destination handlers write to concurrently.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestHandlerPanicIsLoggedWithItsStack: a panicking handler, single or
+// batch, is still classified unknown (retried, then dead-lettered), and the
+// log shows where it panicked.
+func TestHandlerPanicIsLoggedWithItsStack(t *testing.T) {
+	for _, batch := range []bool{false, true} {
+		t.Run(map[bool]string{false: "handler", true: "batch handler"}[batch], func(t *testing.T) {
+			s := newStack(t)
+			var logs syncBuffer
+			opts := fabric.ConsumerOptions{UnknownRetries: 1, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+			var calls sync.Map
+			if batch {
+				h := behaviourHandler(&calls)
+				s.RunBatch(t, s.spec, func(ctx context.Context, in []fabric.Received) []error {
+					errs := make([]error, len(in))
+					for i, m := range in {
+						errs[i] = h(m.Ctx, m.Env)
+					}
+					return errs
+				}, opts)
+			} else {
+				s.run(t, behaviourHandler(&calls), opts)
+			}
+			e := submitted(t, "org-a", "panic")
+			if err := s.Pub.Publish(context.Background(), e); err != nil {
+				t.Fatal(err)
+			}
+			var dead []amqp.Delivery
+			fabrictest.Eventually(t, 10*time.Second, "the panicking message dead-lettered", func() bool {
+				dead = append(dead, s.dlq(t)...)
+				return len(dead) == 1
+			})
+			if c := dead[0].Headers[fabric.HeaderErrorClass]; c != string(fabric.ClassUnknown) {
+				t.Errorf("class = %v, want unknown", c)
+			}
+			// The handler ran twice (once, one retry): both panics logged.
+			var withStack int
+			for _, line := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(line, "handler bug") && strings.Contains(line, "behaviourHandler") &&
+					strings.Contains(line, "consumer_test.go:") && strings.Contains(line, e.ID) {
+					withStack++
+				}
+			}
+			if withStack < 2 {
+				t.Fatalf("%d log lines show the panic with the handler's stack, want one per call (2):\n%s", withStack, logs.String())
+			}
+		})
+	}
 }

@@ -58,16 +58,24 @@ type Publisher struct {
 	metrics *telemetry.Metrics
 	window  chan struct{}
 
-	pubMu sync.Mutex // serialises sequence numbers and frames on the channel
-	cur   *pubChannel
-	done  chan struct{}
-	once  sync.Once
+	// chMu guards cur and opening only; nobody holds it across I/O, so
+	// a caller waiting for a channel waits on its own ctx.
+	chMu    sync.Mutex
+	cur     *pubChannel
+	opening chan struct{} // closed when the caller opening a channel is done
+	done    chan struct{}
+	once    sync.Once
 }
 
 // pubChannel is one confirm-mode channel and the publishes awaiting its
 // confirms; it dies with the channel.
 type pubChannel struct {
 	ch *amqp.Channel
+	// turn serialises taking a delivery tag and writing the frame: the
+	// broker numbers confirms in the order frames arrive. A channel of
+	// one slot rather than a mutex, so a caller waits for its turn only
+	// as long as its ctx allows.
+	turn chan struct{}
 
 	mu      sync.Mutex
 	pending map[uint64]*Pending
@@ -271,14 +279,19 @@ func (p *Publisher) send(ctx context.Context, m Message, onDone func(error)) (*P
 			return nil, err
 		}
 		pd := &Pending{msgID: m.MessageID, done: make(chan struct{}), release: release, onDone: onDone}
-		p.pubMu.Lock()
+		select {
+		case pc.turn <- struct{}{}:
+		case <-ctx.Done():
+			release()
+			return nil, fmt.Errorf("publish %s: waiting for the channel: %w", m.MessageID, ctx.Err())
+		}
 		seq := pc.ch.GetNextPublishSeqNo()
 		if !pc.track(seq, pd) {
-			p.pubMu.Unlock()
+			<-pc.turn
 			continue // channel died between channel() and track(): take a new one
 		}
 		err = pc.ch.PublishWithContext(ctx, m.Exchange, m.RoutingKey, true, false, pub)
-		p.pubMu.Unlock()
+		<-pc.turn
 		if err != nil {
 			pc.untrack(seq)
 			release()
@@ -291,18 +304,73 @@ func (p *Publisher) send(ctx context.Context, m Message, onDone func(error)) (*P
 	}
 }
 
-// channel returns the live confirm channel, opening one when needed.
+// channel returns the live confirm channel, opening one when needed. One
+// caller opens it (waiting for the broker with its own ctx) while the
+// others wait for that, each with its own ctx; if the opener gives up,
+// the next waiter opens.
 func (p *Publisher) channel(ctx context.Context) (*pubChannel, error) {
-	p.pubMu.Lock()
-	defer p.pubMu.Unlock()
+	for {
+		p.chMu.Lock()
+		select {
+		case <-p.done:
+			p.chMu.Unlock()
+			return nil, ErrClosed
+		default:
+		}
+		if p.cur != nil && !p.cur.isDead() {
+			pc := p.cur
+			p.chMu.Unlock()
+			return pc, nil
+		}
+		if p.opening == nil {
+			opened := make(chan struct{})
+			p.opening = opened
+			p.chMu.Unlock()
+			pc, err := p.open(ctx)
+			p.chMu.Lock()
+			p.opening = nil
+			if err == nil {
+				p.cur = pc
+			}
+			p.chMu.Unlock()
+			close(opened)
+			if err != nil {
+				return nil, err
+			}
+			return p.useUnlessClosed(pc)
+		}
+		opening := p.opening
+		p.chMu.Unlock()
+		select {
+		case <-opening:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("publisher: waiting for a channel: %w", ctx.Err())
+		case <-p.done:
+			return nil, ErrClosed
+		}
+	}
+}
+
+// useUnlessClosed returns pc, or closes it when Close ran while it was
+// being opened (Close saw no channel to close).
+func (p *Publisher) useUnlessClosed(pc *pubChannel) (*pubChannel, error) {
 	select {
 	case <-p.done:
+		p.chMu.Lock()
+		if p.cur == pc {
+			p.cur = nil
+		}
+		p.chMu.Unlock()
+		pc.ch.Close()
+		pc.fail(ErrClosed, p.metrics)
 		return nil, ErrClosed
 	default:
+		return pc, nil
 	}
-	if p.cur != nil && !p.cur.isDead() {
-		return p.cur, nil
-	}
+}
+
+// open opens a confirm-mode channel and starts its confirm listener.
+func (p *Publisher) open(ctx context.Context) (*pubChannel, error) {
 	ch, err := p.conn.Channel(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("publisher: %w", err)
@@ -311,7 +379,7 @@ func (p *Publisher) channel(ctx context.Context) (*pubChannel, error) {
 		ch.Close()
 		return nil, fmt.Errorf("publisher: confirm mode: %w", err)
 	}
-	pc := &pubChannel{ch: ch, pending: map[uint64]*Pending{}, byID: map[string][]uint64{}}
+	pc := &pubChannel{ch: ch, turn: make(chan struct{}, 1), pending: map[uint64]*Pending{}, byID: map[string][]uint64{}}
 	// Confirms buffer holds a full window so the client's reader never waits
 	// on us (it drops a notification after 5 s). Returns are unbuffered on
 	// purpose: the reader hands us a basic.return before it processes the
@@ -321,7 +389,6 @@ func (p *Publisher) channel(ctx context.Context) (*pubChannel, error) {
 	returns := ch.NotifyReturn(make(chan amqp.Return))
 	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
 	go pc.listen(confirms, returns, closed, p.metrics)
-	p.cur = pc
 	return pc, nil
 }
 
@@ -465,10 +532,10 @@ func (pc *pubChannel) fail(err error, m *telemetry.Metrics) {
 // Close fails publishes still waiting and closes the channel.
 func (p *Publisher) Close() error {
 	p.once.Do(func() { close(p.done) })
-	p.pubMu.Lock()
+	p.chMu.Lock()
 	pc := p.cur
 	p.cur = nil
-	p.pubMu.Unlock()
+	p.chMu.Unlock()
 	if pc == nil {
 		return nil
 	}

@@ -3,7 +3,10 @@ package fabric_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/url"
 	"testing"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -82,5 +85,73 @@ func TestMessageAndPropertiesCarryContract(t *testing.T) {
 		d.ContentType != "application/json" || d.DeliveryMode != amqp.Persistent ||
 		d.Headers[fabric.HeaderTenant] != "org-a" || d.Headers[fabric.HeaderCorrelation] != e.CorrelationID {
 		t.Fatalf("delivery properties = %+v", d)
+	}
+}
+
+// TestPublishHonoursEachCallersDeadlineWhileTheChannelIsDown: with the
+// broker unreachable (the vhost refuses the user, its connections closed),
+// a caller with a 50 ms deadline returns in about that time even while
+// another caller waits for a channel with a long one; once the broker is
+// back, publishing resumes.
+func TestPublishHonoursEachCallersDeadlineWhileTheChannelIsDown(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	if err := s.Pub.Publish(ctx, submitted(t, "org-a", "ok")); err != nil {
+		t.Fatal(err)
+	}
+	perms := "/api/permissions/" + url.PathEscape(s.Vhost.Name) + "/" + url.PathEscape(s.Vhost.Env.User)
+	if err := s.Vhost.Mgmt(http.MethodDelete, perms, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	grant := func() error {
+		return s.Vhost.Mgmt(http.MethodPut, perms, map[string]string{"configure": ".*", "write": ".*", "read": ".*"}, nil)
+	}
+	t.Cleanup(func() { _ = grant() })
+	if n := s.Vhost.CloseConnections(t); n == 0 {
+		t.Fatal("no connection closed")
+	}
+
+	const long = 3 * time.Second
+	longDone := make(chan error, 1)
+	started := make(chan struct{})
+	go func() {
+		lctx, cancel := context.WithTimeout(ctx, long)
+		defer cancel()
+		close(started)
+		longDone <- s.Pub.Publish(lctx, submitted(t, "org-a", "ok"))
+	}()
+	<-started
+	// Several short callers one after the other: whichever order the
+	// first of them and the long caller reach the channel in, the later
+	// ones find the long caller waiting for it.
+	for i := range 5 {
+		sctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		begin := time.Now()
+		err := s.Pub.Publish(sctx, submitted(t, "org-a", "ok"))
+		took := time.Since(begin)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("short caller %d: Publish = %v, want its deadline exceeded", i, err)
+		}
+		if took > 500*time.Millisecond {
+			t.Fatalf("short caller %d returned after %s, want about its 50 ms deadline", i, took)
+		}
+	}
+	select {
+	case err := <-longDone:
+		t.Fatalf("the long caller returned (%v) while the broker was still unreachable", err)
+	default:
+	}
+	if err := <-longDone; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("long caller: Publish = %v, want its deadline exceeded", err)
+	}
+
+	if err := grant(); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := s.Pub.Publish(rctx, submitted(t, "org-a", "ok")); err != nil {
+		t.Fatalf("Publish once the broker is back: %v", err)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -308,7 +309,12 @@ func describe(name string, ov any, inOld bool, nv any, inNew bool) string {
 func show(v any) string {
 	s := canon(v)
 	if len(s) > 80 {
-		return s[:77] + "..."
+		// Cut between characters: an enumeration value may be any text.
+		n := 77
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		return s[:n] + "..."
 	}
 	return s
 }

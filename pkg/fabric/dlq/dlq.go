@@ -33,7 +33,26 @@ var (
 	ErrNoReason   = errors.New("dlq: a reason is required")
 	ErrNoFilter   = errors.New("dlq: say which letters: ids, a filter, or all")
 	ErrNotFound   = errors.New("dlq: no such letter")
+	// ErrNotReplayable: the catalog marks the letter's type replayable:
+	// false (its effect is outside the platform, e.g. a message sent to a
+	// citizen, and inboxes cannot make a second one harmless). Such letters
+	// stay in the DLQ; purge them, or have their owner issue them anew.
+	ErrNotReplayable = errors.New("dlq: not replayable")
 )
+
+// NotReplayableError is a replay that left letters in the DLQ because of
+// their type. It wraps ErrNotReplayable.
+type NotReplayableError struct {
+	Types []string // the catalog types refused, sorted
+	IDs   []string // the letters left in the DLQ
+}
+
+func (e *NotReplayableError) Error() string {
+	return fmt.Sprintf("dlq: replay refused for %d letter(s): %s not replayable (replayable: false in the catalog); they stay in the DLQ (purge them instead): %s",
+		len(e.IDs), strings.Join(e.Types, ", "), strings.Join(e.IDs, ", "))
+}
+
+func (e *NotReplayableError) Unwrap() error { return ErrNotReplayable }
 
 // headerReplayWalk marks the copies one replay sends.
 const headerReplayWalk = "x-fabric-replay-walk"
@@ -101,6 +120,7 @@ type Report struct {
 	Matched   []string `json:"matched"`
 	Succeeded int      `json:"succeeded"`
 	Failed    int      `json:"failed"`
+	Refused   []string `json:"refused,omitempty"`
 	Errors    []string `json:"errors,omitempty"`
 	DryRun    bool     `json:"dryRun"`
 }
@@ -311,10 +331,13 @@ func (r Request) check() error {
 // Replay sends matching letters back to their consumer's queue (through the
 // default exchange, to Q alone) with the fabric's failure headers cleared
 // and the attempt count reset, acking each letter only after the broker
-// confirmed its copy. A dry run only reports what would be replayed. Every
-// call, dry or not, writes an audit row.
+// confirmed its copy. Letters of a type the catalog marks replayable: false
+// are left in the DLQ and listed in Report.Refused, and Replay then returns
+// a *NotReplayableError naming their types (after replaying the others). A
+// dry run only reports what would be replayed and refused. Every call, dry
+// or not, writes an audit row.
 func (o *Ops) Replay(ctx context.Context, r Request) (Report, error) {
-	return o.act(ctx, r, "replay", func(d amqp.Delivery, walk string) error {
+	return o.act(ctx, r, "replay", o.checkReplayable, func(d amqp.Delivery, walk string) error {
 		h := amqp.Table{}
 		for k, v := range d.Headers {
 			if strings.HasPrefix(k, "x-fabric-") || k == "x-death" || strings.HasPrefix(k, "x-first-death") || strings.HasPrefix(k, "x-last-death") || k == "x-delivery-count" {
@@ -341,12 +364,30 @@ func (o *Ops) Replay(ctx context.Context, r Request) (Report, error) {
 
 // Purge deletes matching letters (acks them without replay), audited.
 func (o *Ops) Purge(ctx context.Context, r Request) (Report, error) {
-	return o.act(ctx, r, "purge", func(d amqp.Delivery, _ string) error { return d.Ack(false) })
+	return o.act(ctx, r, "purge", nil, func(d amqp.Delivery, _ string) error { return d.Ack(false) })
+}
+
+// checkReplayable returns an error wrapping ErrNotReplayable, naming the
+// type, when the catalog marks d's type replayable: false. Both the AMQP
+// type and the envelope's are checked: they agree when the fabric
+// published the message, and either one being refused is enough.
+func (o *Ops) checkReplayable(d amqp.Delivery) (string, error) {
+	types := []string{d.Type}
+	if e, err := envelope.Decode(d.Body, 0); err == nil && e.Type != d.Type {
+		types = append(types, e.Type)
+	}
+	for _, typ := range types {
+		if def, ok := o.reg.Lookup(typ); ok && !def.Replayable {
+			return typ, fmt.Errorf("%w: %s", ErrNotReplayable, typ)
+		}
+	}
+	return "", nil
 }
 
 // act walks the DLQ applying apply (which must ack on success) to the
-// letters r selects, then audits.
-func (o *Ops) act(ctx context.Context, r Request, action string, apply func(d amqp.Delivery, walk string) error) (Report, error) {
+// letters r selects, except those refuse (if set) turns down, then audits.
+func (o *Ops) act(ctx context.Context, r Request, action string, refuse func(amqp.Delivery) (string, error),
+	apply func(d amqp.Delivery, walk string) error) (Report, error) {
 	if err := r.check(); err != nil {
 		return Report{}, err
 	}
@@ -354,6 +395,7 @@ func (o *Ops) act(ctx context.Context, r Request, action string, apply func(d am
 	// the walk is still running carries the walk's id: leave it for later.
 	walk := uuid.NewString()
 	rep := Report{Action: action, Queue: r.Queue, DryRun: r.DryRun, Matched: []string{}}
+	var refusedTypes []string
 	if r.DryRun {
 		rep.Action = action + "-dry-run"
 	}
@@ -363,6 +405,16 @@ func (o *Ops) act(ctx context.Context, r Request, action string, apply func(d am
 		}
 		if headerString(d.Headers, headerReplayWalk) == walk || !r.Filter.matches(o.letter(r.Queue, d)) {
 			return false, nil
+		}
+		if refuse != nil {
+			if typ, err := refuse(d); err != nil {
+				rep.Refused = append(rep.Refused, d.MessageId)
+				rep.Errors = append(rep.Errors, fmt.Sprintf("%s: %v", d.MessageId, err))
+				if !slices.Contains(refusedTypes, typ) {
+					refusedTypes = append(refusedTypes, typ)
+				}
+				return false, nil
+			}
 		}
 		rep.Matched = append(rep.Matched, d.MessageId)
 		if r.DryRun {
@@ -376,13 +428,24 @@ func (o *Ops) act(ctx context.Context, r Request, action string, apply func(d am
 		rep.Succeeded++
 		return true, nil
 	})
-	result := "ok"
+	var results []string
 	if err != nil {
-		result = "aborted: " + err.Error()
+		results = append(results, "aborted: "+err.Error())
 	} else if rep.Failed > 0 {
-		result = fmt.Sprintf("%d failed", rep.Failed)
+		results = append(results, fmt.Sprintf("%d failed", rep.Failed))
 	}
-	id, aerr := o.writeAudit(context.WithoutCancel(ctx), r, rep, result)
+	var refused error
+	if len(rep.Refused) > 0 {
+		slices.Sort(refusedTypes)
+		refused = &NotReplayableError{Types: refusedTypes, IDs: rep.Refused}
+		results = append(results, fmt.Sprintf("refused %d not replayable (%s)", len(rep.Refused), strings.Join(refusedTypes, ", ")))
+	}
+	result := "ok"
+	if len(results) > 0 {
+		result = strings.Join(results, "; ")
+	}
+	// The audit names the refused letters too: someone asked for them.
+	id, aerr := o.writeAudit(context.WithoutCancel(ctx), r, rep, append(slices.Clone(rep.Matched), rep.Refused...), result)
 	rep.AuditID = id
 	if err != nil {
 		return rep, err
@@ -390,15 +453,18 @@ func (o *Ops) act(ctx context.Context, r Request, action string, apply func(d am
 	if aerr != nil {
 		return rep, aerr
 	}
+	if refused != nil {
+		return rep, refused
+	}
 	return rep, nil
 }
 
-func (o *Ops) writeAudit(ctx context.Context, r Request, rep Report, result string) (int64, error) {
+func (o *Ops) writeAudit(ctx context.Context, r Request, rep Report, ids []string, result string) (int64, error) {
 	var id int64
 	err := o.audit.QueryRow(ctx, fmt.Sprintf(`INSERT INTO %s
 		(operator, reason, action, queue, filter, message_ids, succeeded, failed, result)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`, pgx.Identifier{o.auditSchema, "dlq_audit"}.Sanitize()),
-		r.Operator, r.Reason, rep.Action, r.Queue, r.Filter.String(), rep.Matched, rep.Succeeded, rep.Failed, result).Scan(&id)
+		r.Operator, r.Reason, rep.Action, r.Queue, r.Filter.String(), ids, rep.Succeeded, rep.Failed, result).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("dlq: write audit row (the action itself happened): %w", err)
 	}

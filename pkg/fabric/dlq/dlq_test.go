@@ -8,12 +8,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
@@ -290,4 +292,94 @@ func TestHTTPHandlerRequiresOperatorAndScopesTenant(t *testing.T) {
 		t.Fatalf("replay = %d %s", resp.StatusCode, body)
 	}
 	fabrictest.Eventually(t, 5*time.Second, "org-b's letter alone left", func() bool { return r.f.Depth(t, spec.DLQ()) == 1 })
+
+	// A type the catalog marks replayable: false: 422 naming it, and the
+	// letter stays.
+	send, err := envelope.New("communication.send.v1", "org-a", "test", map[string]any{"channel": "sms", "recipientRef": "c-1", "template": "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := send.Encode()
+	p, err := r.f.Pub.Send(ctx, fabric.Message{Exchange: "", RoutingKey: spec.DLQ(), Body: raw, MessageID: send.ID, Type: send.Type,
+		Headers: amqp.Table{fabric.HeaderTenant: "org-a", fabric.HeaderReason: fabric.ReasonPermanent}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fabrictest.Eventually(t, 5*time.Second, "the send letter in the DLQ", func() bool { return r.f.Depth(t, spec.DLQ()) == 2 })
+	resp, body = call("POST", "/admin/dlq/"+spec.Queue+"/replay", token(auth.RoleOperator), `{"filter":{"all":true},"reason":"fixed"}`)
+	if resp.StatusCode != 422 || resp.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(string(body), "communication.send.v1") {
+		t.Fatalf("replay of a non-replayable letter = %d %s, want a 422 problem naming its type", resp.StatusCode, body)
+	}
+	fabrictest.Eventually(t, 5*time.Second, "both letters still in the DLQ", func() bool { return r.f.Depth(t, spec.DLQ()) == 2 })
+}
+
+// TestReplayRefusesTypesThatAreNotReplayable: a letter whose type the
+// catalog marks replayable: false (communication.send.v1 would message the
+// citizen again) stays in the DLQ with an error naming its type, the rest
+// of the walk is replayed, the audit row says what was refused, and purge
+// still removes the letter.
+func TestReplayRefusesTypesThatAreNotReplayable(t *testing.T) {
+	r := newRig(t)
+	r.broken.Store(false)
+	ctx := context.Background()
+	send, err := envelope.New("communication.send.v1", "org-a", "test", map[string]any{
+		"channel": "sms", "recipientRef": "citizen-1", "template": "reminder"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayable := submitted(t, "org-a")
+	for _, e := range []envelope.Envelope{send, replayable} {
+		body, err := e.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := r.f.Pub.Send(ctx, fabric.Message{Exchange: "", RoutingKey: spec.DLQ(), Body: body, MessageID: e.ID, Type: e.Type,
+			Headers: amqp.Table{fabric.HeaderTenant: "org-a", fabric.HeaderReason: fabric.ReasonPermanent, fabric.HeaderConsumer: spec.Queue}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fabrictest.Eventually(t, 5*time.Second, "2 letters in the DLQ", func() bool { return r.f.Depth(t, spec.DLQ()) == 2 })
+
+	req := dlq.Request{Queue: spec.Queue, Filter: dlq.Filter{All: true}, Operator: "ana", Reason: "downstream fixed"}
+	dryReq := req
+	dryReq.DryRun = true
+	dry, err := r.ops.Replay(ctx, dryReq)
+	if !errors.Is(err, dlq.ErrNotReplayable) || len(dry.Refused) != 1 || len(dry.Matched) != 1 {
+		t.Fatalf("dry run = %+v, %v; want %s refused up front and ErrNotReplayable", dry, err, send.ID)
+	}
+	rep, err := r.ops.Replay(ctx, req)
+	if !errors.Is(err, dlq.ErrNotReplayable) || !strings.Contains(err.Error(), "communication.send.v1") {
+		t.Fatalf("Replay error = %v, want ErrNotReplayable naming communication.send.v1", err)
+	}
+	if rep.Succeeded != 1 || len(rep.Refused) != 1 || rep.Refused[0] != send.ID || len(rep.Matched) != 1 || rep.Matched[0] != replayable.ID {
+		t.Fatalf("report = %+v, want %s replayed and %s refused", rep, replayable.ID, send.ID)
+	}
+	fabrictest.Eventually(t, 10*time.Second, "the replayable letter's effect", func() bool { return r.effects(t)[replayable.ID] == 1 })
+	fabrictest.Eventually(t, 5*time.Second, "the refused letter back in the DLQ", func() bool { return r.f.Depth(t, spec.DLQ()) == 1 })
+	left, err := r.ops.List(ctx, spec.Queue, 0)
+	if err != nil || len(left) != 1 || left[0].MessageID != send.ID {
+		t.Fatalf("DLQ after replay = %+v, %v; want only %s", left, err, send.ID)
+	}
+
+	audit, err := r.ops.Audit(ctx, spec.Queue, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := audit[0]; a.Action != "replay" || !strings.Contains(a.Result, "refused") || !strings.Contains(a.Result, "communication.send.v1") ||
+		!slices.Contains(a.MessageIDs, send.ID) {
+		t.Errorf("audit row = %+v, want the refusal recorded", a)
+	}
+
+	pur, err := r.ops.Purge(ctx, dlq.Request{Queue: spec.Queue, Filter: dlq.Filter{IDs: []string{send.ID}}, Operator: "ana", Reason: "not to be sent twice"})
+	if err != nil || pur.Succeeded != 1 {
+		t.Fatalf("purge = %+v, %v; want the refused letter purged", pur, err)
+	}
+	fabrictest.Eventually(t, 5*time.Second, "empty DLQ after purge", func() bool { return r.f.Depth(t, spec.DLQ()) == 0 })
 }

@@ -103,6 +103,10 @@ func Handler(ops *Ops, queues []string) http.Handler {
 			switch {
 			case errors.Is(err, ErrNoReason), errors.Is(err, ErrNoFilter), errors.Is(err, ErrNoOperator):
 				problem.Error(w, r, http.StatusUnprocessableEntity, err.Error())
+			case errors.Is(err, ErrNotReplayable):
+				// The other letters were replayed: the report goes along.
+				problem.Write(w, r, problem.Details{Status: http.StatusUnprocessableEntity, Detail: err.Error(),
+					Errors: map[string]any{"report": rep}})
 			case err != nil:
 				problem.Error(w, r, http.StatusBadGateway, err.Error())
 			default:

@@ -60,6 +60,32 @@ var (
 	ErrCausationCycle = errors.New("CAUSATION_CYCLE")
 )
 
+// FieldError is a missing or invalid envelope field. It wraps
+// ErrMissingField or ErrInvalidField; callers that act on which field it
+// was (a missing tenant is dead-lettered as TENANT_MISSING) take it with
+// errors.As rather than reading the message.
+type FieldError struct {
+	Field string // the JSON name, e.g. "tenantId"
+	Err   error  // ErrMissingField or ErrInvalidField
+	Why   string // what is wrong with an invalid field
+}
+
+func (e *FieldError) Error() string {
+	if e.Why == "" {
+		return fmt.Sprintf("%v: %s", e.Err, e.Field)
+	}
+	return fmt.Sprintf("%v: %s: %s", e.Err, e.Field, e.Why)
+}
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// IsFieldError reports whether err is kind (ErrMissingField or
+// ErrInvalidField) for field.
+func IsFieldError(err error, kind error, field string) bool {
+	var fe *FieldError
+	return errors.As(err, &fe) && fe.Field == field && errors.Is(fe.Err, kind)
+}
+
 // typePattern is `<domain>.<name>[.<name>…].v<N>`: lowercase dotted words,
 // hyphens allowed inside words, and a mandatory version suffix.
 var typePattern = regexp.MustCompile(`^[a-z][a-z0-9-]*(\.[a-z][a-z0-9-]*)+\.v[1-9][0-9]*$`)
@@ -282,8 +308,8 @@ func (e Envelope) ValidateIncoming(tenantRequired bool) error {
 }
 
 func (e Envelope) validate(tenantRequired, ownID bool) error {
-	missing := func(name string) error { return fmt.Errorf("%w: %s", ErrMissingField, name) }
-	invalid := func(name, why string) error { return fmt.Errorf("%w: %s: %s", ErrInvalidField, name, why) }
+	missing := func(name string) error { return &FieldError{Field: name, Err: ErrMissingField} }
+	invalid := func(name, why string) error { return &FieldError{Field: name, Err: ErrInvalidField, Why: why} }
 	switch {
 	case e.ID == "":
 		return missing("id")

@@ -39,6 +39,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/broker"
+	"github.com/agora-platform/agora/pkg/fabric/edge"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
 	"github.com/agora-platform/agora/pkg/fabric/migrations"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
@@ -394,7 +395,9 @@ func (h *Host) Serve(ctx context.Context, routes http.Handler, ready func(addr s
 	mux.HandleFunc("GET /readyz", h.handleReady)
 	mux.Handle("GET /metrics", h.metricsH)
 	if routes != nil {
-		mux.Handle("/", telemetry.HTTPServer(h.Tracer)(routes))
+		// Every service's input is checked once here, inside the span so
+		// refusals are traced too (package edge).
+		mux.Handle("/", telemetry.HTTPServer(h.Tracer)(edge.ValidText(routes)))
 	}
 	ln, err := net.Listen("tcp", h.Cfg.HTTPAddr)
 	if err != nil {

@@ -288,3 +288,96 @@ func TestRetentionDeletesOldPublishedRowsInBatches(t *testing.T) {
 		t.Fatalf("pending after retention = %d, want 5 (pending rows are never deleted)", p)
 	}
 }
+
+// failingSender hands messages to the real publisher, except those whose
+// id is in fail: their publish fails with the error given.
+type failingSender struct {
+	outbox.Sender
+	fail map[string]error
+}
+
+func (s failingSender) Send(ctx context.Context, m fabric.Message) (*fabric.Pending, error) {
+	if err, ok := s.fail[m.MessageID]; ok {
+		return nil, err
+	}
+	return s.Sender.Send(ctx, m)
+}
+
+// TestPublishErrorsAreRecordedWhateverTheirText: a publish error longer
+// than last_error's limit, with a multi-byte character at the cut, or with
+// a NUL in it, is recorded; PostgreSQL refusing it would fail the whole
+// batch's update and republish the rows the broker had already confirmed.
+func TestPublishErrorsAreRecordedWhateverTheirText(t *testing.T) {
+	f := fabrictest.NewFabric(t, env, desc())
+	s := fabrictest.NewSchema(t, env)
+	ob := outbox.New(f.Reg)
+	var ids []string
+	for i := range 4 {
+		e := submitted(t, i, "agg")
+		ids = append(ids, e.ID)
+		enqueue(t, s, ob, true, outbox.Item{Aggregate: outbox.Aggregate{Type: "request", ID: fmt.Sprint("r", i)}, Envelope: e})
+	}
+	// 1,999 ASCII bytes, then "ç" (2 bytes) straddling the 2,000-byte limit.
+	long := strings.Repeat("a", 1999) + strings.Repeat("ção ", 100)
+	sender := failingSender{Sender: f.Pub, fail: map[string]error{
+		ids[1]: errors.New(long),
+		ids[2]: errors.New("broker said \x00 and \xff"),
+	}}
+	relay := outbox.NewRelay(s.Pool, s.Name, sender, outbox.RelayOptions{})
+	res, err := relay.RelayOnce(context.Background())
+	if err != nil {
+		t.Fatalf("RelayOnce: %v", err)
+	}
+	if res.Published != 2 || res.Failed != 2 {
+		t.Fatalf("RelayOnce = %+v, want 2 published and 2 failed", res)
+	}
+	rows, err := s.Pool.Query(context.Background(), "SELECT id::text, published_at IS NOT NULL, coalesce(last_error, '') FROM outbox_event")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	published := map[string]bool{}
+	for rows.Next() {
+		var id, lastErr string
+		var pub bool
+		if err := rows.Scan(&id, &pub, &lastErr); err != nil {
+			t.Fatal(err)
+		}
+		got[id], published[id] = lastErr, pub
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !published[ids[0]] || !published[ids[3]] || published[ids[1]] || published[ids[2]] {
+		t.Errorf("published = %v, want %s and %s only", published, ids[0], ids[3])
+	}
+	if want := strings.Repeat("a", 1999); got[ids[1]] != want {
+		t.Errorf("last_error of the long error = %d bytes %q…, want the 1,999 bytes before the cut character", len(got[ids[1]]), got[ids[1]][:min(20, len(got[ids[1]]))])
+	}
+	if got[ids[2]] != "broker said  and \uFFFD" {
+		t.Errorf("last_error of the NUL error = %q", got[ids[2]])
+	}
+}
+
+// TestRunReturnsOnlyAfterItsListenerStops: Run's LISTEN goroutine (and its
+// UNLISTEN on the way out, which gives the pool connection back clean) has
+// ended when Run returns. Repeated, since stopping is quick either way.
+func TestRunReturnsOnlyAfterItsListenerStops(t *testing.T) {
+	f := fabrictest.NewFabric(t, env, desc())
+	s := fabrictest.NewSchema(t, env)
+	relay := outbox.NewRelay(s.Pool, s.Name, f.Pub, outbox.RelayOptions{PollInterval: time.Minute})
+	const listener = "outbox.(*Relay).listen"
+	for i := range 20 {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- relay.Run(ctx) }()
+		fabrictest.Eventually(t, 5*time.Second, "the listener running", func() bool { return fabrictest.GoroutinesIn(listener) == 1 })
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+		if n := fabrictest.GoroutinesIn(listener); n != 0 {
+			t.Fatalf("round %d: %d listener goroutines still running after Run returned", i, n)
+		}
+	}
+}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/agora-platform/agora/pkg/fabric/text"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -116,7 +118,8 @@ func NewRelay(pool *pgxpool.Pool, schema string, pub Sender, opts RelayOptions) 
 // another worker has just published (rows it deferred behind that
 // worker's batch are now free). While the broker or database is
 // unavailable they back off; rows stay pending, so nothing is lost and
-// nothing is skipped.
+// nothing is skipped. Every goroutine Run starts has ended when it returns
+// (the listener's connection is back in the pool, no longer listening).
 func (r *Relay) Run(ctx context.Context) error {
 	wakes := make([]chan struct{}, r.opts.Workers)
 	for i := range wakes {
@@ -134,17 +137,12 @@ func (r *Relay) Run(ctx context.Context) error {
 			}
 		}
 	}
-	go r.listen(ctx, func() { poke(-1) })
-	done := make(chan struct{}, len(wakes))
+	var wg sync.WaitGroup
+	wg.Go(func() { r.listen(ctx, func() { poke(-1) }) })
 	for i, w := range wakes {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			r.work(ctx, i == 0, w, func() { poke(i) })
-		}()
+		wg.Go(func() { r.work(ctx, i == 0, w, func() { poke(i) }) })
 	}
-	for range wakes {
-		<-done
-	}
+	wg.Wait()
 	return nil
 }
 
@@ -371,7 +369,7 @@ func (r *Relay) RelayOnce(ctx context.Context) (Result, error) {
 		delay := r.retryDelay(rw.attempts + 1)
 		upd.Queue(`UPDATE `+r.table()+` SET publication_attempts = publication_attempts + 1,
 			last_error = $2, next_attempt_at = now() + $3::interval WHERE seq = $1`,
-			rw.seq, truncate(rw.err.Error(), 2000), fmt.Sprintf("%d milliseconds", delay.Milliseconds()))
+			rw.seq, text.Truncate(rw.err.Error(), 2000), fmt.Sprintf("%d milliseconds", delay.Milliseconds()))
 	}
 	if len(published) > 0 {
 		upd.Queue(`UPDATE `+r.table()+` SET published_at = clock_timestamp(), publication_attempts = publication_attempts + 1,
@@ -511,12 +509,5 @@ func (r *Relay) Pending(ctx context.Context) (int64, error) {
 }
 
 func (r *Relay) table() string { return pgx.Identifier{r.schema, "outbox_event"}.Sanitize() }
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
-}
 
 var _ Sender = (*fabric.Publisher)(nil)

@@ -298,7 +298,7 @@ func (r *Registry) check(e envelope.Envelope, validate func(tenantRequired bool)
 		return d, err
 	}
 	if d.Scope == ScopeGlobal && e.TenantID != "" {
-		return d, fmt.Errorf("%w: tenantId: %s is GLOBAL and must not carry a tenant", envelope.ErrInvalidField, e.Type)
+		return d, &envelope.FieldError{Field: "tenantId", Err: envelope.ErrInvalidField, Why: e.Type + " is GLOBAL and must not carry a tenant"}
 	}
 	if err := payload(e.Type, e.Payload); err != nil {
 		return d, err

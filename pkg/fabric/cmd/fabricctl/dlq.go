@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -112,7 +113,8 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 		} else {
 			rep, err = ops.Purge(ctx, req)
 		}
-		if err != nil {
+		// A refusal still has a report: the other letters were replayed.
+		if err != nil && !errors.Is(err, dlq.ErrNotReplayable) {
 			return err
 		}
 		verb := map[string]string{"replay": "replayed", "purge": "purged"}[sub]
@@ -127,7 +129,7 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 		for _, e := range rep.Errors {
 			fmt.Fprintln(stdout, "  error: "+e)
 		}
-		return nil
+		return err
 	case "audit":
 		entries, err := ops.Audit(ctx, *queue, *limit)
 		if err != nil {

@@ -129,3 +129,67 @@ func TestDLQReplayDryRunThenReplayIsAudited(t *testing.T) {
 		t.Error("replay without an operator = nil error")
 	}
 }
+
+// TestDLQReplayRefusesNotReplayableTypes: fabricctl dlq replay leaves a
+// communication.send.v1 letter in its DLQ and fails naming the type; purge
+// still removes it.
+func TestDLQReplayRefusesNotReplayableTypes(t *testing.T) {
+	vh := fabrictest.NewVhost(t, env)
+	schema := "fabricctl_audit_" + strings.ToLower(strings.ReplaceAll(vh.Name[len(vh.Name)-8:], "-", ""))
+	getenv := func(k string) string {
+		switch k {
+		case "AMQP_URL":
+			return vh.URL
+		case "DATABASE_URL":
+			return env.DatabaseURL
+		case "FABRIC_OPERATOR":
+			return "ops-ana"
+		}
+		return ""
+	}
+	t.Cleanup(func() {
+		pool, err := pgxpool.New(context.Background(), env.DatabaseURL)
+		if err == nil {
+			pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+			pool.Close()
+		}
+	})
+	fabricctl(t, getenv, "topology", "apply")
+	conn := vh.Dial(t)
+	ch, err := conn.Channel(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	const dlqName = "communication.send-commands.dlq"
+	e, err := envelope.New("communication.send.v1", "org-a", "test", map[string]any{"channel": "sms", "recipientRef": "c-1", "template": "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := e.Encode()
+	if err := ch.PublishWithContext(context.Background(), "", dlqName, false, false, amqp.Publishing{
+		MessageId: e.ID, Type: e.Type, Body: body, Headers: amqp.Table{fabric.HeaderTenant: "org-a", fabric.HeaderReason: fabric.ReasonPermanent}}); err != nil {
+		t.Fatal(err)
+	}
+	depth := func() int {
+		q, err := ch.QueueDeclarePassive(dlqName, true, false, false, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q.Messages
+	}
+	fabrictest.Eventually(t, 5*time.Second, "the letter in "+dlqName, func() bool { return depth() == 1 })
+	q := "--queue=communication.send-commands"
+	var out, errOut bytes.Buffer
+	err = run(context.Background(), []string{"dlq", "replay", q, "--all", "--reason=retry the sms", "--audit-schema=" + schema}, getenv, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "communication.send.v1") || !strings.Contains(out.String(), "0 replayed") {
+		t.Fatalf("dlq replay = %v\n%s", err, out.String())
+	}
+	fabrictest.Eventually(t, 5*time.Second, "the refused letter still in "+dlqName, func() bool { return depth() == 1 })
+	if got := fabricctl(t, getenv, "dlq", "purge", q, "--ids="+e.ID, "--reason=not to be sent twice", "--audit-schema="+schema); !strings.Contains(got, "1 purged") {
+		t.Fatalf("dlq purge = %s", got)
+	}
+	if audit := fabricctl(t, getenv, "dlq", "audit", "--audit-schema="+schema); !strings.Contains(audit, "purge") {
+		t.Errorf("audit = %s", audit)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agora-platform/agora/pkg/fabric/text"
 	"io"
 	"net/http"
 	"strings"
@@ -51,7 +52,7 @@ func (c Client) post(ctx context.Context, path string, body, out any) error {
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 		return fmt.Errorf("POST %s: %s: %w", path, resp.Status, knowledge.ErrUnavailable)
 	case resp.StatusCode >= 300:
-		return fmt.Errorf("POST %s: %s: %s", path, resp.Status, truncate(string(raw), 300))
+		return fmt.Errorf("POST %s: %s: %s", path, resp.Status, text.Truncate(string(raw), 300))
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
 		return fmt.Errorf("POST %s: decode: %w", path, err)
@@ -147,11 +148,4 @@ func (g Generator) Generate(ctx context.Context, question string, passages []kno
 		return "", errors.New("chat completion: empty answer")
 	}
 	return resp.Choices[0].Message.Content, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

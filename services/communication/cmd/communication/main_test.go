@@ -408,6 +408,11 @@ func TestAPI(t *testing.T) {
 		{"tenant B sees nothing", "GET", "/v1/notifications?requestId=" + requestID, attendantB, nil, 200, 0},
 		{"tenant B cannot read tenant A's contact", "GET", "/v1/contacts/citizen-1", attendantB, nil, 404, -1},
 		{"tenant A reads the contact", "GET", "/v1/contacts/citizen-1", attendantA, nil, 200, -1},
+		{"NUL in the path (PUT)", "PUT", "/v1/contacts/a%00b", attendantA, map[string]string{"email": "a@example.org"}, 400, -1},
+		{"NUL in the path (GET)", "GET", "/v1/contacts/a%00b", attendantA, nil, 400, -1},
+		{"invalid UTF-8 in the path", "GET", "/v1/contacts/a%FFb", attendantA, nil, 400, -1},
+		{"NUL in a JSON string", "PUT", "/v1/contacts/citizen-1", citizenA, `{"email":"a@example.org","phone":"+55\u000011"}`, 400, -1},
+		{"NUL in the query", "GET", "/v1/notifications?requestId=" + requestID + "&x=%00", attendantA, nil, 400, -1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

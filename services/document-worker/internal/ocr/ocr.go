@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agora-platform/agora/pkg/fabric/text"
 	"image"
 	_ "image/jpeg" // decoders for the pre-flight check of images
 	_ "image/png"
@@ -155,7 +156,7 @@ func (t Tools) run(ctx context.Context, tool string, args ...string) (string, er
 	}
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
-		return "", &ToolError{Tool: filepath.Base(tool), Code: exit.ExitCode(), Stderr: truncate(stderr.String(), 500)}
+		return "", &ToolError{Tool: filepath.Base(tool), Code: exit.ExitCode(), Stderr: text.Truncate(stderr.String(), 500)}
 	}
 	return "", fmt.Errorf("%s: %w", tool, err)
 }
@@ -176,11 +177,4 @@ func workdir() (string, func(), error) {
 		return "", nil, fmt.Errorf("temp dir: %v: %w", err, document.ErrUnavailable)
 	}
 	return dir, func() { os.RemoveAll(dir) }, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

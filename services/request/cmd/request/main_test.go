@@ -250,6 +250,10 @@ func TestSubmitRejectsMalformedRequests(t *testing.T) {
 		{name: "bad service id", token: citizen, contentType: "application/json", body: `{"serviceId":"a b/c","formId":"f","formVersion":1,"channel":"web","fields":{}}`, status: 422, field: "serviceId"},
 		{name: "too large", token: citizen, contentType: "application/json", body: `{"serviceId":"a","formId":"f","formVersion":1,"channel":"web","fields":{"x":"` + strings.Repeat("x", 300<<10) + `"}}`, status: 413},
 		{name: "bad idempotency key", token: citizen, contentType: "application/json", key: "has space", body: validBody, status: 400},
+		{name: "NUL in a field value", token: citizen, contentType: "application/json", body: `{"serviceId":"a","formId":"f","formVersion":1,"channel":"web","fields":{"x":"a\u0000b"}}`, status: 400},
+		{name: "NUL in a field name", token: citizen, contentType: "application/json", body: `{"serviceId":"a","formId":"f","formVersion":1,"channel":"web","fields":{"a\u0000":"b"}}`, status: 400},
+		{name: "invalid UTF-8 in a field", token: citizen, contentType: "application/json", body: "{\"serviceId\":\"a\",\"formId\":\"f\",\"formVersion\":1,\"channel\":\"web\",\"fields\":{\"x\":\"a\xffb\"}}", status: 400},
+		{name: "unpaired surrogate in a field", token: citizen, contentType: "application/json", body: `{"serviceId":"a","formId":"f","formVersion":1,"channel":"web","fields":{"x":"\ud800"}}`, status: 400},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -767,4 +771,74 @@ func TestUploadDocument(t *testing.T) {
 		t.Errorf("%d objects under tenant=%s/, want 4", objects, tenant)
 	}
 	expectProblem(t, s.do(t, http.MethodGet, "/v1/requests/"+rc.ID+"/documents", s.token(t, "org-other", "attendant-1", "attendant"), nil, nil), 404)
+}
+
+// TestUploadRefusesTruncatedMultipart: a body that ends before the file
+// does, or before the multipart stream's closing boundary, is refused with
+// 400, and nothing of it reaches the bucket, the document table or the
+// outbox (the OCR worker would otherwise read a partial object as whole).
+func TestUploadRefusesTruncatedMultipart(t *testing.T) {
+	s := start(t, nil)
+	tenant := "org-" + randHex(3)
+	owner := s.token(t, tenant, "citizen-1", "citizen")
+	rc := mustSubmit(t, s, owner)
+
+	const boundary = "agora-test-boundary"
+	file := bytes.Repeat([]byte("linha de texto\n"), 20) // 300 bytes of text/plain
+	head := "--" + boundary + "\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.txt\"\r\n" +
+		"Content-Type: text/plain\r\n\r\n"
+	tests := []struct {
+		name   string
+		body   string
+		status int
+	}{
+		{"complete", head + string(file) + "\r\n--" + boundary + "--\r\n", 201},
+		{"close delimiter without the final CRLF", head + string(file) + "\r\n--" + boundary + "--", 201},
+		{"cut mid-file", head + string(file[:150]), 400},
+		{"ends with the file, no boundary", head + string(file), 400},
+		{"ends with the file and CRLF", head + string(file) + "\r\n", 400},
+		{"a delimiter but no closing boundary", head + string(file) + "\r\n--" + boundary + "\r\n", 400},
+		{"closing boundary cut", head + string(file) + "\r\n--" + boundary + "-", 400},
+		{"another part cut after the file", head + string(file) + "\r\n--" + boundary +
+			"\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\nhalf a no", 400},
+	}
+	counts := func(t *testing.T) (rows, outbox, objects int) {
+		t.Helper()
+		ctx := context.Background()
+		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM document WHERE request_id = $1`, rc.ID).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM outbox_event WHERE event_type = 'document.uploaded.v1'
+			AND tenant_id = $1`, tenant).Scan(&outbox); err != nil {
+			t.Fatal(err)
+		}
+		for o := range s.s3.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: "tenant=" + tenant + "/", Recursive: true}) {
+			if o.Err != nil {
+				t.Fatal(o.Err)
+			}
+			objects++
+		}
+		return rows, outbox, objects
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rows0, outbox0, objects0 := counts(t)
+			resp := s.do(t, http.MethodPost, "/v1/requests/"+rc.ID+"/documents", owner, strings.NewReader(tc.body),
+				map[string]string{"Content-Type": "multipart/form-data; boundary=" + boundary})
+			want := 0
+			if tc.status == 201 {
+				if resp.status != 201 {
+					t.Fatalf("upload = %d %s, want 201", resp.status, resp.body)
+				}
+				want = 1
+			} else {
+				expectProblem(t, resp, tc.status)
+			}
+			rows, outbox, objects := counts(t)
+			if rows-rows0 != want || outbox-outbox0 != want || objects-objects0 != want {
+				t.Errorf("after the upload: %d new document rows, %d new outbox rows, %d new objects; want %d of each",
+					rows-rows0, outbox-outbox0, objects-objects0, want)
+			}
+		})
+	}
 }

@@ -9,7 +9,9 @@ import (
 	"io"
 	"log/slog"
 	"mime"
+	"mime/multipart"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -188,62 +190,207 @@ func sniff(head []byte) string {
 func handleUpload(up Uploader, maxBytes int64, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Headroom for the multipart framing; the file itself is counted exactly.
-		r.Body = http.MaxBytesReader(w, r.Body, maxBytes+1<<20)
-		mr, err := r.MultipartReader()
-		if err != nil {
+		body := http.MaxBytesReader(w, r.Body, maxBytes+1<<20)
+		mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if err != nil || (mt != "multipart/form-data" && mt != "multipart/mixed") || params["boundary"] == "" {
 			problem.Error(w, r, http.StatusUnsupportedMediaType, "the body must be multipart/form-data with a part named \"file\"")
 			return
 		}
-		for {
-			part, err := mr.NextPart()
-			if errors.Is(err, io.EOF) {
-				problem.Error(w, r, http.StatusBadRequest, "no part named \"file\"")
-				return
-			}
-			if err != nil {
-				writeError(w, r, log, readError(err))
-				return
-			}
-			if part.FormName() != "file" {
-				part.Close()
-				continue
-			}
-			head := make([]byte, 512)
-			n, err := io.ReadFull(part, head)
-			if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-				writeError(w, r, log, readError(err))
-				return
-			}
-			if n == 0 {
-				problem.Error(w, r, http.StatusBadRequest, "the file is empty")
-				return
-			}
-			head = head[:n]
-			ct := sniff(head)
-			if !slices.Contains(allowedTypes, ct) {
-				problem.Error(w, r, http.StatusUnsupportedMediaType,
-					fmt.Sprintf("content type %s is not accepted; allowed: %s", ct, strings.Join(allowedTypes, ", ")))
-				return
-			}
-			doc, err := up.Upload(r.Context(), actor(r), chi.URLParam(r, "id"), request.Upload{
-				FileName: part.FileName(), ContentType: ct, MaxSize: maxBytes,
-				Body: io.MultiReader(bytes.NewReader(head), part),
-			})
-			if err != nil {
-				writeError(w, r, log, err)
-				return
-			}
-			writeJSON(w, http.StatusCreated, doc)
+		watch := newCloseWatch(body, params["boundary"])
+		file, err := receiveFile(multipart.NewReader(watch, params["boundary"]), watch, maxBytes)
+		if err != nil {
+			writeError(w, r, log, err)
 			return
 		}
+		defer file.Close()
+		if file.size == 0 {
+			problem.Error(w, r, http.StatusBadRequest, "the file is empty")
+			return
+		}
+		ct := sniff(file.head)
+		if !slices.Contains(allowedTypes, ct) {
+			problem.Error(w, r, http.StatusUnsupportedMediaType,
+				fmt.Sprintf("content type %s is not accepted; allowed: %s", ct, strings.Join(allowedTypes, ", ")))
+			return
+		}
+		doc, err := up.Upload(r.Context(), actor(r), chi.URLParam(r, "id"), request.Upload{
+			FileName: file.name, ContentType: ct, MaxSize: maxBytes, Body: file,
+		})
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		writeJSON(w, http.StatusCreated, doc)
 	})
+}
+
+// spooledFile is the part named "file", received whole and kept in a
+// temporary file until it is stored.
+type spooledFile struct {
+	*os.File
+	name string // as the client named it
+	size int64
+	head []byte // the first bytes, for sniffing
+}
+
+// Close closes and deletes the temporary file.
+func (f *spooledFile) Close() error {
+	err := f.File.Close()
+	if rerr := os.Remove(f.File.Name()); rerr != nil && err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// receiveFile reads the multipart body to its closing boundary and returns
+// its part named "file". Nothing may be stored before it returns: a body
+// cut short (mid-file, or before the closing boundary) reads like a
+// shorter file, and an object stored from it would pass for the whole
+// document with the OCR worker.
+func receiveFile(mr *multipart.Reader, watch *closeWatch, maxBytes int64) (*spooledFile, error) {
+	var file *spooledFile
+	fail := func(err error) (*spooledFile, error) {
+		if file != nil {
+			file.Close()
+		}
+		return nil, err
+	}
+	for {
+		part, err := mr.NextPart()
+		// A bare io.EOF is the closing boundary, or a body that stopped
+		// right after a part's opening delimiter (the watch tells them
+		// apart); a body that stops anywhere else makes NextPart return
+		// an error wrapping io.EOF.
+		if err == io.EOF {
+			if !watch.seen {
+				return fail(readError(io.ErrUnexpectedEOF))
+			}
+			break
+		}
+		if err != nil {
+			return fail(readError(err))
+		}
+		if part.FormName() != "file" {
+			// Unused, but read to its end: the stream must still be whole.
+			if _, err := io.Copy(io.Discard, part); err != nil {
+				return fail(readError(err))
+			}
+			continue
+		}
+		if file != nil {
+			return fail(&badRequest{"more than one part named \"file\""})
+		}
+		if file, err = spool(part, maxBytes); err != nil {
+			return fail(err)
+		}
+	}
+	if file == nil {
+		return nil, &badRequest{"no part named \"file\""}
+	}
+	return file, nil
+}
+
+// spool copies part to a temporary file: ErrTooLarge beyond maxBytes, a
+// bad request when the part cannot be read to its end.
+func spool(part *multipart.Part, maxBytes int64) (*spooledFile, error) {
+	tmp, err := os.CreateTemp("", "request-upload-*")
+	if err != nil {
+		return nil, fmt.Errorf("spool upload: %w", err)
+	}
+	f := &spooledFile{File: tmp, name: part.FileName()}
+	src := &readErrors{r: io.LimitReader(part, maxBytes+1)}
+	n, err := io.Copy(tmp, src)
+	switch {
+	case src.err != nil:
+		f.Close()
+		return nil, readError(src.err)
+	case err != nil:
+		f.Close()
+		return nil, fmt.Errorf("spool upload to %s: %w", tmp.Name(), err)
+	case n > maxBytes:
+		f.Close()
+		return nil, request.ErrTooLarge
+	}
+	f.size = n
+	f.head = make([]byte, min(n, 512))
+	if _, err := tmp.ReadAt(f.head, 0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("spool upload %s: read back: %w", tmp.Name(), err)
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("spool upload %s: rewind: %w", tmp.Name(), err)
+	}
+	return f, nil
+}
+
+// readErrors remembers a read error other than io.EOF, so a failing client
+// (400) is told apart from a failing disk (500).
+type readErrors struct {
+	r   io.Reader
+	err error
+}
+
+func (e *readErrors) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && err != io.EOF {
+		e.err = err
+	}
+	return n, err
+}
+
+// closeWatch passes a multipart body through and notes whether its close
+// delimiter ("--" boundary "--" at the start of a line) went by.
+// multipart.Reader answers a bare io.EOF both there and when the body
+// stops right after a part's opening delimiter, so NextPart alone cannot
+// tell a whole body from a cut one. A client never puts its boundary
+// inside the content, so the delimiter seen is the real one.
+type closeWatch struct {
+	r       io.Reader
+	pattern []byte // "\n--<boundary>--"
+	tail    []byte // the last len(pattern)-1 bytes read
+	scratch []byte
+	seen    bool
+}
+
+func newCloseWatch(r io.Reader, boundary string) *closeWatch {
+	pattern := []byte("\n--" + boundary + "--")
+	c := &closeWatch{r: r, pattern: pattern, scratch: make([]byte, 0, 2*len(pattern))}
+	// A body that starts with the close delimiter (no parts) starts a line.
+	c.tail = append(make([]byte, 0, len(pattern)), '\n')
+	return c
+}
+
+func (c *closeWatch) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n == 0 || c.seen {
+		return n, err
+	}
+	keep := len(c.pattern) - 1
+	// The delimiter may straddle two reads: look at the old tail joined
+	// to the start of this read, then at this read alone.
+	span := append(append(c.scratch[:0], c.tail...), p[:min(n, keep)]...)
+	if bytes.Contains(span, c.pattern) || bytes.Contains(p[:n], c.pattern) {
+		c.seen = true
+		return n, err
+	}
+	if n >= keep {
+		c.tail = append(c.tail[:0], p[n-keep:n]...)
+	} else {
+		span = append(append(c.scratch[:0], c.tail...), p[:n]...)
+		c.tail = append(c.tail[:0], span[max(0, len(span)-keep):]...)
+	}
+	return n, err
 }
 
 // readError classifies a failure reading the request body.
 func readError(err error) error {
 	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
+	switch {
+	case errors.As(err, &tooBig):
 		return request.ErrTooLarge
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return &badRequest{"the multipart body ends before its closing boundary: the upload is incomplete"}
 	}
 	return &badRequest{"malformed multipart body: " + err.Error()}
 }
