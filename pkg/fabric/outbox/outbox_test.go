@@ -351,8 +351,10 @@ func TestPublishErrorsAreRecordedWhateverTheirText(t *testing.T) {
 	if !published[ids[0]] || !published[ids[3]] || published[ids[1]] || published[ids[2]] {
 		t.Errorf("published = %v, want %s and %s only", published, ids[0], ids[3])
 	}
-	if want := strings.Repeat("a", 1999); got[ids[1]] != want {
-		t.Errorf("last_error of the long error = %d bytes %q…, want the 1,999 bytes before the cut character", len(got[ids[1]]), got[ids[1]][:min(20, len(got[ids[1]]))])
+	// Cut to 2,000 bytes at a character boundary, the last three of them
+	// the ellipsis that marks the cut.
+	if want := strings.Repeat("a", 1997) + "…"; got[ids[1]] != want {
+		t.Errorf("last_error of the long error = %d bytes %q…, want 1,997 bytes and an ellipsis", len(got[ids[1]]), got[ids[1]][:min(20, len(got[ids[1]]))])
 	}
 	if got[ids[2]] != "broker said  and \uFFFD" {
 		t.Errorf("last_error of the NUL error = %q", got[ids[2]])
