@@ -38,28 +38,8 @@ export DEBIAN_FRONTEND=noninteractive
 if ! command -v go >/dev/null && [[ -x /usr/local/go/bin/go ]]; then PATH="/usr/local/go/bin:$PATH"; fi
 APT_OPTS=(-y -q -o DPkg::Lock::Timeout=300 -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold)
 
-CURRENT_STEP="startup"
-step() { CURRENT_STEP="$*"; echo "==> $*"; }
-info() { echo "    $*"; }
-die()  { echo "!!! docker.sh: step '$CURRENT_STEP' failed: $*" >&2; exit 1; }
-on_err() {
-  echo "!!! docker.sh: step '$CURRENT_STEP' failed (exit $1 at ${BASH_SOURCE[0]}:$2: $BASH_COMMAND)" >&2
-  exit "$1"
-}
-trap 'on_err $? $LINENO' ERR
-
-# run_logged LOGNAME CMD...: run quietly into $LOG_DIR/LOGNAME.log; show its tail on failure
-run_logged() {
-  local log="$LOG_DIR/$1.log" start; shift
-  touch "$log"
-  start=$(($(wc -l <"$log") + 1))
-  echo "---- $(date -Is) $*" >>"$log"
-  if ! "$@" >>"$log" 2>&1; then
-    echo "!!! command failed: $*  (its last lines follow; full log $log)" >&2
-    tail -n "+$start" "$log" | tail -n 40 >&2
-    return 1
-  fi
-}
+# shellcheck source=steps.sh
+. "$(dirname "${BASH_SOURCE[0]}")/steps.sh"
 
 engine_up() { timeout 10 docker info >/dev/null 2>&1; }
 dockerd_pid() {

@@ -59,16 +59,8 @@ if ! command -v go >/dev/null && [[ -x /usr/local/go/bin/go ]]; then PATH="/usr/
 APT_OPTS=(-y -q -o DPkg::Lock::Timeout=300 -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold)
 
 # ----------------------------------------------------------------- helpers ---
-CURRENT_STEP="startup"
-step() { CURRENT_STEP="$*"; echo "==> $*"; }
-info() { echo "    $*"; }
-die()  { echo "!!! infra.sh: step '$CURRENT_STEP' failed: $*" >&2; exit 1; }
-on_err() {
-  local rc=$1 line=$2
-  echo "!!! infra.sh: step '$CURRENT_STEP' failed (exit $rc at ${BASH_SOURCE[0]}:$line: $BASH_COMMAND)" >&2
-  exit "$rc"
-}
-trap 'on_err $? $LINENO' ERR
+# shellcheck source=steps.sh
+. "$(dirname "${BASH_SOURCE[0]}")/steps.sh"
 
 skipped() { [[ " ${INFRA_SKIP//,/ } " == *" $1 "* ]]; }
 
@@ -87,19 +79,6 @@ wait_port() {
 
 # http_code URL [curl args...]: prints the HTTP status (000 when nothing answers)
 http_code() { curl -s -o /dev/null -m 5 -w '%{http_code}' "$@" || true; }
-
-# run_logged LOGNAME CMD...: run quietly into $LOG_DIR/LOGNAME.log; show its tail on failure
-run_logged() {
-  local log="$LOG_DIR/$1.log" start; shift
-  touch "$log"
-  start=$(($(wc -l <"$log") + 1))
-  echo "---- $(date -Is) $*" >>"$log"
-  if ! "$@" >>"$log" 2>&1; then
-    echo "!!! command failed: $*  (its last lines follow; full log $log)" >&2
-    tail -n "+$start" "$log" | tail -n 40 >&2
-    return 1
-  fi
-}
 
 pkg_installed() { [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" == "install ok installed" ]]; }
 

@@ -44,28 +44,8 @@ IMAGES=("$BASE_IMAGE" "$DEBIAN_IMAGE" "$GO_IMAGE" "$RUNTIME_IMAGE" "$RABBITMQ_IM
 export DEBIAN_FRONTEND=noninteractive
 if ! command -v go >/dev/null && [[ -x /usr/local/go/bin/go ]]; then PATH="/usr/local/go/bin:$PATH"; fi
 
-CURRENT_STEP="startup"
-step() { CURRENT_STEP="$*"; echo "==> $*"; }
-info() { echo "    $*"; }
-die()  { echo "!!! build.sh: step '$CURRENT_STEP' failed: $*" >&2; exit 1; }
-on_err() {
-  echo "!!! build.sh: step '$CURRENT_STEP' failed (exit $1 at ${BASH_SOURCE[0]}:$2: $BASH_COMMAND)" >&2
-  exit "$1"
-}
-trap 'on_err $? $LINENO' ERR
-
-# run_logged CMD...: run quietly into $LOG; show its tail on failure
-run_logged() {
-  local start
-  touch "$LOG"
-  start=$(($(wc -l <"$LOG") + 1))
-  echo "---- $(date -Is) $*" >>"$LOG"
-  if ! "$@" >>"$LOG" 2>&1; then
-    echo "!!! command failed: $*  (its last lines follow; full log $LOG)" >&2
-    tail -n "+$start" "$LOG" | tail -n 40 >&2
-    return 1
-  fi
-}
+# shellcheck source=../../local/steps.sh
+. "$REPO_ROOT/deploy/local/steps.sh"
 
 image_id() { docker image inspect -f '{{.Id}}' "$1" 2>/dev/null || true; }
 image_inputs() { docker image inspect -f "{{index .Config.Labels \"$LABEL\"}}" "$1" 2>/dev/null || true; }
@@ -89,7 +69,7 @@ docker_build() {
   info "docker build -t $tag (log $LOG)"
   # The classic builder: these recipes need nothing from BuildKit, and the docker CLI
   # has no buildx plugin here.
-  run_logged env DOCKER_BUILDKIT=0 docker build --label "$LABEL=$hash" \
+  run_logged images env DOCKER_BUILDKIT=0 docker build --label "$LABEL=$hash" \
     --build-arg "BASE_IMAGE=$BASE_IMAGE" -t "$tag" "$@" "$ctx" || die "docker build of $tag failed"
   info "built $tag in $((SECONDS - t0)) s"
 }
@@ -143,8 +123,8 @@ build_base() {
   else
     if ! command -v debootstrap >/dev/null; then
       info "apt-get install debootstrap"
-      run_logged apt-get -q -o DPkg::Lock::Timeout=300 update || die "apt-get update failed"
-      run_logged apt-get install -y -q -o DPkg::Lock::Timeout=300 --no-install-recommends debootstrap \
+      run_logged images apt-get -q -o DPkg::Lock::Timeout=300 update || die "apt-get update failed"
+      run_logged images apt-get install -y -q -o DPkg::Lock::Timeout=300 --no-install-recommends debootstrap \
         || die "apt-get install debootstrap failed"
     fi
     tree="$WORK_DIR/rootfs-$SUITE"
@@ -152,7 +132,7 @@ build_base() {
     mkdir -p "$tree"
     info "debootstrap from $mirror (about a minute)"
     t0=$SECONDS
-    run_logged debootstrap --variant=minbase "$SUITE" "$tree" "$mirror" || { remove_tree "$tree"; die "debootstrap failed"; }
+    run_logged images debootstrap --variant=minbase "$SUITE" "$tree" "$mirror" || { remove_tree "$tree"; die "debootstrap failed"; }
     info "debootstrap done in $((SECONDS - t0)) s"
 
     # The machine's own mirrors, updates and security included, so images get the
@@ -192,7 +172,7 @@ EOF
     printf 'FROM %s\nENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nCMD ["bash"]\n' \
       "$BASE_IMAGE-rootfs" >"$WORK_DIR/base.Dockerfile"
     mkdir -p "$WORK_DIR/ctx/empty"
-    run_logged env DOCKER_BUILDKIT=0 docker build --label "$LABEL=$hash" -t "$BASE_IMAGE" \
+    run_logged images env DOCKER_BUILDKIT=0 docker build --label "$LABEL=$hash" -t "$BASE_IMAGE" \
       -f "$WORK_DIR/base.Dockerfile" "$WORK_DIR/ctx/empty" || die "labelling $BASE_IMAGE failed"
     docker rmi "$BASE_IMAGE-rootfs" >/dev/null
     remove_tree "$tree"
@@ -339,7 +319,7 @@ build_minio() {
     if [[ "$(bin_version "$minio" "$MINIO_MODULE")" != "$pin" ]]; then
       info "go install $MINIO_MODULE@$pin (several minutes; log $LOG)"
       t0=$SECONDS
-      run_logged env CGO_ENABLED=0 GOTOOLCHAIN=local GOBIN="$bin_dir" GOFLAGS="${GOFLAGS:-} -p=$INFRA_GO_BUILD_P" \
+      run_logged images env CGO_ENABLED=0 GOTOOLCHAIN=local GOBIN="$bin_dir" GOFLAGS="${GOFLAGS:-} -p=$INFRA_GO_BUILD_P" \
         nice -n 10 go install "$MINIO_MODULE@$pin" || die "go install $MINIO_MODULE@$pin failed"
       info "built in $((SECONDS - t0)) s"
     fi
@@ -350,7 +330,7 @@ build_minio() {
   else
     info "go install $MC_MODULE@$MC_VERSION (a few minutes the first time; log $LOG)"
     t0=$SECONDS
-    run_logged env CGO_ENABLED=0 GOTOOLCHAIN=local GOBIN="$bin_dir" GOFLAGS="${GOFLAGS:-} -p=$INFRA_GO_BUILD_P" \
+    run_logged images env CGO_ENABLED=0 GOTOOLCHAIN=local GOBIN="$bin_dir" GOFLAGS="${GOFLAGS:-} -p=$INFRA_GO_BUILD_P" \
       nice -n 10 go install "$MC_MODULE@$MC_VERSION" || die "go install $MC_MODULE@$MC_VERSION failed"
     [[ "$(bin_version "$mc" "$MC_MODULE")" == "$MC_VERSION" ]] || die "$mc does not report $MC_VERSION"
     info "built in $((SECONDS - t0)) s"
