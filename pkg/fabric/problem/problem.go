@@ -3,8 +3,15 @@
 package problem
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"io"
+	"net"
 	"net/http"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Details is an RFC 9457 problem object.
@@ -36,4 +43,52 @@ func Write(w http.ResponseWriter, r *http.Request, p Details) {
 // Error writes a problem with status and a detail message.
 func Error(w http.ResponseWriter, r *http.Request, status int, detail string) {
 	Write(w, r, Details{Status: status, Detail: detail})
+}
+
+// Unexpected answers an error no handler case covers: 503 with Retry-After
+// when a dependency failed in a way a retry can fix (see Transient), so a
+// client can tell "try again" (safe with the same Idempotency-Key) from a
+// bug; 500 otherwise. The caller logs err; the body does not carry it.
+func Unexpected(w http.ResponseWriter, r *http.Request, err error) {
+	if Transient(err) {
+		w.Header().Set("Retry-After", "1")
+		Error(w, r, http.StatusServiceUnavailable, "a service the platform depends on is briefly unavailable; retry (with the same Idempotency-Key, if any)")
+		return
+	}
+	Error(w, r, http.StatusInternalServerError, "internal error")
+}
+
+// transientCodes are PostgreSQL conditions that pass: the connection was
+// lost or refused, the server is shutting down or starting, or the
+// transaction lost a race it can win on retry.
+var transientCodes = map[string]bool{
+	"57P01": true, // admin_shutdown: the backend was terminated
+	"57P02": true, // crash_shutdown
+	"57P03": true, // cannot_connect_now: starting up or recovering
+	"53300": true, // too_many_connections
+	"40001": true, // serialization_failure
+	"40P01": true, // deadlock_detected
+}
+
+// Transient reports whether err is a dependency failure a retry may fix:
+// a PostgreSQL connection that could not be made, was lost or timed out,
+// one of transientCodes (or any code of class 08, connection exception),
+// or a deadline that ran out waiting for a dependency.
+func Transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return transientCodes[pgErr.Code] || strings.HasPrefix(pgErr.Code, "08")
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return true
+	}
+	if pgconn.Timeout(err) || pgconn.SafeToRetry(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr)
 }

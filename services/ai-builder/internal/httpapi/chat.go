@@ -78,7 +78,7 @@ func handleChat(chat Asker, log *slog.Logger) http.Handler {
 			return
 		case err != nil:
 			log.ErrorContext(r.Context(), "chat failed", "err", err, "tenant", claims.TenantID)
-			problem.Error(w, r, http.StatusInternalServerError, "the question could not be answered")
+			problem.Unexpected(w, r, err)
 			return
 		}
 		resp := chatResponse{Answer: ans.Text, Citations: make([]citation, len(ans.Citations)), Generated: ans.Generated}

@@ -51,7 +51,7 @@ func handleRequests(store Store, log *slog.Logger) http.HandlerFunc {
 		rows, err := store.Counts(r.Context(), claims.TenantID, rng)
 		if err != nil {
 			log.Error("analytics query", "err", err)
-			problem.Error(w, r, http.StatusInternalServerError, "internal error")
+			problem.Unexpected(w, r, err)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")

@@ -27,7 +27,7 @@ func fail(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 		problem.Error(w, r, http.StatusNotFound, "not found")
 	default:
 		log.Error("request failed", "path", r.URL.Path, "err", err)
-		problem.Error(w, r, http.StatusInternalServerError, "internal error")
+		problem.Unexpected(w, r, err)
 	}
 }
 

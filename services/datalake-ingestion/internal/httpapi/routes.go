@@ -56,7 +56,7 @@ func handleLineage(store Store, log *slog.Logger) http.HandlerFunc {
 			return
 		case err != nil:
 			log.Error("lineage query", "err", err)
-			problem.Error(w, r, http.StatusInternalServerError, "internal error")
+			problem.Unexpected(w, r, err)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")

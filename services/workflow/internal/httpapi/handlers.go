@@ -124,7 +124,7 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		problem.Error(w, r, http.StatusConflict, "the task is already completed")
 	default:
 		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		problem.Error(w, r, http.StatusInternalServerError, "internal error")
+		problem.Unexpected(w, r, err)
 	}
 }
 

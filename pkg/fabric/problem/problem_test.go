@@ -1,0 +1,105 @@
+package problem_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/pkg/fabric/problem"
+)
+
+func TestTransient(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"backend terminated", &pgconn.PgError{Code: "57P01"}, true},
+		{"connection exception class", fmt.Errorf("query: %w", &pgconn.PgError{Code: "08006"}), true},
+		{"serialization failure", &pgconn.PgError{Code: "40001"}, true},
+		{"unique violation", &pgconn.PgError{Code: "23505"}, false},
+		{"invalid text", &pgconn.PgError{Code: "22021"}, false},
+		{"deadline waiting for the pool", fmt.Errorf("acquire: %w", context.DeadlineExceeded), true},
+		{"a bug", errors.New("nil map"), false},
+		{"cancelled by the client", context.Canceled, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := problem.Transient(c.err); got != c.want {
+				t.Errorf("Transient(%v) = %v, want %v", c.err, got, c.want)
+			}
+		})
+	}
+}
+
+// The two real ways the database goes away under a request: the server
+// refuses the connection, and the backend is terminated mid-transaction
+// (pg_terminate_backend, a failover). Both answer 503 with Retry-After;
+// a constraint violation stays a 500.
+func TestUnexpectedAnswers503ForRealDatabaseOutages(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	env := fabrictest.EnvFrom(os.Getenv)
+
+	_, refused := pgx.Connect(ctx, "postgres://postgres@127.0.0.1:1/postgres?connect_timeout=2")
+
+	conn, err := pgx.Connect(ctx, env.DatabaseURL)
+	if err != nil {
+		t.Fatalf("postgres (run `make infra`): %v", err)
+	}
+	defer conn.Close(context.Background())
+	admin, err := pgx.Connect(ctx, env.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var terminated bool
+	if err := admin.QueryRow(ctx, "SELECT pg_terminate_backend($1)", conn.PgConn().PID()).Scan(&terminated); err != nil || !terminated {
+		t.Fatalf("pg_terminate_backend: %v %v", terminated, err)
+	}
+	_, midTx := tx.Exec(ctx, "SELECT 1")
+
+	_, violation := admin.Exec(ctx, "SELECT 1/0")
+
+	for _, c := range []struct {
+		name   string
+		err    error
+		status int
+	}{
+		{"connection refused", refused, http.StatusServiceUnavailable},
+		{"backend terminated mid-transaction", midTx, http.StatusServiceUnavailable},
+		{"division by zero", violation, http.StatusInternalServerError},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.err == nil {
+				t.Fatal("the database gave no error")
+			}
+			rec := httptest.NewRecorder()
+			problem.Unexpected(rec, httptest.NewRequest(http.MethodPost, "/v1/requests", nil), c.err)
+			if rec.Code != c.status {
+				t.Fatalf("%v: status %d, want %d", c.err, rec.Code, c.status)
+			}
+			var p problem.Details
+			if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || p.Status != c.status {
+				t.Errorf("body %s: %v", rec.Body, err)
+			}
+			if retry := rec.Header().Get("Retry-After"); (c.status == http.StatusServiceUnavailable) != (retry != "") {
+				t.Errorf("Retry-After = %q with status %d", retry, c.status)
+			}
+		})
+	}
+}
