@@ -231,8 +231,9 @@ func (o *Ops) browse(ctx context.Context, queue string, fn func(d amqp.Delivery,
 			_ = ch.Nack(tag, false, true)
 		}
 		if acked > 0 {
-			// Acks are asynchronous frames; let them reach the broker
-			// before the channel closes (FIELD-NOTES).
+			// Acks are asynchronous frames; give the broker time to
+			// settle them before the channel closes, or a closing
+			// channel may requeue what was just acked.
 			time.Sleep(100 * time.Millisecond)
 		}
 		ch.Close()

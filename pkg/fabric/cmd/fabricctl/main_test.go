@@ -50,7 +50,10 @@ func TestCatalogAndTopologyCommands(t *testing.T) {
 	}
 }
 
-func TestDLQReplayDryRunThenReplayIsAudited(t *testing.T) {
+// dlqRig gives a test its own vhost, an audit schema dropped at cleanup,
+// and fabricctl's environment for them with an operator set.
+func dlqRig(t *testing.T) (*fabrictest.Vhost, string, func(string) string) {
+	t.Helper()
 	vh := fabrictest.NewVhost(t, env)
 	schema := "fabricctl_audit_" + strings.ToLower(strings.ReplaceAll(vh.Name[len(vh.Name)-8:], "-", ""))
 	getenv := func(k string) string {
@@ -71,6 +74,11 @@ func TestDLQReplayDryRunThenReplayIsAudited(t *testing.T) {
 			pool.Close()
 		}
 	})
+	return vh, schema, getenv
+}
+
+func TestDLQReplayDryRunThenReplayIsAudited(t *testing.T) {
+	vh, schema, getenv := dlqRig(t)
 	if out := fabricctl(t, getenv, "topology", "apply"); !strings.Contains(out, "applied: 4 exchanges") {
 		t.Fatalf("topology apply = %s", out)
 	}
@@ -93,11 +101,12 @@ func TestDLQReplayDryRunThenReplayIsAudited(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(300 * time.Millisecond)
 	q := "--queue=workflow.request-submitted"
-	if out := fabricctl(t, getenv, "dlq", "list", q, "--audit-schema="+schema); strings.Count(out, "PERMANENT_FAILURE") != 3 {
-		t.Fatalf("dlq list = %s", out)
-	}
+	var out string
+	fabrictest.Eventually(t, 10*time.Second, "the three dead letters listed", func() bool {
+		out = fabricctl(t, getenv, "dlq", "list", q, "--audit-schema="+schema)
+		return strings.Count(out, "PERMANENT_FAILURE") == 3
+	})
 	dry := fabricctl(t, getenv, "dlq", "replay", q, "--all", "--reason=smoke test", "--dry-run", "--audit-schema="+schema)
 	if !strings.Contains(dry, "dry run: 3 letters would be replayed") {
 		t.Fatalf("dry run = %s", dry)
@@ -134,26 +143,7 @@ func TestDLQReplayDryRunThenReplayIsAudited(t *testing.T) {
 // communication.send.v1 letter in its DLQ and fails naming the type; purge
 // still removes it.
 func TestDLQReplayRefusesNotReplayableTypes(t *testing.T) {
-	vh := fabrictest.NewVhost(t, env)
-	schema := "fabricctl_audit_" + strings.ToLower(strings.ReplaceAll(vh.Name[len(vh.Name)-8:], "-", ""))
-	getenv := func(k string) string {
-		switch k {
-		case "AMQP_URL":
-			return vh.URL
-		case "DATABASE_URL":
-			return env.DatabaseURL
-		case "FABRIC_OPERATOR":
-			return "ops-ana"
-		}
-		return ""
-	}
-	t.Cleanup(func() {
-		pool, err := pgxpool.New(context.Background(), env.DatabaseURL)
-		if err == nil {
-			pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
-			pool.Close()
-		}
-	})
+	vh, schema, getenv := dlqRig(t)
 	fabricctl(t, getenv, "topology", "apply")
 	conn := vh.Dial(t)
 	ch, err := conn.Channel(context.Background())
