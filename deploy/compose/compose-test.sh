@@ -26,6 +26,21 @@ die() { echo "!!! compose-test: $*" >&2; exit 1; }
 timeout 10 docker info >/dev/null 2>&1 || die "no container engine answers (docker info): run 'make infra' (deploy/local/docker.sh)"
 docker compose version >/dev/null 2>&1 || die "no 'docker compose' plugin: run 'make infra' (deploy/local/docker.sh)"
 
+# A published port that something on the host already holds makes `up` fail at once with
+# an error that is easy to lose in the output; name it before starting anything.
+if [[ -n "$COMPOSE_ENV" ]]; then
+  taken=()
+  while IFS='=' read -r key port; do
+    [[ "$key" == AGORA_*_PORT && "$port" =~ ^[0-9]+$ ]] || continue
+    holder=$(ss -Htanp exclude time-wait "( sport = :$port )" 2>/dev/null | head -1)
+    [[ -z "$holder" ]] || taken+=("$key=$port: $holder")
+  done < "$COMPOSE_ENV"
+  if (( ${#taken[@]} )); then
+    printf '    %s\n' "${taken[@]}" >&2
+    die "published ports already in use on this host (listed above): stop what holds them, or change them in $COMPOSE_ENV (is a stack from 'make compose-up' still running? 'make compose-down')"
+  fi
+fi
+
 compose=(docker compose -f docker-compose.yml -f e2e.yml)
 [[ -n "$COMPOSE_ENV" ]] && compose+=(--env-file "$COMPOSE_ENV")
 
