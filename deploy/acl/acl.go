@@ -11,15 +11,25 @@
 //	exchange.declare / exchange.delete   configure on the exchange
 //	queue.declare / queue.delete         configure on the queue
 //	queue.declare of a NEW queue w/ DLX  + write on the DLX, read on the queue
+//	                                     (a redeclaration checks neither)
 //	queue.bind / queue.unbind            write on the queue, read on the exchange
 //	                                     (+ topic read on the binding key, topic exchanges)
 //	basic.publish                        write on the exchange ("" is checked as
 //	                                     "amq.default"; + topic write on the
 //	                                     routing key, topic exchanges)
 //	basic.consume / basic.get / purge    read on the queue
+//	dead-lettering, TTL expiry           nothing (broker-internal)
+//
+// No user may write on the default exchange, which reaches every queue of
+// the vhost. A consumer's retries (key Q.retry.<n>) and DLQ replays (key Q)
+// travel on platform.retry, a topic exchange, and its retry tiers dead-letter
+// there with key Q. Each service user may write to and bind from
+// platform.retry with its own queues' keys only (topic permissions); a
+// consumer's queues need write and read on it (publish; bind, and the DLX
+// check when its retry queues are first declared).
 //
 // Permission regexes are unanchored in RabbitMQ, so every regex built here is
-// `^(a|b|c)$` over regex-quoted names.
+// `^(a|b|c)$` over regex-quoted names (or patterns, for retry tiers).
 package acl
 
 import (
@@ -39,7 +49,7 @@ import (
 const Vhost = "agora"
 
 // DefaultExchange is the name RabbitMQ checks permissions against when a
-// client publishes to the default exchange "".
+// client publishes to the default exchange "". No user is granted it.
 const DefaultExchange = "amq.default"
 
 // Service is one platform service's messaging footprint that the topology
@@ -103,13 +113,15 @@ type Grant struct {
 	// exchanges come from the definitions (owned by agora-admin) and the
 	// fabric only checks them passively, which needs no permission.
 	ConfigureExchanges []string
-	// WriteExchanges may be published to; "amq.default" is the default exchange.
+	// WriteExchanges may be published to. Never DefaultExchange.
 	WriteExchanges []string
 	// ReadExchanges may be bound from.
 	ReadExchanges []string
 	// PublishKeys are the routing keys per exchange the service publishes with.
 	PublishKeys map[string][]string
 	// BindKeys are the binding keys per exchange the service binds with.
+	// platform.retry is not among them: there a consumer's keys are its own
+	// queues' names, Q.retry.<n> for any n (TopicPermissions).
 	BindKeys map[string][]string
 }
 
@@ -127,40 +139,79 @@ type TopicPermission struct {
 	Write, Read string
 }
 
-// Permissions returns the anchored regexes for g.
+// Permissions returns the anchored regexes for g. A consumer's queue Q and
+// Q.dlq are granted by name, its retry queues as Q.retry.<n> for any n: how
+// many tiers a consumer has is configuration (RETRY_TIERS in tests and
+// demos), which queues belong to whom is the grant.
 func (g Grant) Permissions() Permissions {
+	var own []string
+	for _, c := range g.Consumers {
+		own = append(own, regexp.QuoteMeta(c.Queue), regexp.QuoteMeta(c.DLQ()), retryTierPattern(c.Queue))
+	}
+	with := func(exchanges []string) string {
+		return anchoredPatterns(append(slices.Clone(own), quoteAll(exchanges)...))
+	}
 	return Permissions{
-		Configure: Anchored(append(slices.Clone(g.Queues), g.ConfigureExchanges...)),
-		Write:     Anchored(append(slices.Clone(g.Queues), g.WriteExchanges...)),
-		Read:      Anchored(append(slices.Clone(g.Queues), g.ReadExchanges...)),
+		Configure: with(g.ConfigureExchanges),
+		Write:     with(g.WriteExchanges),
+		Read:      with(g.ReadExchanges),
 	}
 }
 
-// TopicPermissions returns g's routing-key restrictions. Only
-// platform.events is a topic exchange; every user gets an entry for it,
-// because without one RabbitMQ allows every key.
+// TopicPermissions returns g's routing-key restrictions on the two topic
+// exchanges; every user gets an entry for each, because without one
+// RabbitMQ allows every key. On platform.events: the types g publishes and
+// the keys its queues bind with. On platform.retry, for writing and binding
+// alike: Q and Q.retry.<n> (any n ≥ 1) of g's own consumers, nothing for a
+// service that consumes nothing.
 func (g Grant) TopicPermissions() []TopicPermission {
+	var retry []string
+	for _, c := range g.Consumers {
+		retry = append(retry, regexp.QuoteMeta(c.Queue), retryTierPattern(c.Queue))
+	}
+	retryKeys := noKey
+	if len(retry) > 0 {
+		retryKeys = anchoredPatterns(retry)
+	}
 	return []TopicPermission{{
 		Exchange: topology.EventsExchange,
 		Write:    anchoredKeys(g.PublishKeys[topology.EventsExchange]),
 		Read:     anchoredKeys(g.BindKeys[topology.EventsExchange]),
+	}, {
+		Exchange: topology.RetryExchange,
+		Write:    retryKeys,
+		Read:     retryKeys,
 	}}
+}
+
+// retryTierPattern matches the names of queue's retry tiers, Q.retry.<n> for
+// any n ≥ 1 (unanchored; anchoredPatterns anchors it).
+func retryTierPattern(queue string) string {
+	return regexp.QuoteMeta(queue) + `\.retry\.[1-9][0-9]*`
 }
 
 // Anchored returns `^(n1|n2|…)$` over the sorted, de-duplicated, regex-quoted
 // names, or `^$` (RabbitMQ's "nothing") when names is empty. RabbitMQ checks
 // the default exchange "" as "amq.default", so `^$` never matches a real
 // resource.
-func Anchored(names []string) string {
-	set := uniq(names)
+func Anchored(names []string) string { return anchoredPatterns(quoteAll(names)) }
+
+func quoteAll(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = regexp.QuoteMeta(n)
+	}
+	return out
+}
+
+// anchoredPatterns is `^(p1|p2|…)$` over the sorted, de-duplicated
+// patterns, or `^$` when there are none.
+func anchoredPatterns(patterns []string) string {
+	set := uniq(patterns)
 	if len(set) == 0 {
 		return "^$"
 	}
-	quoted := make([]string, len(set))
-	for i, n := range set {
-		quoted[i] = regexp.QuoteMeta(n)
-	}
-	return "^(" + strings.Join(quoted, "|") + ")$"
+	return "^(" + strings.Join(set, "|") + ")$"
 }
 
 // anchoredKeys is Anchored for routing keys, where the empty key is real: a
@@ -169,10 +220,13 @@ func Anchored(names []string) string {
 // PCRE and Go's RE2 (the tests) accept.
 func anchoredKeys(keys []string) string {
 	if len(uniq(keys)) == 0 {
-		return `^[^\s\S]$`
+		return noKey
 	}
 	return Anchored(keys)
 }
+
+// noKey matches no routing key, not even "".
+const noKey = `^[^\s\S]$`
 
 func uniq(in []string) []string {
 	out := slices.Clone(in)
@@ -241,11 +295,16 @@ func Build(topo topology.Description, reg *registry.Registry, services []Service
 		for _, q := range c.Queues() {
 			g.Queues = append(g.Queues, q.Name)
 		}
-		// Retries go to the consumer's own Q.retry.<n> through the default
-		// exchange, dead letters to platform.dead-letter with key Q; declaring
-		// a new queue with a DLX needs write on that exchange too.
-		g.WriteExchanges = append(g.WriteExchanges, DefaultExchange, topology.DeadLetterExchange)
-		g.ReadExchanges = append(g.ReadExchanges, topology.DeadLetterExchange)
+		// Retries go to the consumer's own Q.retry.<n> and replays to Q
+		// through platform.retry (topic permissions hold the keys to the
+		// service's own, TopicPermissions), dead letters to
+		// platform.dead-letter with key Q. Declaring a new queue with a DLX
+		// needs write on that exchange too (retry tiers: platform.retry;
+		// Q: platform.dead-letter). The fabric binds Q.dlq, Q and its retry
+		// tiers from both (FabricBindings). Nothing is granted on the
+		// default exchange.
+		g.WriteExchanges = append(g.WriteExchanges, topology.RetryExchange, topology.DeadLetterExchange)
+		g.ReadExchanges = append(g.ReadExchanges, topology.RetryExchange, topology.DeadLetterExchange)
 		g.BindKeys[topology.DeadLetterExchange] = append(g.BindKeys[topology.DeadLetterExchange], c.Queue)
 		for _, b := range c.Bindings {
 			g.ReadExchanges = append(g.ReadExchanges, b.Exchange)

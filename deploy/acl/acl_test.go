@@ -186,6 +186,9 @@ func TestDefinitionsAgreeWithTopology(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tp := range defs.TopicPermissions {
+		if tp.Exchange != topology.EventsExchange {
+			continue // platform.retry: TestRetryExchangeKeysAreOwned
+		}
 		re := regexp.MustCompile(tp.Write)
 		for _, s := range acl.PlatformServices() {
 			if s.Name != tp.User {
@@ -201,5 +204,119 @@ func TestDefinitionsAgreeWithTopology(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A consumer's retry queues are its own whatever their number (RETRY_TIERS
+// may add tiers), and nothing that merely starts like them is.
+func TestRetryQueuesOfAnyTierAreOwned(t *testing.T) {
+	pol, err := acl.Platform()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range pol.Grants {
+		perm := g.Permissions()
+		res := map[string]*regexp.Regexp{"configure": regexp.MustCompile(perm.Configure),
+			"write": regexp.MustCompile(perm.Write), "read": regexp.MustCompile(perm.Read)}
+		for _, c := range pol.Topology.Consumers {
+			own := c.Service == g.Service
+			cases := map[string]bool{
+				c.Queue + ".retry.1": own, c.Queue + ".retry.9": own, c.Queue + ".retry.12": own,
+				c.Queue + ".retry.0": false, c.Queue + ".retry.": false, c.Queue + ".retry.1.x": false,
+				c.Queue + ".retry.1x": false, c.Queue + "Xretry.1": false, "x" + c.Queue + ".retry.1": false,
+			}
+			for name, want := range cases {
+				for op, re := range res {
+					if got := re.MatchString(name); got != want {
+						t.Errorf("%s: %s %q = %v, want %v", g.Service, op, name, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// Hardening issue 18: the default exchange reaches every queue of the vhost,
+// so no user may write on it (RabbitMQ checks "" as amq.default). Retries
+// and replays travel on platform.retry instead, a topic exchange, where each
+// service user writes and binds its own queues' keys only: Q and
+// Q.retry.<n>. Every service user has a topic permission on it, since
+// without one RabbitMQ allows every key. The committed definitions bind
+// each Q and Q.retry.<n> to it with their own names as keys.
+func TestRetryExchangeKeysAreOwned(t *testing.T) {
+	raw, err := os.ReadFile("../rabbitmq/definitions.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var defs acl.Definitions
+	if err := json.Unmarshal(raw, &defs); err != nil {
+		t.Fatal(err)
+	}
+	var retryEx *acl.DefExchange
+	for i, e := range defs.Exchanges {
+		if e.Name == topology.RetryExchange {
+			retryEx = &defs.Exchanges[i]
+		}
+	}
+	if retryEx == nil || retryEx.Type != "topic" || !retryEx.Durable {
+		t.Fatalf("definitions.json exchange %s = %+v, want a durable topic exchange", topology.RetryExchange, retryEx)
+	}
+	for _, p := range defs.Permissions {
+		if p.User == acl.AdminUser {
+			continue
+		}
+		if regexp.MustCompile(p.Write).MatchString(acl.DefaultExchange) {
+			t.Errorf("%s may write on the default exchange: write %s", p.User, p.Write)
+		}
+		if regexp.MustCompile(p.Write).MatchString(topology.RetryExchange) != regexp.MustCompile(p.Read).MatchString(topology.RetryExchange) {
+			t.Errorf("%s: write and read on %s differ", p.User, topology.RetryExchange)
+		}
+	}
+	topo := acl.PlatformTopology()
+	type keyRe struct{ write, read *regexp.Regexp }
+	retry := map[string]keyRe{}
+	for _, tp := range defs.TopicPermissions {
+		if tp.Exchange == topology.RetryExchange {
+			retry[tp.User] = keyRe{regexp.MustCompile(tp.Write), regexp.MustCompile(tp.Read)}
+		}
+	}
+	for _, s := range acl.PlatformServices() {
+		re, ok := retry[s.Name]
+		if !ok {
+			t.Errorf("%s has no topic permission on %s (RabbitMQ would allow every key)", s.Name, topology.RetryExchange)
+			continue
+		}
+		for _, c := range topo.Consumers {
+			own := c.Service == s.Name
+			keys := map[string]bool{
+				c.Queue: own, c.Queue + ".retry.1": own, c.Queue + ".retry.3": own, c.Queue + ".retry.12": own,
+				c.Queue + ".retry.0": false, c.Queue + ".retry.": false, c.Queue + ".retry.1.x": false,
+				c.Queue + ".retry.1x": false, c.DLQ(): false, c.Queue + ".x": false, "x" + c.Queue: false,
+				c.Queue + ".retry.*": false, c.Queue + ".#": false, "#": false, "": false,
+			}
+			for k, want := range keys {
+				if got := re.write.MatchString(k); got != want {
+					t.Errorf("%s topic write on %s matches %q = %v, want %v", s.Name, topology.RetryExchange, k, got, want)
+				}
+				if got := re.read.MatchString(k); got != want {
+					t.Errorf("%s topic read on %s matches %q = %v, want %v", s.Name, topology.RetryExchange, k, got, want)
+				}
+			}
+		}
+	}
+	bound := map[string]bool{}
+	for _, b := range defs.Bindings {
+		if b.Source == topology.RetryExchange {
+			bound[b.Destination+" <- "+b.RoutingKey] = true
+		}
+	}
+	want := map[string]bool{}
+	for _, c := range topo.Consumers {
+		for _, q := range []string{c.Queue, c.Queue + ".retry.1", c.Queue + ".retry.2", c.Queue + ".retry.3"} {
+			want[q+" <- "+q] = true
+		}
+	}
+	if !reflect.DeepEqual(bound, want) {
+		t.Errorf("definitions.json binds to %s: %v, want %v", topology.RetryExchange, bound, want)
 	}
 }

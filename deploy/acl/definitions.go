@@ -177,8 +177,11 @@ func topologyDefs(topo topology.Description, vhost string) ([]DefExchange, []Def
 			}
 			qs = append(qs, DefQueue{Name: q.Name, Vhost: vhost, Durable: true, Arguments: args})
 		}
-		bs = append(bs, DefBinding{Source: topology.DeadLetterExchange, Vhost: vhost, Destination: c.DLQ(),
-			DestinationType: "queue", RoutingKey: c.Queue, Arguments: map[string]any{}})
+		// Q.dlq to platform.dead-letter, Q and Q.retry.<n> to platform.retry.
+		for _, b := range c.FabricBindings() {
+			bs = append(bs, DefBinding{Source: b.Exchange, Vhost: vhost, Destination: b.Queue,
+				DestinationType: "queue", RoutingKey: b.Key, Arguments: map[string]any{}})
+		}
 		for _, b := range c.Bindings {
 			bs = append(bs, DefBinding{Source: b.Exchange, Vhost: vhost, Destination: c.Queue,
 				DestinationType: "queue", RoutingKey: b.Key, Arguments: map[string]any{}})

@@ -49,7 +49,17 @@ type table struct {
 	topicWrite, topicRead  map[string]bool // on platform.events
 }
 
-func newTable(g acl.Grant) table {
+// newTable is g's table over the world's queue names: g.Queues, and, since a
+// consumer's retry tiers are its own whatever their number (RETRY_TIERS),
+// every name among queueNames that is Q.retry.<n> of one of g's consumers.
+func newTable(g acl.Grant, queueNames []string) table {
+	t := table{g: g}
+	queues := slices.Clone(g.Queues)
+	for _, n := range queueNames {
+		if t.ownRetryTier(n) {
+			queues = append(queues, n)
+		}
+	}
 	set := func(lists ...[]string) map[string]bool {
 		m := map[string]bool{}
 		for _, l := range lists {
@@ -60,9 +70,9 @@ func newTable(g acl.Grant) table {
 		return m
 	}
 	return table{g: g,
-		configure:  set(g.Queues, g.ConfigureExchanges),
-		write:      set(g.Queues, g.WriteExchanges),
-		read:       set(g.Queues, g.ReadExchanges),
+		configure:  set(queues, g.ConfigureExchanges),
+		write:      set(queues, g.WriteExchanges),
+		read:       set(queues, g.ReadExchanges),
 		topicWrite: set(g.PublishKeys[topology.EventsExchange]),
 		topicRead:  set(g.BindKeys[topology.EventsExchange]),
 	}
@@ -75,12 +85,44 @@ func permName(exchange string) string {
 	return exchange
 }
 
+// canPublish: write on the exchange, and on the topic exchanges topic write
+// on the key. The default exchange reaches every queue of the vhost, so no
+// service may publish there whatever its grant says (hardening issue 18):
+// that expectation is the policy itself, not derived from the grant.
 func (t table) canPublish(ex, key string) bool {
-	return t.write[permName(ex)] && (ex != topology.EventsExchange || t.topicWrite[key])
+	if ex == "" {
+		return false
+	}
+	return t.write[permName(ex)] && (ex != topology.EventsExchange || t.topicWrite[key]) &&
+		(ex != topology.RetryExchange || t.ownRetryKey(key))
 }
 
 func (t table) canBind(queue, ex, key string) bool {
-	return t.write[queue] && t.read[ex] && (ex != topology.EventsExchange || t.topicRead[key])
+	return t.write[queue] && t.read[ex] && (ex != topology.EventsExchange || t.topicRead[key]) &&
+		(ex != topology.RetryExchange || t.ownRetryKey(key))
+}
+
+// ownRetryKey: on platform.retry a service may write and bind the keys of
+// its own queues only: Q (replay, end of a retry tier) and its retry tiers.
+func (t table) ownRetryKey(key string) bool {
+	for _, c := range t.g.Consumers {
+		if key == c.Queue {
+			return true
+		}
+	}
+	return t.ownRetryTier(key)
+}
+
+// ownRetryTier: name is Q.retry.<n> of one of the grant's consumers, for
+// any tier n ≥ 1 written without a leading zero.
+func (t table) ownRetryTier(name string) bool {
+	for _, c := range t.g.Consumers {
+		n, ok := strings.CutPrefix(name, c.Queue+".retry.")
+		if ok && n != "" && n[0] != '0' && strings.Trim(n, "0123456789") == "" {
+			return true
+		}
+	}
+	return false
 }
 
 // world is the broker-side fixture shared by all users.
@@ -106,20 +148,27 @@ func newWorld(t *testing.T, pol acl.Policy, reg *registry.Registry, admin *amqp.
 	for _, c := range pol.Topology.Consumers {
 		for _, q := range c.Queues() {
 			st := queueState{args: q.Args}
-			switch q.Name {
-			case c.Queue:
-				st.bindings = c.Bindings
-			case c.DLQ():
-				st.bindings = []topology.Binding{{Exchange: topology.DeadLetterExchange, Key: c.Queue}}
+			if q.Name == c.Queue {
+				st.bindings = slices.Clone(c.Bindings)
+			}
+			for _, b := range c.FabricBindings() {
+				if b.Queue == q.Name {
+					st.bindings = append(st.bindings, topology.Binding{Exchange: b.Exchange, Key: b.Key})
+				}
 			}
 			w.queues[q.Name] = st
 		}
 		// Names that collide by prefix or suffix with real ones: an
-		// unanchored or sloppy regex would grant them.
-		for _, decoy := range []string{c.Queue + "-evil", c.Queue + ".dlqx", c.Queue + ".retry.10", "x" + c.Queue} {
+		// unanchored or sloppy regex would grant them. Q.retry.10 is a tier
+		// the topology does not declare, which the consumer owns all the
+		// same (any n); Q.retry.0 and Q.retry.1x are no tiers at all.
+		for _, decoy := range []string{c.Queue + "-evil", c.Queue + ".dlqx", c.Queue + ".retry.10",
+			c.Queue + ".retry.0", c.Queue + ".retry.1x", "x" + c.Queue} {
 			w.queues[decoy] = queueState{}
 		}
-		w.bindings = append(w.bindings, bindTarget{c.DLQ(), topology.DeadLetterExchange, c.Queue})
+		for _, b := range c.FabricBindings() {
+			w.bindings = append(w.bindings, bindTarget{b.Queue, b.Exchange, b.Key})
+		}
 		for _, b := range c.Bindings {
 			w.bindings = append(w.bindings, bindTarget{c.Queue, b.Exchange, b.Key})
 		}
@@ -134,6 +183,17 @@ func newWorld(t *testing.T, pol acl.Policy, reg *registry.Registry, admin *amqp.
 			bindTarget{c.Queue, topology.WorkExchange, "document.ocr.v1"},
 			bindTarget{c.DLQ(), topology.DeadLetterExchange, other},
 			bindTarget{c.Queue + "-evil", topology.EventsExchange, "request.#"},
+			// platform.retry: another consumer's keys, wildcards, a tier
+			// the topology does not declare (allowed: any n), look-alikes.
+			bindTarget{c.Queue, topology.RetryExchange, other},
+			bindTarget{c.Queue, topology.RetryExchange, other + ".retry.1"},
+			bindTarget{c.Queue, topology.RetryExchange, "#"},
+			bindTarget{c.Queue, topology.RetryExchange, c.Queue + ".#"},
+			bindTarget{c.Queue, topology.RetryExchange, c.Queue + ".retry.*"},
+			bindTarget{c.RetryQueue(1), topology.RetryExchange, c.Queue + ".retry.12"},
+			bindTarget{c.RetryQueue(1), topology.RetryExchange, c.Queue + ".retry.01"},
+			bindTarget{c.DLQ(), topology.RetryExchange, c.DLQ()},
+			bindTarget{c.Queue + "-evil", topology.RetryExchange, c.Queue},
 		)
 	}
 	// Queues named like the platform exchanges: configure/read/write regexes
@@ -149,6 +209,7 @@ func newWorld(t *testing.T, pol acl.Policy, reg *registry.Registry, admin *amqp.
 		topology.Exchange{Name: "platform.events-evil", Type: amqp.ExchangeTopic},
 		topology.Exchange{Name: "platform.eventsx", Type: amqp.ExchangeTopic},
 		topology.Exchange{Name: "xplatform.dead-letter", Type: amqp.ExchangeDirect},
+		topology.Exchange{Name: "platform.retryx", Type: amqp.ExchangeTopic},
 	)
 	w.restoreAll(t)
 	return w
@@ -257,13 +318,28 @@ func (w *world) probes(t *testing.T, tb table) []probe {
 		pubTarget{topology.CommandsExchange, "ai.knowledge.index.v1x"},
 		pubTarget{"platform.events-evil", "request.submitted.v1"},
 		pubTarget{"platform.eventsx", "request.submitted.v1"},
+		pubTarget{topology.RetryExchange, ""},
+		pubTarget{topology.RetryExchange, "#"},
 	)
 	for _, c := range w.pol.Topology.Consumers {
 		pubs = append(pubs,
 			pubTarget{topology.DeadLetterExchange, c.Queue},
+			// The default exchange reaches any queue: refused to everyone.
 			pubTarget{"", c.Queue},
 			pubTarget{"", c.RetryQueue(1)},
 			pubTarget{"", c.DLQ()},
+			// platform.retry: the consumer's own keys only (replay to Q,
+			// retry tiers of any number), nothing else.
+			pubTarget{topology.RetryExchange, c.Queue},
+			pubTarget{topology.RetryExchange, c.RetryQueue(1)},
+			pubTarget{topology.RetryExchange, c.RetryQueue(3)},
+			pubTarget{topology.RetryExchange, c.Queue + ".retry.12"},
+			pubTarget{topology.RetryExchange, c.Queue + ".retry.0"},
+			pubTarget{topology.RetryExchange, c.Queue + ".retry.1.x"},
+			pubTarget{topology.RetryExchange, c.Queue + ".retry.1x"},
+			pubTarget{topology.RetryExchange, c.Queue + "-evil"},
+			pubTarget{topology.RetryExchange, c.DLQ()},
+			pubTarget{"platform.retryx", c.RetryQueue(1)},
 		)
 	}
 	for _, p := range pubs {
@@ -404,7 +480,7 @@ func TestACLMatrix(t *testing.T) {
 	for _, g := range pol.Grants {
 		user := opts.User(g.Service)
 		conn := dialUser(t, env, v.Name, user, acl.DevPassword(user))
-		for _, p := range w.probes(t, newTable(g)) {
+		for _, p := range w.probes(t, newTable(g, w.queueNames)) {
 			if conn.IsClosed() {
 				conn = dialUser(t, env, v.Name, user, acl.DevPassword(user))
 			}
@@ -434,9 +510,10 @@ func TestACLMatrix(t *testing.T) {
 	// Fresh declaration: in a vhost with only the platform exchanges (which
 	// the administrator's definitions own), each user applies every
 	// consumer's topology. Declaring a NEW queue with a dead-letter exchange
-	// also checks write on the DLX (amq.default for retry tiers,
+	// also checks write on the DLX (platform.retry for retry tiers,
 	// platform.dead-letter for the main queue) and read on the queue, which a
-	// redeclaration of an existing queue does not.
+	// redeclaration of an existing queue does not; binding Q and its retry
+	// tiers to platform.retry checks topic read on their keys.
 	fresh := fabrictest.NewVhost(t, env)
 	fopts := opts
 	fopts.Vhost, fopts.Topology = fresh.Name, false

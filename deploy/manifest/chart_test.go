@@ -227,6 +227,9 @@ func checkService(t *testing.T, r rendered, name string, operator bool) {
 	if db := string(sec.Data["DATABASE_URL"]); !strings.HasPrefix(db, "postgres://"+strings.ReplaceAll(name, "-", "_")+":") {
 		t.Errorf("DATABASE_URL does not use the service's own role")
 	}
+	if db := string(sec.Data["DATABASE_MIGRATE_URL"]); !strings.HasPrefix(db, "postgres://"+strings.ReplaceAll(name, "-", "_")+"_owner:") {
+		t.Errorf("DATABASE_MIGRATE_URL does not use the schema's owner role")
+	}
 
 	np, ok := r["NetworkPolicy"][full].(*networkingv1.NetworkPolicy)
 	if !ok {

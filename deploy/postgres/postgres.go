@@ -1,7 +1,15 @@
-// Package postgres provisions the platform's database roles: one login role
-// per service that owns exactly one schema (named like the service, `-` →
-// `_`) and can touch nothing else. The same statements are committed as
-// deploy/postgres/roles.sql for psql (make up, the compose migrate job).
+// Package postgres provisions the platform's database roles. Each service has
+// one schema (named like the service, `-` → `_`) and two login roles that can
+// touch nothing else:
+//
+//   - <schema>_owner owns the schema and everything in it; migrations run as
+//     it (the services' DATABASE_MIGRATE_URL);
+//   - <schema>, the service itself (DATABASE_URL), owns nothing: it may read
+//     and write the owner's tables and use its sequences, but not alter or
+//     drop them, so it cannot switch row-level security off.
+//
+// The same statements are committed as deploy/postgres/roles.sql for psql
+// (make up, the compose roles job).
 package postgres
 
 import (
@@ -36,10 +44,17 @@ type Options struct {
 	// Vector creates the pgvector extension (in schema public, usable by
 	// every role through the default USAGE on public).
 	Vector bool
+	// SharedDatabase leaves the database-wide statements out (PUBLIC's
+	// CONNECT and CREATE on public): for tests that provision a throwaway
+	// schema in a database other tests use too.
+	SharedDatabase bool
 }
 
-// Role returns the role owning schema under o.
+// Role returns the service's (runtime) role for schema under o.
 func (o Options) Role(schema string) string { return schema + o.RoleSuffix }
+
+// Owner returns the role that owns schema and runs its migrations under o.
+func (o Options) Owner(schema string) string { return schema + "_owner" + o.RoleSuffix }
 
 // SQL returns the idempotent provisioning script for the current database,
 // to run as a superuser. Per schema it creates (or resets) a login role with
@@ -57,21 +72,34 @@ func SQL(o Options) string {
 	if o.Vector {
 		b.WriteString("CREATE EXTENSION IF NOT EXISTS vector;\n")
 	}
-	// PostgreSQL 15 already revokes CREATE on public; older servers do not.
-	b.WriteString("REVOKE CREATE ON SCHEMA public FROM PUBLIC;\n")
-	b.WriteString("DO $$ BEGIN EXECUTE format('REVOKE ALL ON DATABASE %I FROM PUBLIC', current_database()); END $$;\n")
+	if !o.SharedDatabase {
+		// PostgreSQL 15 already revokes CREATE on public; older servers do not.
+		b.WriteString("REVOKE CREATE ON SCHEMA public FROM PUBLIC;\n")
+		b.WriteString("DO $$ BEGIN EXECUTE format('REVOKE ALL ON DATABASE %I FROM PUBLIC', current_database()); END $$;\n")
+	}
 	for _, s := range o.Schemas {
-		role := o.Role(s)
-		r, sc, pw := ident(role), ident(s), literal(o.Password(role))
-		fmt.Fprintf(&b, "\n-- %s\n", s)
+		owner, role := o.Owner(s), o.Role(s)
+		ow, r, sc := ident(owner), ident(role), ident(s)
+		fmt.Fprintf(&b, "\n-- %s: %s owns it and migrates it, %s runs the service\n", s, owner, role)
 		// One line per statement: Provision splits the script at ";\n".
-		fmt.Fprintf(&b, "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = %s) THEN CREATE ROLE %s; END IF; END $$;\n", literal(role), r)
-		fmt.Fprintf(&b, "ALTER ROLE %s WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT PASSWORD %s;\n", r, pw)
-		fmt.Fprintf(&b, "ALTER ROLE %s SET search_path = %s, public;\n", r, sc)
-		fmt.Fprintf(&b, "CREATE SCHEMA IF NOT EXISTS %s AUTHORIZATION %s;\n", sc, r)
-		fmt.Fprintf(&b, "ALTER SCHEMA %s OWNER TO %s;\n", sc, r)
+		for _, login := range []string{owner, role} {
+			fmt.Fprintf(&b, "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = %s) THEN CREATE ROLE %s; END IF; END $$;\n", literal(login), ident(login))
+			fmt.Fprintf(&b, "ALTER ROLE %s WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT PASSWORD %s;\n", ident(login), literal(o.Password(login)))
+			fmt.Fprintf(&b, "ALTER ROLE %s SET search_path = %s, public;\n", ident(login), sc)
+			fmt.Fprintf(&b, "DO $$ BEGIN EXECUTE format('GRANT CONNECT, TEMPORARY ON DATABASE %%I TO %%I', current_database(), %s); END $$;\n", literal(login))
+		}
+		fmt.Fprintf(&b, "CREATE SCHEMA IF NOT EXISTS %s AUTHORIZATION %s;\n", sc, ow)
+		fmt.Fprintf(&b, "ALTER SCHEMA %s OWNER TO %s;\n", sc, ow)
+		// Earlier versions let the service role own its schema and tables:
+		// whatever it still owns in this database moves to the owner.
+		fmt.Fprintf(&b, "REASSIGN OWNED BY %s TO %s;\n", r, ow)
 		fmt.Fprintf(&b, "REVOKE ALL ON SCHEMA %s FROM PUBLIC;\n", sc)
-		fmt.Fprintf(&b, "DO $$ BEGIN EXECUTE format('GRANT CONNECT, TEMPORARY ON DATABASE %%I TO %%I', current_database(), %s); END $$;\n", literal(role))
+		fmt.Fprintf(&b, "GRANT USAGE ON SCHEMA %s TO %s;\n", sc, r)
+		// Existing objects now, and everything the owner creates later.
+		fmt.Fprintf(&b, "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %s TO %s;\n", sc, r)
+		fmt.Fprintf(&b, "GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA %s TO %s;\n", sc, r)
+		fmt.Fprintf(&b, "ALTER DEFAULT PRIVILEGES FOR ROLE %s IN SCHEMA %s GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %s;\n", ow, sc, r)
+		fmt.Fprintf(&b, "ALTER DEFAULT PRIVILEGES FOR ROLE %s IN SCHEMA %s GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO %s;\n", ow, sc, r)
 	}
 	return b.String()
 }

@@ -5,65 +5,135 @@ CREATE EXTENSION IF NOT EXISTS vector;
 REVOKE CREATE ON SCHEMA public FROM PUBLIC;
 DO $$ BEGIN EXECUTE format('REVOKE ALL ON DATABASE %I FROM PUBLIC', current_database()); END $$;
 
--- request
+-- request: request_owner owns it and migrates it, request runs the service
+DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'request_owner') THEN CREATE ROLE "request_owner"; END IF; END $$;
+ALTER ROLE "request_owner" WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT PASSWORD 'local-dev-only-request_owner';
+ALTER ROLE "request_owner" SET search_path = "request", public;
+DO $$ BEGIN EXECUTE format('GRANT CONNECT, TEMPORARY ON DATABASE %I TO %I', current_database(), 'request_owner'); END $$;
 DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'request') THEN CREATE ROLE "request"; END IF; END $$;
 ALTER ROLE "request" WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT PASSWORD 'local-dev-only-request';
 ALTER ROLE "request" SET search_path = "request", public;
-CREATE SCHEMA IF NOT EXISTS "request" AUTHORIZATION "request";
-ALTER SCHEMA "request" OWNER TO "request";
-REVOKE ALL ON SCHEMA "request" FROM PUBLIC;
 DO $$ BEGIN EXECUTE format('GRANT CONNECT, TEMPORARY ON DATABASE %I TO %I', current_database(), 'request'); END $$;
+CREATE SCHEMA IF NOT EXISTS "request" AUTHORIZATION "request_owner";
+ALTER SCHEMA "request" OWNER TO "request_owner";
+REASSIGN OWNED BY "request" TO "request_owner";
+REVOKE ALL ON SCHEMA "request" FROM PUBLIC;
+GRANT USAGE ON SCHEMA "request" TO "request";
+GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "request" TO "request";
+GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA "request" TO "request";
+ALTER DEFAULT PRIVILEGES FOR ROLE "request_owner" IN SCHEMA "request" GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO "request";
+ALTER DEFAULT PRIVILEGES FOR ROLE "request_owner" IN SCHEMA "request" GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO "request";
 
--- workflow
+-- workflow: workflow_owner owns it and migrates it, workflow runs the service
+DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'workflow_owner') THEN CREATE ROLE "workflow_owner"; END IF; END $$;
+ALTER ROLE "workflow_owner" WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT PASSWORD 'local-dev-only-workflow_owner';
+ALTER ROLE "workflow_owner" SET search_path = "workflow", public;
+DO $$ BEGIN EXECUTE format('GRANT CONNECT, TEMPORARY ON DATABASE %I TO %I', current_database(), 'workflow_owner'); END $$;
 DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'workflow') THEN CREATE ROLE "workflow"; END IF; END $$;
 ALTER ROLE "workflow" WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT PASSWORD 'local-dev-only-workflow';
 ALTER ROLE "workflow" SET search_path = "workflow", public;
-CREATE SCHEMA IF NOT EXISTS "workflow" AUTHORIZATION "workflow";
-ALTER SCHEMA "workflow" OWNER TO "workflow";
-REVOKE ALL ON SCHEMA "workflow" FROM PUBLIC;
 DO $$ BEGIN EXECUTE format('GRANT CONNECT, TEMPORARY ON DATABASE %I TO %I', current_database(), 'workflow'); END $$;
+CREATE SCHEMA IF NOT EXISTS "workflow" AUTHORIZATION "workflow_owner";
+ALTER SCHEMA "workflow" OWNER TO "workflow_owner";
+REASSIGN OWNED BY "workflow" TO "workflow_owner";
+REVOKE ALL ON SCHEMA "workflow" FROM PUBLIC;
+GRANT USAGE ON SCHEMA "workflow" TO "workflow";
+GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "workflow" TO "workflow";
+GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA "workflow" TO "workflow";
+ALTER DEFAULT PRIVILEGES FOR ROLE "workflow_owner" IN SCHEMA "workflow" GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO "workflow";
+ALTER DEFAULT PRIVILEGES FOR ROLE "workflow_owner" IN SCHEMA "workflow" GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO "workflow";
 
--- communication
+-- communication: communication_owner owns it and migrates it, communication runs the service
+DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'communication_owner') THEN CREATE ROLE "communication_owner"; END IF; END $$;
+ALTER ROLE "communication_owner" WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT PASSWORD 'local-dev-only-communication_owner';
+ALTER ROLE "communication_owner" SET search_path = "communication", public;
+DO $$ BEGIN EXECUTE format('GRANT CONNECT, TEMPORARY ON DATABASE %I TO %I', current_database(), 'communication_owner'); END $$;
 DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'communication') THEN CREATE ROLE "communication"; END IF; END $$;
 ALTER ROLE "communication" WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT PASSWORD 'local-dev-only-communication';
 ALTER ROLE "communication" SET search_path = "communication", public;
-CREATE SCHEMA IF NOT EXISTS "communication" AUTHORIZATION "communication";
-ALTER SCHEMA "communication" OWNER TO "communication";
-REVOKE ALL ON SCHEMA "communication" FROM PUBLIC;
 DO $$ BEGIN EXECUTE format('GRANT CONNECT, TEMPORARY ON DATABASE %I TO %I', current_database(), 'communication'); END $$;
+CREATE SCHEMA IF NOT EXISTS "communication" AUTHORIZATION "communication_owner";
+ALTER SCHEMA "communication" OWNER TO "communication_owner";
+REASSIGN OWNED BY "communication" TO "communication_owner";
+REVOKE ALL ON SCHEMA "communication" FROM PUBLIC;
+GRANT USAGE ON SCHEMA "communication" TO "communication";
+GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "communication" TO "communication";
+GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA "communication" TO "communication";
+ALTER DEFAULT PRIVILEGES FOR ROLE "communication_owner" IN SCHEMA "communication" GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO "communication";
+ALTER DEFAULT PRIVILEGES FOR ROLE "communication_owner" IN SCHEMA "communication" GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO "communication";
 
--- document_worker
+-- document_worker: document_worker_owner owns it and migrates it, document_worker runs the service
+DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'document_worker_owner') THEN CREATE ROLE "document_worker_owner"; END IF; END $$;
+ALTER ROLE "document_worker_owner" WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT PASSWORD 'local-dev-only-document_worker_owner';
+ALTER ROLE "document_worker_owner" SET search_path = "document_worker", public;
+DO $$ BEGIN EXECUTE format('GRANT CONNECT, TEMPORARY ON DATABASE %I TO %I', current_database(), 'document_worker_owner'); END $$;
 DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'document_worker') THEN CREATE ROLE "document_worker"; END IF; END $$;
 ALTER ROLE "document_worker" WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT PASSWORD 'local-dev-only-document_worker';
 ALTER ROLE "document_worker" SET search_path = "document_worker", public;
-CREATE SCHEMA IF NOT EXISTS "document_worker" AUTHORIZATION "document_worker";
-ALTER SCHEMA "document_worker" OWNER TO "document_worker";
-REVOKE ALL ON SCHEMA "document_worker" FROM PUBLIC;
 DO $$ BEGIN EXECUTE format('GRANT CONNECT, TEMPORARY ON DATABASE %I TO %I', current_database(), 'document_worker'); END $$;
+CREATE SCHEMA IF NOT EXISTS "document_worker" AUTHORIZATION "document_worker_owner";
+ALTER SCHEMA "document_worker" OWNER TO "document_worker_owner";
+REASSIGN OWNED BY "document_worker" TO "document_worker_owner";
+REVOKE ALL ON SCHEMA "document_worker" FROM PUBLIC;
+GRANT USAGE ON SCHEMA "document_worker" TO "document_worker";
+GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "document_worker" TO "document_worker";
+GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA "document_worker" TO "document_worker";
+ALTER DEFAULT PRIVILEGES FOR ROLE "document_worker_owner" IN SCHEMA "document_worker" GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO "document_worker";
+ALTER DEFAULT PRIVILEGES FOR ROLE "document_worker_owner" IN SCHEMA "document_worker" GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO "document_worker";
 
--- ai_builder
+-- ai_builder: ai_builder_owner owns it and migrates it, ai_builder runs the service
+DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'ai_builder_owner') THEN CREATE ROLE "ai_builder_owner"; END IF; END $$;
+ALTER ROLE "ai_builder_owner" WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT PASSWORD 'local-dev-only-ai_builder_owner';
+ALTER ROLE "ai_builder_owner" SET search_path = "ai_builder", public;
+DO $$ BEGIN EXECUTE format('GRANT CONNECT, TEMPORARY ON DATABASE %I TO %I', current_database(), 'ai_builder_owner'); END $$;
 DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'ai_builder') THEN CREATE ROLE "ai_builder"; END IF; END $$;
 ALTER ROLE "ai_builder" WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT PASSWORD 'local-dev-only-ai_builder';
 ALTER ROLE "ai_builder" SET search_path = "ai_builder", public;
-CREATE SCHEMA IF NOT EXISTS "ai_builder" AUTHORIZATION "ai_builder";
-ALTER SCHEMA "ai_builder" OWNER TO "ai_builder";
-REVOKE ALL ON SCHEMA "ai_builder" FROM PUBLIC;
 DO $$ BEGIN EXECUTE format('GRANT CONNECT, TEMPORARY ON DATABASE %I TO %I', current_database(), 'ai_builder'); END $$;
+CREATE SCHEMA IF NOT EXISTS "ai_builder" AUTHORIZATION "ai_builder_owner";
+ALTER SCHEMA "ai_builder" OWNER TO "ai_builder_owner";
+REASSIGN OWNED BY "ai_builder" TO "ai_builder_owner";
+REVOKE ALL ON SCHEMA "ai_builder" FROM PUBLIC;
+GRANT USAGE ON SCHEMA "ai_builder" TO "ai_builder";
+GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "ai_builder" TO "ai_builder";
+GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA "ai_builder" TO "ai_builder";
+ALTER DEFAULT PRIVILEGES FOR ROLE "ai_builder_owner" IN SCHEMA "ai_builder" GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO "ai_builder";
+ALTER DEFAULT PRIVILEGES FOR ROLE "ai_builder_owner" IN SCHEMA "ai_builder" GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO "ai_builder";
 
--- datalake_ingestion
+-- datalake_ingestion: datalake_ingestion_owner owns it and migrates it, datalake_ingestion runs the service
+DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'datalake_ingestion_owner') THEN CREATE ROLE "datalake_ingestion_owner"; END IF; END $$;
+ALTER ROLE "datalake_ingestion_owner" WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT PASSWORD 'local-dev-only-datalake_ingestion_owner';
+ALTER ROLE "datalake_ingestion_owner" SET search_path = "datalake_ingestion", public;
+DO $$ BEGIN EXECUTE format('GRANT CONNECT, TEMPORARY ON DATABASE %I TO %I', current_database(), 'datalake_ingestion_owner'); END $$;
 DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'datalake_ingestion') THEN CREATE ROLE "datalake_ingestion"; END IF; END $$;
 ALTER ROLE "datalake_ingestion" WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT PASSWORD 'local-dev-only-datalake_ingestion';
 ALTER ROLE "datalake_ingestion" SET search_path = "datalake_ingestion", public;
-CREATE SCHEMA IF NOT EXISTS "datalake_ingestion" AUTHORIZATION "datalake_ingestion";
-ALTER SCHEMA "datalake_ingestion" OWNER TO "datalake_ingestion";
-REVOKE ALL ON SCHEMA "datalake_ingestion" FROM PUBLIC;
 DO $$ BEGIN EXECUTE format('GRANT CONNECT, TEMPORARY ON DATABASE %I TO %I', current_database(), 'datalake_ingestion'); END $$;
+CREATE SCHEMA IF NOT EXISTS "datalake_ingestion" AUTHORIZATION "datalake_ingestion_owner";
+ALTER SCHEMA "datalake_ingestion" OWNER TO "datalake_ingestion_owner";
+REASSIGN OWNED BY "datalake_ingestion" TO "datalake_ingestion_owner";
+REVOKE ALL ON SCHEMA "datalake_ingestion" FROM PUBLIC;
+GRANT USAGE ON SCHEMA "datalake_ingestion" TO "datalake_ingestion";
+GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "datalake_ingestion" TO "datalake_ingestion";
+GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA "datalake_ingestion" TO "datalake_ingestion";
+ALTER DEFAULT PRIVILEGES FOR ROLE "datalake_ingestion_owner" IN SCHEMA "datalake_ingestion" GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO "datalake_ingestion";
+ALTER DEFAULT PRIVILEGES FOR ROLE "datalake_ingestion_owner" IN SCHEMA "datalake_ingestion" GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO "datalake_ingestion";
 
--- analytics
+-- analytics: analytics_owner owns it and migrates it, analytics runs the service
+DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'analytics_owner') THEN CREATE ROLE "analytics_owner"; END IF; END $$;
+ALTER ROLE "analytics_owner" WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT PASSWORD 'local-dev-only-analytics_owner';
+ALTER ROLE "analytics_owner" SET search_path = "analytics", public;
+DO $$ BEGIN EXECUTE format('GRANT CONNECT, TEMPORARY ON DATABASE %I TO %I', current_database(), 'analytics_owner'); END $$;
 DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'analytics') THEN CREATE ROLE "analytics"; END IF; END $$;
 ALTER ROLE "analytics" WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT PASSWORD 'local-dev-only-analytics';
 ALTER ROLE "analytics" SET search_path = "analytics", public;
-CREATE SCHEMA IF NOT EXISTS "analytics" AUTHORIZATION "analytics";
-ALTER SCHEMA "analytics" OWNER TO "analytics";
-REVOKE ALL ON SCHEMA "analytics" FROM PUBLIC;
 DO $$ BEGIN EXECUTE format('GRANT CONNECT, TEMPORARY ON DATABASE %I TO %I', current_database(), 'analytics'); END $$;
+CREATE SCHEMA IF NOT EXISTS "analytics" AUTHORIZATION "analytics_owner";
+ALTER SCHEMA "analytics" OWNER TO "analytics_owner";
+REASSIGN OWNED BY "analytics" TO "analytics_owner";
+REVOKE ALL ON SCHEMA "analytics" FROM PUBLIC;
+GRANT USAGE ON SCHEMA "analytics" TO "analytics";
+GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "analytics" TO "analytics";
+GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA "analytics" TO "analytics";
+ALTER DEFAULT PRIVILEGES FOR ROLE "analytics_owner" IN SCHEMA "analytics" GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO "analytics";
+ALTER DEFAULT PRIVILEGES FOR ROLE "analytics_owner" IN SCHEMA "analytics" GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO "analytics";

@@ -46,6 +46,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/agora-platform/agora/deploy/deploytest"
+	"github.com/agora-platform/agora/deploy/postgres"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 )
@@ -88,7 +90,8 @@ type Harness struct {
 	TracesDir string
 	// LogsDir holds one log file per service (<key>.log).
 	LogsDir string
-	// DatabaseURL points at the test's own database (superuser: RLS is bypassed).
+	// DatabaseURL points at the test's own database (superuser: RLS is
+	// bypassed). The services run as their own roles in it (deploytest).
 	DatabaseURL string
 	// Vhost is the test's RabbitMQ vhost (management API via Vhost.Mgmt).
 	Vhost *fabrictest.Vhost
@@ -100,6 +103,11 @@ type Harness struct {
 	t     testing.TB
 	mu    sync.Mutex
 	procs map[string]*proc
+
+	// roles and users: each service runs as its own database role and
+	// broker user, with production's grants (processes target only).
+	roles *deploytest.Database
+	users *deploytest.Broker
 
 	stack  *composeStack // E2E_TARGET=compose
 	bucket string        // the stack's data lake bucket
@@ -157,6 +165,8 @@ func New(t testing.TB, getenv func(string) string) *Harness {
 	}
 	h.DatabaseURL = newDatabase(t, env.DatabaseURL)
 	h.Vhost = fabrictest.NewVhost(t, env)
+	h.roles = deploytest.NewDatabase(t, h.DatabaseURL)
+	h.users = deploytest.NewBroker(t, h.Vhost)
 	keys, err := auth.LoadOrCreateDevKeys(filepath.Join(dir, "keys"))
 	if err != nil {
 		t.Fatalf("dev keys: %v", err)
@@ -249,16 +259,18 @@ func (h *Harness) Start(t testing.TB, name string, opts ...Option) {
 		t.Fatalf("harness: free port: %v", err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	schema := postgres.SchemaOf(name)
 	env := map[string]string{
-		"AMQP_URL":         h.Vhost.URL,
-		"DATABASE_URL":     h.DatabaseURL,
-		"S3_ENDPOINT":      h.S3Endpoint,
-		"S3_ACCESS_KEY":    h.S3AccessKey,
-		"S3_SECRET_KEY":    h.S3SecretKey,
-		"HTTP_ADDR":        addr,
-		"JWT_KEYS":         h.Keys.JWKSPath,
-		"JWT_ISSUER":       auth.DevIssuer,
-		"OTEL_TRACES_FILE": filepath.Join(h.TracesDir, sc.key+".jsonl"),
+		"AMQP_URL":             h.users.URL(name),
+		"DATABASE_URL":         h.roles.URL(schema),
+		"DATABASE_MIGRATE_URL": h.roles.OwnerURL(schema),
+		"S3_ENDPOINT":          h.S3Endpoint,
+		"S3_ACCESS_KEY":        h.S3AccessKey,
+		"S3_SECRET_KEY":        h.S3SecretKey,
+		"HTTP_ADDR":            addr,
+		"JWT_KEYS":             h.Keys.JWKSPath,
+		"JWT_ISSUER":           auth.DevIssuer,
+		"OTEL_TRACES_FILE":     filepath.Join(h.TracesDir, sc.key+".jsonl"),
 	}
 	for k, v := range sc.env {
 		env[k] = v

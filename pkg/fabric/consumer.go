@@ -576,7 +576,9 @@ func (c *Consumer) retry(ctx context.Context, d amqp.Delivery, id string, attemp
 		h[HeaderOrigExchange] = d.Exchange
 		h[HeaderOrigRouting] = d.RoutingKey
 	}
-	if err := c.forward(ctx, d, "", c.spec.RetryQueue(attempt), h); err != nil {
+	// platform.retry routes key Q.retry.<n> to that queue alone; the
+	// service's user may publish only its own queues' keys there.
+	if err := c.forward(ctx, d, topology.RetryExchange, c.spec.RetryQueue(attempt), h); err != nil {
 		c.requeue(d, id, "retry publish failed", err)
 		return
 	}

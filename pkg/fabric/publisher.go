@@ -462,7 +462,7 @@ func (pc *pubChannel) listen(confirms <-chan amqp.Confirmation, returns <-chan a
 		case err := <-closed:
 			cause := error(ErrConnectionLost)
 			if err != nil {
-				cause = fmt.Errorf("%w: %v", ErrConnectionLost, err)
+				cause = fmt.Errorf("%w: %w", ErrConnectionLost, err) // both: a 403 (ACCESS_REFUSED) is not a network fault
 			}
 			pc.drain(confirms, m)
 			pc.fail(cause, m)

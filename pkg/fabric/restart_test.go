@@ -13,9 +13,12 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
+	"github.com/agora-platform/agora/pkg/fabric/outbox"
+	"github.com/agora-platform/agora/pkg/fabric/registry"
 )
 
 // restartPublisher publishes one event after another until stopped. Each
@@ -99,9 +102,32 @@ func TestBrokerRestart(t *testing.T) {
 	db := fabrictest.NewSchema(t, testEnv)
 	ctx := context.Background()
 	// No uniqueness: a duplicated effect must show.
-	if _, err := db.Pool.Exec(ctx, `CREATE TABLE effect (event_id uuid NOT NULL)`); err != nil {
+	if _, err := db.Pool.Exec(ctx, `CREATE TABLE effect (event_id uuid NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`); err != nil {
 		t.Fatal(err)
 	}
+	// The outbox path with production's defaults: a connection of its own
+	// (default reconnect backoff) and a relay with default options. Rows
+	// enqueued while the broker is down measure how long after its return
+	// the platform has caught up.
+	relayConn, err := broker.Dial(ctx, s.Vhost.URL, broker.Options{Name: "relay"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { relayConn.Close() })
+	relayPub, err := fabric.NewPublisher(relayConn, s.Reg, fabric.PublisherOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { relayPub.Close() })
+	relayCtx, stopRelay := context.WithCancel(ctx)
+	relayDone := make(chan error, 1)
+	go func() { relayDone <- outbox.NewRelay(db.Pool, db.Name, relayPub, outbox.RelayOptions{}).Run(relayCtx) }()
+	t.Cleanup(func() {
+		stopRelay()
+		if err := <-relayDone; err != nil {
+			t.Errorf("relay: %v", err)
+		}
+	})
 	in := inbox.New(db.Pool, db.Name, testQueue, inbox.Options{})
 	// One handler at a time, so the marker at the end is handled after
 	// everything queued before it, redeliveries included.
@@ -150,10 +176,19 @@ func TestBrokerRestart(t *testing.T) {
 	})
 
 	before := s.Conn.Connects()
+	const duringOutage = 50
+	var queuedInOutage []string
 	for _, args := range [][]string{{"stop_app"}, {"start_app"}, {"await_startup"}} {
 		if out, err := exec.Command("rabbitmqctl", args...).CombinedOutput(); err != nil {
 			t.Fatalf("rabbitmqctl %v: %v: %s", args, err, out)
 		}
+		if args[0] == "stop_app" {
+			queuedInOutage = enqueue(t, db, duringOutage)
+		}
+	}
+	var back time.Time
+	if err := db.Pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&back); err != nil {
+		t.Fatal(err)
 	}
 	p.up.Store(true)
 	fabrictest.Eventually(t, 90*time.Second, "200 events confirmed after the restart", func() bool {
@@ -204,9 +239,48 @@ func TestBrokerRestart(t *testing.T) {
 			t.Errorf("event %s has %d effects, want 1", id, n)
 		}
 	}
-	t.Logf("broker restarted: confirmed %d, lost %d, duplicated effects %d (events retried through the outage %d, failed attempts %s, reconnects %d)",
-		len(confirmed), len(lost), dupes, retried, failures, s.Conn.Connects()-before)
+	// Recovery: the last effect of the events enqueued in the outbox while
+	// the broker was down, after the broker was back (the database's clock
+	// for both).
+	var caughtUp time.Time
+	fabrictest.Eventually(t, 60*time.Second, "the effects of every event enqueued during the outage", func() bool {
+		var n int
+		if err := db.Pool.QueryRow(ctx, "SELECT count(DISTINCT event_id), coalesce(max(at), now()) FROM effect WHERE event_id::text = ANY($1)",
+			queuedInOutage).Scan(&n, &caughtUp); err != nil {
+			t.Fatal(err)
+		}
+		return n == len(queuedInOutage)
+	})
+	t.Logf("broker restarted: confirmed %d, lost %d, duplicated effects %d (events retried through the outage %d, failed attempts %s, reconnects %d); "+
+		"the %d events enqueued in the outbox during the outage were all handled %.1f s after the broker was back (default reconnect and relay backoff)",
+		len(confirmed), len(lost), dupes, retried, failures, s.Conn.Connects()-before, len(queuedInOutage), caughtUp.Sub(back).Seconds())
 	if len(lost) != 0 || dupes != 0 {
 		t.Errorf("lost %d (first: %v), duplicated effects %d: both must be 0", len(lost), lost[:min(3, len(lost))], dupes)
 	}
+}
+
+// enqueue commits n events into the outbox of db and returns their ids.
+func enqueue(t *testing.T, db *fabrictest.Schema, n int) []string {
+	t.Helper()
+	ctx := context.Background()
+	reg, err := registry.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob := outbox.New(reg)
+	var ids []string
+	err = pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		for i := 0; i < n; i++ {
+			e := submitted(t, "org-a", "ok")
+			ids = append(ids, e.ID)
+			if err := ob.Enqueue(ctx, tx, outbox.Item{Aggregate: outbox.Aggregate{Type: "request", ID: e.ID}, Envelope: e}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("enqueue during the outage: %v", err)
+	}
+	return ids
 }

@@ -3,9 +3,15 @@ package fabric_test
 import (
 	"context"
 	"errors"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
@@ -48,8 +54,8 @@ func TestTopologyApplyIsIdempotentAndDeclaresEverything(t *testing.T) {
 			if ttl, _ := r.Arguments["x-message-ttl"].(float64); int64(ttl) != wantMS {
 				t.Errorf("%s ttl = %v, want %d", r.Name, r.Arguments["x-message-ttl"], wantMS)
 			}
-			if r.Arguments["x-dead-letter-exchange"] != "" || r.Arguments["x-dead-letter-routing-key"] != cons.Queue {
-				t.Errorf("%s must dead-letter to %s alone through the default exchange, args %v", r.Name, cons.Queue, r.Arguments)
+			if r.Arguments["x-dead-letter-exchange"] != topology.RetryExchange || r.Arguments["x-dead-letter-routing-key"] != cons.Queue {
+				t.Errorf("%s must dead-letter to %s alone through %s, args %v", r.Name, cons.Queue, topology.RetryExchange, r.Arguments)
 			}
 		}
 		if _, extra := qs[cons.RetryQueue(4)]; extra {
@@ -61,6 +67,29 @@ func TestTopologyApplyIsIdempotentAndDeclaresEverything(t *testing.T) {
 	}
 	if len(qs) != len(desc.Consumers)*5 {
 		t.Errorf("vhost has %d queues, want %d (main + 3 tiers + dlq each)", len(qs), len(desc.Consumers)*5)
+	}
+
+	// platform.retry is a topic exchange on which exactly Q (key Q) and
+	// each Q.retry.<n> (key Q.retry.<n>) of every consumer are bound, as
+	// spelled out here rather than computed by the code under test.
+	var ex struct {
+		Type    string `json:"type"`
+		Durable bool   `json:"durable"`
+	}
+	if err := vh.Mgmt(http.MethodGet, "/api/exchanges/"+url.PathEscape(vh.Name)+"/"+topology.RetryExchange, nil, &ex); err != nil {
+		t.Fatalf("exchange %s: %v", topology.RetryExchange, err)
+	}
+	if ex.Type != "topic" || !ex.Durable {
+		t.Errorf("exchange %s = %+v, want durable topic", topology.RetryExchange, ex)
+	}
+	got, want := retryBindings(t, vh), map[string]bool{}
+	for _, cons := range desc.Consumers {
+		for _, q := range []string{cons.Queue, cons.Queue + ".retry.1", cons.Queue + ".retry.2", cons.Queue + ".retry.3"} {
+			want[q+" <- "+q] = true
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("%s bindings = %v, want %v", topology.RetryExchange, slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
 	}
 
 	// A conflicting redeclaration names the argument that differs.
@@ -91,7 +120,7 @@ consumers:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(d.Exchanges) != 4 || d.Consumers[0].Tiers()[2] != 25*time.Second {
+	if len(d.Exchanges) != 5 || d.Consumers[0].Tiers()[2] != 25*time.Second {
 		t.Fatalf("Load = %+v", d)
 	}
 	for _, bad := range []string{
@@ -99,9 +128,107 @@ consumers:
 		"consumers:\n  - queue: a.b\n    bindings: [{exchange: nowhere, key: a}]\n",
 		"consumers:\n  - queue: a.b\n",
 		"consumers:\n  - queue: a.b\n    colour: red\n",
+		// platform.retry is required, and a topic exchange.
+		"exchanges:\n  - {name: platform.events, type: topic}\n  - {name: platform.dead-letter, type: direct}\n" +
+			"consumers:\n  - queue: a.b\n    bindings: [{exchange: platform.events, key: a}]\n",
+		"exchanges:\n  - {name: platform.events, type: topic}\n  - {name: platform.dead-letter, type: direct}\n  - {name: platform.retry, type: direct}\n" +
+			"consumers:\n  - queue: a.b\n    bindings: [{exchange: platform.events, key: a}]\n",
 	} {
 		if _, err := topology.Load([]byte(bad)); err == nil {
 			t.Errorf("Load(%q) = nil error, want one", bad)
 		}
+	}
+}
+
+// retryBindings returns platform.retry's bindings in vh as "queue <- key".
+func retryBindings(t *testing.T, vh *fabrictest.Vhost) map[string]bool {
+	t.Helper()
+	var bs []struct {
+		Destination     string `json:"destination"`
+		DestinationType string `json:"destination_type"`
+		RoutingKey      string `json:"routing_key"`
+	}
+	if err := vh.Mgmt(http.MethodGet, "/api/exchanges/"+url.PathEscape(vh.Name)+"/"+topology.RetryExchange+"/bindings/source", nil, &bs); err != nil {
+		t.Fatalf("bindings of %s: %v", topology.RetryExchange, err)
+	}
+	out := map[string]bool{}
+	for _, b := range bs {
+		out[b.Destination+" <- "+b.RoutingKey] = b.DestinationType == "queue"
+	}
+	return out
+}
+
+// A retry queue declared before platform.retry existed dead-letters
+// through the default exchange; its arguments cannot change in place, so
+// Apply keeps it as it is (and binds it), and the message still returns to
+// Q alone when its TTL ends. Any other difference is still a conflict.
+func TestTopologyApplyKeepsRetryQueuesOfEarlierVersions(t *testing.T) {
+	vh := fabrictest.NewVhost(t, testEnv)
+	ctx := context.Background()
+	c, err := vh.Dial(t).Connection(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons := topology.Consumer{Queue: "legacy.request-events", Service: "legacy",
+		RetryTiers: []topology.Duration{topology.Duration(200 * time.Millisecond), topology.Duration(time.Minute)},
+		Bindings:   []topology.Binding{{Exchange: topology.EventsExchange, Key: "request.#"}}}
+	desc := topology.Description{Exchanges: topology.PlatformExchanges(), Consumers: []topology.Consumer{cons}}
+	old := map[string]amqp.Table{}
+	ch, err := c.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range cons.Queues() {
+		if q.Name != cons.RetryQueue(1) {
+			continue
+		}
+		args := amqp.Table{}
+		for k, v := range q.Args {
+			args[k] = v
+		}
+		args["x-dead-letter-exchange"] = "" // as declared before platform.retry
+		old[q.Name] = args
+		if _, err := ch.QueueDeclare(q.Name, true, false, false, false, args); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ch.Close()
+	for i := 0; i < 2; i++ {
+		if err := topology.Apply(ctx, c, desc); err != nil {
+			t.Fatalf("Apply #%d over a retry queue of an earlier version: %v", i+1, err)
+		}
+	}
+	qs := vh.Queues(t)
+	if got := qs[cons.RetryQueue(1)].Arguments["x-dead-letter-exchange"]; got != "" {
+		t.Errorf("%s DLX = %v, want the earlier \"\" kept", cons.RetryQueue(1), got)
+	}
+	if got := qs[cons.RetryQueue(2)].Arguments["x-dead-letter-exchange"]; got != topology.RetryExchange {
+		t.Errorf("%s DLX = %v, want %s", cons.RetryQueue(2), got, topology.RetryExchange)
+	}
+	if b := retryBindings(t, vh); !b[cons.RetryQueue(1)+" <- "+cons.RetryQueue(1)] || !b[cons.Queue+" <- "+cons.Queue] {
+		t.Errorf("%s bindings = %v", topology.RetryExchange, b)
+	}
+
+	// A retry through platform.retry still comes back to Q after the TTL.
+	ch, err = c.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	if err := ch.PublishWithContext(ctx, topology.RetryExchange, cons.RetryQueue(1), true, false,
+		amqp.Publishing{MessageId: "legacy-1", Body: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	fabrictest.Eventually(t, 10*time.Second, "the retried message back in "+cons.Queue, func() bool {
+		return vh.Queues(t)[cons.Queue].Messages == 1
+	})
+
+	// Another difference in a retry queue is still a conflict.
+	changed := desc
+	changed.Consumers = []topology.Consumer{cons}
+	changed.Consumers[0].RetryTiers = []topology.Duration{topology.Duration(7 * time.Second), topology.Duration(time.Minute)}
+	var conflict *topology.ConflictError
+	if err := topology.Apply(ctx, c, changed); !errors.As(err, &conflict) || conflict.Argument != "x-message-ttl" {
+		t.Errorf("Apply(other ttl) = %v, want a conflict on x-message-ttl", err)
 	}
 }

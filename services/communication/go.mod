@@ -3,6 +3,7 @@ module github.com/agora-platform/agora/services/communication
 go 1.26.0
 
 require (
+	github.com/agora-platform/agora/deploy v0.0.0
 	github.com/agora-platform/agora/pkg/fabric v0.0.0
 	github.com/emersion/go-sasl v0.0.0-20241020182733-b788ff22d5a6
 	github.com/emersion/go-smtp v0.25.1
@@ -68,3 +69,5 @@ require (
 )
 
 replace github.com/agora-platform/agora/pkg/fabric => ../../pkg/fabric
+
+replace github.com/agora-platform/agora/deploy => ../../deploy

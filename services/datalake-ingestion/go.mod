@@ -3,6 +3,7 @@ module github.com/agora-platform/agora/services/datalake-ingestion
 go 1.26.0
 
 require (
+	github.com/agora-platform/agora/deploy v0.0.0
 	github.com/agora-platform/agora/pkg/fabric v0.0.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/google/uuid v1.6.0
@@ -65,7 +66,7 @@ require (
 	go.opentelemetry.io/otel/exporters/prometheus v0.69.0 // indirect
 	go.opentelemetry.io/otel/exporters/stdout/stdouttrace v1.47.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
-	go.opentelemetry.io/otel/metric v1.47.0 // indirect
+	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0 // indirect
 	go.opentelemetry.io/otel/sdk/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
@@ -86,3 +87,5 @@ require (
 )
 
 replace github.com/agora-platform/agora/pkg/fabric => ../../pkg/fabric
+
+replace github.com/agora-platform/agora/deploy => ../../deploy

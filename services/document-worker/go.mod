@@ -3,6 +3,7 @@ module github.com/agora-platform/agora/services/document-worker
 go 1.26.0
 
 require (
+	github.com/agora-platform/agora/deploy v0.0.0
 	github.com/agora-platform/agora/pkg/fabric v0.0.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/minio/minio-go/v7 v7.4.1
@@ -81,3 +82,5 @@ require (
 )
 
 replace github.com/agora-platform/agora/pkg/fabric => ../../pkg/fabric
+
+replace github.com/agora-platform/agora/deploy => ../../deploy

@@ -3,6 +3,7 @@ module github.com/agora-platform/agora/services/request
 go 1.26.0
 
 require (
+	github.com/agora-platform/agora/deploy v0.0.0
 	github.com/agora-platform/agora/pkg/fabric v0.0.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/google/uuid v1.6.0
@@ -80,3 +81,5 @@ require (
 )
 
 replace github.com/agora-platform/agora/pkg/fabric => ../../pkg/fabric
+
+replace github.com/agora-platform/agora/deploy => ../../deploy

@@ -73,6 +73,18 @@ type Letter struct {
 	Headers        map[string]any  `json:"headers"`
 	Payload        json.RawMessage `json:"payload,omitempty"` // masked
 	BodyBytes      int             `json:"bodyBytes"`
+	// envTenant is the envelope's tenantId, when the body decodes; TenantID
+	// prefers the x-tenant-id header.
+	envTenant string
+}
+
+// BelongsTo reports whether the letter is tenant's: every tenant it names
+// (header and envelope) is tenant. A letter whose header and envelope
+// disagree (dead-lettered as a tenant mismatch, possibly forged) belongs to
+// neither tenant; only a platform operator (fabricctl, no tenant filter)
+// handles it. A letter naming no tenant at all belongs to no tenant either.
+func (l Letter) BelongsTo(tenant string) bool {
+	return tenant != "" && l.TenantID == tenant && (l.envTenant == "" || l.envTenant == tenant)
 }
 
 // Filter selects letters. Empty fields match anything; IDs match message
@@ -93,7 +105,7 @@ func (f Filter) matches(l Letter) bool {
 	if len(f.IDs) > 0 && !slices.Contains(f.IDs, l.MessageID) {
 		return false
 	}
-	return (f.Reason == "" || f.Reason == l.Reason) && (f.Type == "" || f.Type == l.Type) && (f.Tenant == "" || f.Tenant == l.TenantID)
+	return (f.Reason == "" || f.Reason == l.Reason) && (f.Type == "" || f.Type == l.Type) && (f.Tenant == "" || l.BelongsTo(f.Tenant))
 }
 
 func (f Filter) String() string {
@@ -172,6 +184,7 @@ func (o *Ops) letter(queue string, d amqp.Delivery) Letter {
 		l.Headers[k] = fmt.Sprint(v)
 	}
 	if e, err := envelope.Decode(d.Body, 0); err == nil {
+		l.envTenant = e.TenantID
 		if l.Type == "" {
 			l.Type = e.Type
 		}
@@ -329,8 +342,8 @@ func (r Request) check() error {
 	return nil
 }
 
-// Replay sends matching letters back to their consumer's queue (through the
-// default exchange, to Q alone) with the fabric's failure headers cleared
+// Replay sends matching letters back to their consumer's queue (through
+// platform.retry with key Q, to Q alone) with the fabric's failure headers cleared
 // and the attempt count reset, acking each letter only after the broker
 // confirmed its copy. Letters of a type the catalog marks replayable: false
 // are left in the DLQ and listed in Report.Refused, and Replay then returns
@@ -349,7 +362,7 @@ func (o *Ops) Replay(ctx context.Context, r Request) (Report, error) {
 		h[fabric.HeaderReplayedBy] = r.Operator
 		h[headerReplayWalk] = walk
 		h[fabric.HeaderReplayedAt] = o.now().UTC().Format(time.RFC3339)
-		pd, err := o.pub.Send(ctx, fabric.Message{Exchange: "", RoutingKey: r.Queue, Body: d.Body, MessageID: d.MessageId,
+		pd, err := o.pub.Send(ctx, fabric.Message{Exchange: topology.RetryExchange, RoutingKey: r.Queue, Body: d.Body, MessageID: d.MessageId,
 			CorrelationID: d.CorrelationId, Type: d.Type, Headers: h, Timestamp: d.Timestamp})
 		if err != nil {
 			return err
@@ -463,9 +476,9 @@ func (o *Ops) act(ctx context.Context, r Request, action string, refuse func(amq
 func (o *Ops) writeAudit(ctx context.Context, r Request, rep Report, ids []string, result string) (int64, error) {
 	var id int64
 	err := o.audit.QueryRow(ctx, fmt.Sprintf(`INSERT INTO %s
-		(operator, reason, action, queue, filter, message_ids, succeeded, failed, result)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`, pgx.Identifier{o.auditSchema, "dlq_audit"}.Sanitize()),
-		r.Operator, r.Reason, rep.Action, r.Queue, r.Filter.String(), ids, rep.Succeeded, rep.Failed, result).Scan(&id)
+		(operator, reason, action, queue, filter, message_ids, succeeded, failed, result, tenant_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, '')) RETURNING id`, pgx.Identifier{o.auditSchema, "dlq_audit"}.Sanitize()),
+		r.Operator, r.Reason, rep.Action, r.Queue, r.Filter.String(), ids, rep.Succeeded, rep.Failed, result, r.Filter.Tenant).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("dlq: write audit row (the action itself happened): %w", err)
 	}
@@ -485,18 +498,41 @@ type AuditEntry struct {
 	Succeeded  int       `json:"succeeded"`
 	Failed     int       `json:"failed"`
 	Result     string    `json:"result"`
+	// TenantID is the tenant the operation was confined to (Filter.Tenant:
+	// the operator's tenant over HTTP); empty for a platform-wide one.
+	TenantID string `json:"tenantId,omitempty"`
 }
 
-// Audit returns the latest limit audit rows for queue (all queues when empty).
+// Audit returns the latest limit audit rows for queue (all queues when
+// empty), of every tenant: for platform operators (fabricctl).
 func (o *Ops) Audit(ctx context.Context, queue string, limit int) ([]AuditEntry, error) {
-	rows, err := o.audit.Query(ctx, fmt.Sprintf(`SELECT id, at, operator, reason, action, queue, filter, message_ids, succeeded, failed, result
-		FROM %s WHERE $1 = '' OR queue = $1 ORDER BY id DESC LIMIT $2`, pgx.Identifier{o.auditSchema, "dlq_audit"}.Sanitize()), queue, limit)
+	return o.auditRows(ctx, `($1 = '' OR queue = $1)`, limit, queue)
+}
+
+// ErrNoTenant: a tenant-scoped operation was asked for without a tenant.
+var ErrNoTenant = errors.New("dlq: a tenant is required")
+
+// TenantAudit returns the latest limit audit rows of operations confined
+// to tenant on any of queues: what an operator of that tenant may see.
+// Rows of platform-wide operations (no tenant) are not among them, since
+// they name other tenants' letters.
+func (o *Ops) TenantAudit(ctx context.Context, tenant string, queues []string, limit int) ([]AuditEntry, error) {
+	if tenant == "" {
+		return nil, ErrNoTenant
+	}
+	return o.auditRows(ctx, `tenant_id = $1 AND queue = ANY ($2)`, limit, tenant, queues)
+}
+
+func (o *Ops) auditRows(ctx context.Context, where string, limit int, args ...any) ([]AuditEntry, error) {
+	args = append(args, limit)
+	rows, err := o.audit.Query(ctx, fmt.Sprintf(`SELECT id, at, coalesce(tenant_id, ''), operator, reason, action, queue, filter, message_ids, succeeded, failed, result
+		FROM %s WHERE %s ORDER BY id DESC LIMIT $%d`, pgx.Identifier{o.auditSchema, "dlq_audit"}.Sanitize(), where, len(args)), args...)
 	if err != nil {
 		return nil, fmt.Errorf("dlq audit: %w", err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditEntry, error) {
 		var a AuditEntry
-		err := r.Scan(&a.ID, &a.At, &a.Operator, &a.Reason, &a.Action, &a.Queue, &a.Filter, &a.MessageIDs, &a.Succeeded, &a.Failed, &a.Result)
+		err := r.Scan(&a.ID, &a.At, &a.TenantID, &a.Operator, &a.Reason, &a.Action, &a.Queue, &a.Filter, &a.MessageIDs, &a.Succeeded, &a.Failed, &a.Result)
 		return a, err
 	})
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
+	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 
@@ -268,13 +269,13 @@ func TestHTTPHandlerRequiresOperatorAndScopesTenant(t *testing.T) {
 		}
 		return resp, b
 	}
-	if resp, _ := call("GET", "/admin/dlq/"+spec.Queue, token(auth.RoleAttendant), ""); resp.StatusCode != 403 {
+	if resp, _ := call("GET", dlq.PathPrefix+spec.Queue, token(auth.RoleAttendant), ""); resp.StatusCode != 403 {
 		t.Errorf("attendant list = %d, want 403", resp.StatusCode)
 	}
-	if resp, _ := call("GET", "/admin/dlq/other.queue", token(auth.RoleOperator), ""); resp.StatusCode != 404 {
+	if resp, _ := call("GET", dlq.PathPrefix+"other.queue", token(auth.RoleOperator), ""); resp.StatusCode != 404 {
 		t.Errorf("foreign queue = %d, want 404", resp.StatusCode)
 	}
-	resp, body := call("GET", "/admin/dlq/"+spec.Queue, token(auth.RoleOperator), "")
+	resp, body := call("GET", dlq.PathPrefix+spec.Queue, token(auth.RoleOperator), "")
 	var letters []dlq.Letter
 	if err := json.Unmarshal(body, &letters); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("list = %d %s", resp.StatusCode, body)
@@ -282,11 +283,11 @@ func TestHTTPHandlerRequiresOperatorAndScopesTenant(t *testing.T) {
 	if len(letters) != 1 || letters[0].TenantID != "org-a" {
 		t.Fatalf("operator of org-a sees %+v, want only org-a's letter", letters)
 	}
-	if resp, _ := call("POST", "/admin/dlq/"+spec.Queue+"/replay", token(auth.RoleOperator), `{"filter":{"all":true}}`); resp.StatusCode != 422 {
+	if resp, _ := call("POST", dlq.PathPrefix+spec.Queue+"/replay", token(auth.RoleOperator), `{"filter":{"all":true}}`); resp.StatusCode != 422 {
 		t.Errorf("replay without reason = %d, want 422", resp.StatusCode)
 	}
 	r.broken.Store(false)
-	resp, body = call("POST", "/admin/dlq/"+spec.Queue+"/replay", token(auth.RoleOperator), `{"filter":{"all":true},"reason":"fixed"}`)
+	resp, body = call("POST", dlq.PathPrefix+spec.Queue+"/replay", token(auth.RoleOperator), `{"filter":{"all":true},"reason":"fixed"}`)
 	var rep dlq.Report
 	if err := json.Unmarshal(body, &rep); err != nil || resp.StatusCode != 200 || rep.Succeeded != 1 {
 		t.Fatalf("replay = %d %s", resp.StatusCode, body)
@@ -309,7 +310,7 @@ func TestHTTPHandlerRequiresOperatorAndScopesTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 	fabrictest.Eventually(t, 5*time.Second, "the send letter in the DLQ", func() bool { return r.f.Depth(t, spec.DLQ()) == 2 })
-	resp, body = call("POST", "/admin/dlq/"+spec.Queue+"/replay", token(auth.RoleOperator), `{"filter":{"all":true},"reason":"fixed"}`)
+	resp, body = call("POST", dlq.PathPrefix+spec.Queue+"/replay", token(auth.RoleOperator), `{"filter":{"all":true},"reason":"fixed"}`)
 	if resp.StatusCode != 422 || resp.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(string(body), "communication.send.v1") {
 		t.Fatalf("replay of a non-replayable letter = %d %s, want a 422 problem naming its type", resp.StatusCode, body)
 	}
@@ -382,4 +383,223 @@ func TestReplayRefusesTypesThatAreNotReplayable(t *testing.T) {
 		t.Fatalf("purge = %+v, %v; want the refused letter purged", pur, err)
 	}
 	fabrictest.Eventually(t, 5*time.Second, "empty DLQ after purge", func() bool { return r.f.Depth(t, spec.DLQ()) == 0 })
+}
+
+// operatorAPI serves the DLQ handler as the host mounts it (behind the
+// operator role) and mints tokens for it.
+type operatorAPI struct {
+	t    *testing.T
+	url  string
+	keys *auth.DevKeys
+}
+
+func newOperatorAPI(t *testing.T, ops *dlq.Ops) *operatorAPI {
+	keys, err := auth.LoadOrCreateDevKeys(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := auth.LoadKeys(context.Background(), keys.JWKSPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := auth.NewVerifier(set, auth.DevIssuer)
+	srv := httptest.NewServer(v.Require(auth.RoleOperator)(dlq.Handler(ops, []string{spec.Queue})))
+	t.Cleanup(srv.Close)
+	return &operatorAPI{t: t, url: srv.URL, keys: keys}
+}
+
+func (a *operatorAPI) token(sub, tenantID string, roles ...string) string {
+	tok, err := a.keys.Mint(auth.Claims{Subject: sub, TenantID: tenantID, Roles: roles}, time.Hour)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return tok
+}
+
+// call sends a request (no Authorization header when tok is empty) and
+// decodes a JSON answer into out when it is not nil.
+func (a *operatorAPI) call(method, path, tok, body string, out any) *http.Response {
+	a.t.Helper()
+	req, _ := http.NewRequest(method, a.url+path, strings.NewReader(body))
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			a.t.Fatalf("%s %s = %d %s: %v", method, path, resp.StatusCode, b, err)
+		}
+	}
+	return resp
+}
+
+// TestHTTPOperatorsSeeAndActOnTheirTenantOnly: with letters of org-a,
+// org-b and one whose header and envelope disagree in the DLQ, an
+// operator of org-a lists, shows, replays and purges org-a's letters
+// only, sees only the audit rows of org-a's operations, and every audit
+// row names the token's subject. Tokens that are missing or invalid get
+// 401, other roles 403, all as RFC 9457 problems.
+func TestHTTPOperatorsSeeAndActOnTheirTenantOnly(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	var a, b []string
+	for _, tenantID := range []string{"org-a", "org-a", "org-b"} {
+		e := submitted(t, tenantID)
+		if tenantID == "org-a" {
+			a = append(a, e.ID)
+		} else {
+			b = append(b, e.ID)
+		}
+		if err := r.f.Pub.Publish(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// org-b's envelope under org-a's header: the consumer dead-letters
+	// such a message as a tenant mismatch; neither tenant may touch it.
+	forged := submitted(t, "org-b")
+	raw, _ := forged.Encode()
+	p, err := r.f.Pub.Send(ctx, fabric.Message{Exchange: "", RoutingKey: spec.DLQ(), Body: raw, MessageID: forged.ID, Type: forged.Type,
+		Headers: amqp.Table{fabric.HeaderTenant: "org-a", fabric.HeaderReason: fabric.ReasonTenantMismatch}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fabrictest.Eventually(t, 10*time.Second, "4 letters in the DLQ", func() bool { return r.f.Depth(t, spec.DLQ()) == 4 })
+	// A platform-wide operation (fabricctl without --tenant): audited with
+	// no tenant, so no tenant's operator sees it.
+	if _, err := r.ops.Replay(ctx, dlq.Request{Queue: spec.Queue, Filter: dlq.Filter{All: true}, Operator: "platform-ops", Reason: "look", DryRun: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	api := newOperatorAPI(t, r.ops)
+	opA, opB := api.token("op-a", "org-a", auth.RoleOperator), api.token("op-b", "org-b", auth.RoleOperator)
+	list := dlq.PathPrefix + spec.Queue
+
+	t.Run("authentication and role", func(t *testing.T) {
+		for _, tc := range []struct {
+			name, method, path, token string
+			want                      int
+		}{
+			{"no token", "GET", list, "", 401},
+			{"not a JWT", "GET", list, "not-a-token", 401},
+			{"no token, audit", "GET", dlq.PathPrefix + "audit", "", 401},
+			{"attendant", "GET", list, api.token("att", "org-a", auth.RoleAttendant), 403},
+			{"citizen replays", "POST", list + "/replay", api.token("cit", "org-a", auth.RoleCitizen), 403},
+			{"attendant reads the audit", "GET", dlq.PathPrefix + "audit", api.token("att", "org-a", auth.RoleAttendant), 403},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				var pd problem.Details
+				resp := api.call(tc.method, tc.path, tc.token, `{"filter":{"all":true},"reason":"x"}`, &pd)
+				if resp.StatusCode != tc.want || pd.Status != tc.want || resp.Header.Get("Content-Type") != "application/problem+json" {
+					t.Errorf("= %d %s %+v; want a %d problem", resp.StatusCode, resp.Header.Get("Content-Type"), pd, tc.want)
+				}
+			})
+		}
+	})
+
+	t.Run("listing", func(t *testing.T) {
+		for _, tc := range []struct {
+			token string
+			want  []string
+		}{{opA, a}, {opB, b}} {
+			var letters []dlq.Letter
+			if resp := api.call("GET", list, tc.token, "", &letters); resp.StatusCode != 200 {
+				t.Fatalf("list = %d", resp.StatusCode)
+			}
+			var got []string
+			for _, l := range letters {
+				got = append(got, l.MessageID)
+			}
+			slices.Sort(got)
+			want := slices.Sorted(slices.Values(tc.want))
+			if !slices.Equal(got, want) {
+				t.Errorf("listed %v, want %v (never another tenant's, never the forged one)", got, want)
+			}
+		}
+		if resp := api.call("GET", list+"/letters/"+b[0], opA, "", nil); resp.StatusCode != 404 {
+			t.Errorf("org-a shows org-b's letter: %d, want 404", resp.StatusCode)
+		}
+		if resp := api.call("GET", list+"/letters/"+forged.ID, opA, "", nil); resp.StatusCode != 404 {
+			t.Errorf("org-a shows the forged letter: %d, want 404", resp.StatusCode)
+		}
+	})
+
+	r.broken.Store(false)
+	t.Run("acting on another tenant's letter", func(t *testing.T) {
+		for _, path := range []string{list + "/replay", list + "/purge"} {
+			for _, id := range []string{b[0], forged.ID} {
+				var pd problem.Details
+				resp := api.call("POST", path, opA, `{"filter":{"ids":["`+id+`"]},"reason":"mine now"}`, &pd)
+				if resp.StatusCode != 404 || !strings.Contains(pd.Detail, id) {
+					t.Errorf("POST %s of %s by org-a = %d %+v, want 404 naming it", path, id, resp.StatusCode, pd)
+				}
+			}
+		}
+		// A tenant in the body is overridden by the token's.
+		var rep dlq.Report
+		api.call("POST", list+"/purge", opA, `{"filter":{"tenant":"org-b","all":true},"reason":"filter says org-b","dryRun":true}`, &rep)
+		if got := slices.Sorted(slices.Values(rep.Matched)); !slices.Equal(got, slices.Sorted(slices.Values(a))) || rep.Succeeded != 0 {
+			t.Errorf("org-a's dry-run purge with tenant org-b in its filter = %+v, want org-a's letters %v only", rep, a)
+		}
+		fabrictest.Eventually(t, 5*time.Second, "all 4 letters still in the DLQ", func() bool { return r.f.Depth(t, spec.DLQ()) == 4 })
+	})
+
+	t.Run("replaying its own", func(t *testing.T) {
+		var rep dlq.Report
+		if resp := api.call("POST", list+"/replay", opA, `{"filter":{"all":true},"reason":"downstream fixed"}`, &rep); resp.StatusCode != 200 || rep.Succeeded != 2 {
+			t.Fatalf("replay all by org-a = %d %+v, want org-a's 2 letters", resp.StatusCode, rep)
+		}
+		fabrictest.Eventually(t, 10*time.Second, "org-a's effects", func() bool { e := r.effects(t); return e[a[0]] == 1 && e[a[1]] == 1 })
+		fabrictest.Eventually(t, 5*time.Second, "org-b's and the forged letter left", func() bool { return r.f.Depth(t, spec.DLQ()) == 2 })
+		if r.effects(t)[b[0]] != 0 {
+			t.Error("org-b's letter was replayed by org-a")
+		}
+	})
+
+	t.Run("audit", func(t *testing.T) {
+		var dry dlq.Report
+		api.call("POST", list+"/replay", opB, `{"filter":{"all":true},"reason":"check","dryRun":true}`, &dry)
+		for _, tc := range []struct {
+			token, tenant, subject string
+			rows                   int
+		}{
+			{opA, "org-a", "op-a", 6}, // 4 refused attempts, the dry-run purge, the replay
+			{opB, "org-b", "op-b", 1},
+		} {
+			var entries []dlq.AuditEntry
+			if resp := api.call("GET", dlq.PathPrefix+"audit", tc.token, "", &entries); resp.StatusCode != 200 {
+				t.Fatalf("audit = %d", resp.StatusCode)
+			}
+			if len(entries) != tc.rows {
+				t.Errorf("%s sees %d audit rows, want %d: %+v", tc.tenant, len(entries), tc.rows, entries)
+			}
+			for _, e := range entries {
+				if e.TenantID != tc.tenant || e.Operator != tc.subject {
+					t.Errorf("%s sees audit row %+v; want only its tenant's, by the token's subject %s", tc.tenant, e, tc.subject)
+				}
+				for _, id := range e.MessageIDs {
+					if slices.Contains(b, id) && tc.tenant != "org-b" || id == forged.ID {
+						t.Errorf("audit row %d visible to %s names letter %s", e.ID, tc.tenant, id)
+					}
+				}
+			}
+		}
+		all, err := r.ops.Audit(ctx, "", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(all) != 8 || all[len(all)-1].Operator != "platform-ops" || all[len(all)-1].TenantID != "" {
+			t.Errorf("platform audit = %+v; want 8 rows, the first platform-wide", all)
+		}
+	})
 }

@@ -6,27 +6,43 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 )
 
+// PathPrefix is where every consuming service serves its DLQ operations
+// (the host mounts Handler there; docs/architecture.md, "Failure classes
+// and dead letters").
+const PathPrefix = "/v1/dlq/"
+
 // Handler serves DLQ operations for a service's own queues under
-// /admin/dlq/. Mount it behind verifier.Require(auth.RoleOperator): the
-// operator identity is the token's subject, and an operator only ever sees
-// and acts on letters of the token's tenant.
+// PathPrefix. Mount it behind verifier.Require(auth.RoleOperator) (the
+// host does): the bearer must be an operator, the operator identity
+// recorded in audit rows and replay headers is the token's subject, and an
+// operator only ever sees and acts on letters and audit rows of the
+// token's tenant. Without verified claims in the request context it
+// answers 401, never serving anything unauthenticated.
 //
-//	GET  /admin/dlq/{queue}                 list (masked)
-//	GET  /admin/dlq/{queue}/letters/{id}    show one
-//	POST /admin/dlq/{queue}/replay          {"filter":{...},"reason":"...","dryRun":true}
-//	POST /admin/dlq/{queue}/purge           same body
-//	GET  /admin/dlq/audit                   latest audit rows
+//	GET  /v1/dlq/{queue}                 list (masked)
+//	GET  /v1/dlq/{queue}/letters/{id}    show one
+//	POST /v1/dlq/{queue}/replay          {"filter":{...},"reason":"...","dryRun":true}
+//	POST /v1/dlq/{queue}/purge           same body
+//	GET  /v1/dlq/audit                   latest audit rows of the tenant's operations
 func Handler(ops *Ops, queues []string) http.Handler {
 	mux := http.NewServeMux()
 	allowed := func(w http.ResponseWriter, r *http.Request) (string, auth.Claims, bool) {
 		c, ok := auth.FromContext(r.Context())
-		if !ok || !c.Has(auth.RoleOperator) {
-			problem.Error(w, r, http.StatusForbidden, "DLQ operations require the operator role")
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="agora"`)
+			problem.Error(w, r, http.StatusUnauthorized, "a bearer token is required")
+			return "", c, false
+		}
+		// A token without a tenant would make every tenant filter below
+		// match everything: refused, whatever its roles.
+		if !c.Has(auth.RoleOperator) || c.TenantID == "" {
+			problem.Error(w, r, http.StatusForbidden, "DLQ operations require the operator role of a tenant")
 			return "", c, false
 		}
 		q := r.PathValue("queue")
@@ -36,18 +52,19 @@ func Handler(ops *Ops, queues []string) http.Handler {
 		}
 		return q, c, true
 	}
-	mux.HandleFunc("GET /admin/dlq/audit", func(w http.ResponseWriter, r *http.Request) {
-		if _, _, ok := allowed(w, r); !ok {
+	mux.HandleFunc("GET "+PathPrefix+"audit", func(w http.ResponseWriter, r *http.Request) {
+		_, c, ok := allowed(w, r)
+		if !ok {
 			return
 		}
-		entries, err := ops.Audit(r.Context(), "", 100)
+		entries, err := ops.TenantAudit(r.Context(), c.TenantID, queues, 100)
 		if err != nil {
-			problem.Error(w, r, http.StatusInternalServerError, err.Error())
+			problem.Unexpected(w, r, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, entries)
 	})
-	mux.HandleFunc("GET /admin/dlq/{queue}", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+PathPrefix+"{queue}", func(w http.ResponseWriter, r *http.Request) {
 		q, c, ok := allowed(w, r)
 		if !ok {
 			return
@@ -59,19 +76,21 @@ func Handler(ops *Ops, queues []string) http.Handler {
 		}
 		out := []Letter{}
 		for _, l := range all {
-			if l.TenantID == c.TenantID {
+			if l.BelongsTo(c.TenantID) {
 				out = append(out, l)
 			}
 		}
 		writeJSON(w, http.StatusOK, out)
 	})
-	mux.HandleFunc("GET /admin/dlq/{queue}/letters/{id}", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+PathPrefix+"{queue}/letters/{id}", func(w http.ResponseWriter, r *http.Request) {
 		q, c, ok := allowed(w, r)
 		if !ok {
 			return
 		}
 		l, err := ops.Show(r.Context(), q, r.PathValue("id"))
-		if errors.Is(err, ErrNotFound) || (err == nil && l.TenantID != c.TenantID) {
+		// Another tenant's letter is "not found", not "forbidden": an
+		// operator learns nothing about other tenants' letters.
+		if errors.Is(err, ErrNotFound) || (err == nil && !l.BelongsTo(c.TenantID)) {
 			problem.Error(w, r, http.StatusNotFound, "no such letter")
 			return
 		}
@@ -100,6 +119,7 @@ func Handler(ops *Ops, queues []string) http.Handler {
 			}
 			body.Filter.Tenant = c.TenantID // never beyond the operator's tenant
 			rep, err := run(ops, r, Request{Queue: q, Filter: body.Filter, Operator: c.Subject, Reason: body.Reason, DryRun: body.DryRun})
+			missing := missingIDs(body.Filter.IDs, rep)
 			switch {
 			case errors.Is(err, ErrNoReason), errors.Is(err, ErrNoFilter), errors.Is(err, ErrNoOperator):
 				problem.Error(w, r, http.StatusUnprocessableEntity, err.Error())
@@ -109,14 +129,76 @@ func Handler(ops *Ops, queues []string) http.Handler {
 					Errors: map[string]any{"report": rep}})
 			case err != nil:
 				problem.Error(w, r, http.StatusBadGateway, err.Error())
+			case len(missing) > 0:
+				// Named letters that are not the operator's tenant's (or
+				// not there) are refused as not found; the audit row has
+				// the attempt, the report what was done with the rest.
+				problem.Write(w, r, problem.Details{Status: http.StatusNotFound,
+					Detail: "no such letter in this queue for your tenant: " + strings.Join(missing, ", "),
+					Errors: map[string]any{"report": rep}})
 			default:
 				writeJSON(w, http.StatusOK, rep)
 			}
 		}
 	}
-	mux.HandleFunc("POST /admin/dlq/{queue}/replay", act(func(o *Ops, r *http.Request, req Request) (Report, error) { return o.Replay(r.Context(), req) }))
-	mux.HandleFunc("POST /admin/dlq/{queue}/purge", act(func(o *Ops, r *http.Request, req Request) (Report, error) { return o.Purge(r.Context(), req) }))
-	return mux
+	mux.HandleFunc("POST "+PathPrefix+"{queue}/replay", act(func(o *Ops, r *http.Request, req Request) (Report, error) { return o.Replay(r.Context(), req) }))
+	mux.HandleFunc("POST "+PathPrefix+"{queue}/purge", act(func(o *Ops, r *http.Request, req Request) (Report, error) { return o.Purge(r.Context(), req) }))
+	return withProblems(mux)
+}
+
+// withProblems answers what no pattern of mux serves with a problem, as
+// every service's own routes do: 405 (keeping the mux's Allow header) for a
+// known path and another method, 404 otherwise. The mux's own answers are
+// plain text.
+func withProblems(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" { // a route, or the redirect to a cleaned path
+			mux.ServeHTTP(w, r)
+			return
+		}
+		rec := &statusOnly{header: http.Header{}}
+		h.ServeHTTP(rec, r)
+		if rec.status == http.StatusMethodNotAllowed {
+			if allow := rec.header.Get("Allow"); allow != "" {
+				w.Header().Set("Allow", allow)
+			}
+			problem.MethodNotAllowed(w, r)
+			return
+		}
+		problem.NoRoute(w, r)
+	})
+}
+
+// statusOnly keeps the status and headers a handler writes, not its body.
+type statusOnly struct {
+	header http.Header
+	status int
+}
+
+func (s *statusOnly) Header() http.Header { return s.header }
+
+func (s *statusOnly) WriteHeader(status int) {
+	if s.status == 0 {
+		s.status = status
+	}
+}
+
+func (s *statusOnly) Write(p []byte) (int, error) {
+	s.WriteHeader(http.StatusOK)
+	return len(p), nil
+}
+
+// missingIDs returns the ids a request named that its walk neither
+// matched nor refused.
+func missingIDs(ids []string, rep Report) []string {
+	var out []string
+	for _, id := range ids {
+		if !slices.Contains(rep.Matched, id) && !slices.Contains(rep.Refused, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -1,13 +1,15 @@
 package fabrictest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -19,93 +21,155 @@ type RunFunc func(ctx context.Context, args []string, getenv func(string) string
 type Service struct {
 	// URL is the service's base URL (http://127.0.0.1:<port>).
 	URL  string
-	logs *logWatch
+	logs *LogBuffer
 }
 
 // Logs returns everything the service has logged so far.
 func (s *Service) Logs() string { return s.logs.String() }
 
-// StartService runs run with env as its whole environment, on a free port
-// (HTTP_ADDR=127.0.0.1:0 and LOG_LEVEL=info are forced: the bound address is
-// read from the "service started" log line), waits until /readyz answers 200
-// and stops it when the test ends, failing the test if run does not return
-// nil within 40 s. The service's log is printed when the test failed.
+// StartService runs run with env as its whole environment on a free port of
+// 127.0.0.1 (HTTP_ADDR is forced; LOG_LEVEL is info unless env sets it),
+// waits until /readyz answers 200 and stops it when the test ends, failing
+// the test if run does not return nil within 40 s. If run returns before
+// the service is ready, the test fails at once with run's error and the
+// log. The service's log is printed when the test failed.
 func StartService(t testing.TB, run RunFunc, env map[string]string) *Service {
 	t.Helper()
-	vars := map[string]string{}
+	// The port is free when chosen but not reserved: another process may
+	// take it before the service listens. That start is retried on a new
+	// port; any other failure is the test's.
+	const attempts = 3
+	for attempt := 1; ; attempt++ {
+		s, err := startService(t, run, env)
+		if err == nil {
+			return s
+		}
+		if errors.Is(err, syscall.EADDRINUSE) && attempt < attempts {
+			t.Logf("start attempt %d: %v; retrying on another port", attempt, err)
+			continue
+		}
+		t.Fatalf("%v\n%s", err, s.logs)
+	}
+}
+
+// startService starts run once. It returns the service once /readyz
+// answers 200; otherwise an error wrapping run's own when run returned
+// first (and nothing is left running), or a timeout (and the test's
+// cleanup stops the service).
+func startService(t testing.TB, run RunFunc, env map[string]string) (*Service, error) {
+	t.Helper()
+	addr, err := freeAddr()
+	if err != nil {
+		return &Service{logs: &LogBuffer{}}, err
+	}
+	vars := map[string]string{"LOG_LEVEL": "info"}
 	for k, v := range env {
 		vars[k] = v
 	}
-	vars["HTTP_ADDR"] = "127.0.0.1:0"
-	vars["LOG_LEVEL"] = "info"
+	vars["HTTP_ADDR"] = addr
+	s := &Service{URL: "http://" + addr, logs: &LogBuffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Service{logs: &logWatch{addr: make(chan string, 1)}}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, nil, func(k string) string { return vars[k] }, s.logs) }()
-	t.Cleanup(func() {
-		cancel()
+
+	if err := s.waitReady(done, 60*time.Second); err != nil {
+		select {
+		case <-done: // run has returned: nothing to stop
+			cancel()
+		default:
+			t.Cleanup(func() { stop(t, s, cancel, done) })
+		}
+		return s, err
+	}
+	t.Cleanup(func() { stop(t, s, cancel, done) })
+	return s, nil
+}
+
+// waitReady polls /readyz until it answers 200, run returns, or timeout
+// passes. A run that returned is reported at once, with its error, and
+// its result is put back for whoever reads done next.
+func (s *Service) waitReady(done chan error, timeout time.Duration) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
 		select {
 		case err := <-done:
-			if err != nil {
-				t.Errorf("run returned %v", err)
+			done <- err
+			if err == nil {
+				return errors.New("run returned nil before the service was ready")
 			}
-		case <-time.After(40 * time.Second):
-			t.Errorf("run did not return within 40s of cancellation")
+			return fmt.Errorf("run returned before the service was ready (is the infrastructure up? run `make infra`): %w", err)
+		case <-tick.C:
 		}
-		if t.Failed() {
-			t.Logf("service log:\n%s", s.logs)
+		resp, err := client.Get(s.URL + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
 		}
-	})
+		if time.Now().After(deadline) {
+			return fmt.Errorf("service at %s not ready within %s (last: %v)", s.URL, timeout, describe(resp, err))
+		}
+	}
+}
+
+// stop cancels run and waits for it to return.
+func stop(t testing.TB, s *Service, cancel context.CancelFunc, done chan error) {
+	cancel()
 	select {
-	case addr := <-s.logs.addr:
-		s.URL = "http://" + addr
 	case err := <-done:
-		done <- err // for the cleanup
-		t.Fatalf("run failed at start (is the infrastructure up? run `make infra`): %v\n%s", err, s.logs)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("service did not start within 60s\n%s", s.logs)
-	}
-	Eventually(t, 30*time.Second, "/readyz 200", func() bool {
-		resp, err := http.Get(s.URL + "/readyz")
 		if err != nil {
-			return false
+			t.Errorf("run returned %v", err)
 		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return s
-}
-
-// logWatch collects a service's JSON log and reports the address from its
-// "service started" line.
-type logWatch struct {
-	mu    sync.Mutex
-	buf   bytes.Buffer
-	addr  chan string
-	found bool
-}
-
-func (l *logWatch) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	start := l.buf.Len()
-	l.buf.Write(p)
-	if !l.found {
-		sc := bufio.NewScanner(bytes.NewReader(l.buf.Bytes()[start:]))
-		for sc.Scan() {
-			var line struct{ Msg, Addr string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "service started" {
-				l.found = true
-				l.addr <- line.Addr
-				break
-			}
-		}
+	case <-time.After(40 * time.Second):
+		t.Errorf("run did not return within 40s of cancellation")
 	}
-	return len(p), nil
+	if t.Failed() {
+		t.Logf("service log:\n%s", s.logs)
+	}
 }
 
-func (l *logWatch) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
+// freeAddr returns a 127.0.0.1 address with a port nobody listened on a
+// moment ago.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	return addr, nil
+}
+
+func describe(resp *http.Response, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return resp.Status
+}
+
+// LogBuffer is a log a service (or any code under test) writes while the
+// test reads it.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p.
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns everything written so far.
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -39,11 +40,14 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/broker"
+	"github.com/agora-platform/agora/pkg/fabric/dlq"
 	"github.com/agora-platform/agora/pkg/fabric/edge"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
 	"github.com/agora-platform/agora/pkg/fabric/migrations"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
+	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
+	"github.com/agora-platform/agora/pkg/fabric/retention"
 	"github.com/agora-platform/agora/pkg/fabric/telemetry"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
@@ -57,6 +61,12 @@ type Config struct {
 	AMQPCertFile string // AMQP_CERT_FILE / AMQP_KEY_FILE: client certificate (optional)
 	AMQPKeyFile  string
 	DatabaseURL  string
+	// MigrateURL (DATABASE_MIGRATE_URL) connects as the schema's owner role
+	// to apply migrations at start-up; the service itself runs as
+	// DatabaseURL's role, which owns nothing and so cannot switch row-level
+	// security off. Empty: migrations run through DatabaseURL (a local
+	// superuser, or a no-op check when an operator migrated beforehand).
+	MigrateURL   string
 	S3Endpoint   string
 	S3AccessKey  string
 	S3SecretKey  string
@@ -74,6 +84,9 @@ type Config struct {
 	// retry delays: for tests and demos on their own vhost only, since the
 	// broker refuses a queue redeclared with another TTL.
 	RetryTiers []topology.Duration
+	// Retention (RETENTION_*) schedules the deletion of expired inbox,
+	// outbox and DLQ audit rows and of the tables in Options.Retain.
+	Retention retention.Config
 }
 
 // ConfigFrom reads the environment through getenv. defaultAddr is the
@@ -93,6 +106,7 @@ func ConfigFrom(service, defaultAddr string, getenv func(string) string) (Config
 		AMQPCertFile: getenv("AMQP_CERT_FILE"),
 		AMQPKeyFile:  getenv("AMQP_KEY_FILE"),
 		DatabaseURL:  get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
+		MigrateURL:   getenv("DATABASE_MIGRATE_URL"),
 		S3Endpoint:   get("S3_ENDPOINT", "127.0.0.1:9000"),
 		S3AccessKey:  get("S3_ACCESS_KEY", "agora-dev"),        // local-development default
 		S3SecretKey:  get("S3_SECRET_KEY", "agora-dev-secret"), // local-development default
@@ -123,6 +137,11 @@ func ConfigFrom(service, defaultAddr string, getenv func(string) string) (Config
 	if (c.AMQPCertFile == "") != (c.AMQPKeyFile == "") {
 		return c, errors.New("AMQP_CERT_FILE and AMQP_KEY_FILE go together")
 	}
+	rc, err := retention.ConfigFrom(getenv)
+	if err != nil {
+		return c, err
+	}
+	c.Retention = rc
 	return c, nil
 }
 
@@ -139,10 +158,16 @@ type Options struct {
 	// Migrations are the service's goose migrations (applied after the
 	// fabric's, tracked in <schema>.service_migrations).
 	Migrations fs.FS
-	// NeedsAuth loads the JWT verifier (JWT_KEYS is then required).
+	// NeedsAuth loads the JWT verifier (JWT_KEYS is then required). A
+	// service with consumers loads it whenever JWT_KEYS is set, for the
+	// DLQ API the host serves for its queues (see dlqHandler).
 	NeedsAuth bool
 	// Relay runs the outbox relay for the service's schema.
 	Relay bool
+	// Retain registers the service's own tables for retention, beside the
+	// fabric's inbox, outbox and DLQ audit tables (the request service's
+	// idempotency keys: their age comes from its own variable).
+	Retain []retention.Table
 }
 
 // Host holds a service's connections and runs its workers.
@@ -205,9 +230,11 @@ func New(ctx context.Context, cfg Config, opts Options, logOut io.Writer) (*Host
 	}
 	h.Outbox = outbox.New(h.Reg)
 	if opts.Relay {
-		h.relay = outbox.NewRelay(h.Pool, cfg.Schema, h.Pub, outbox.RelayOptions{Tracer: h.Tracer, Logger: h.Log})
+		// Published rows are deleted by the retention worker (RETENTION_OUTBOX),
+		// not by the relay's own loop, so one setting governs them.
+		h.relay = outbox.NewRelay(h.Pool, cfg.Schema, h.Pub, outbox.RelayOptions{Tracer: h.Tracer, Logger: h.Log, Retention: -1})
 	}
-	if opts.NeedsAuth {
+	if opts.NeedsAuth || (len(opts.Consumers) > 0 && cfg.JWTKeys != "") {
 		if cfg.JWTKeys == "" {
 			return fail("JWT_KEYS is required (a JWKS file or URL; `make token` creates a local one)")
 		}
@@ -217,7 +244,52 @@ func New(ctx context.Context, cfg Config, opts Options, logOut io.Writer) (*Host
 		}
 		h.Verifier = auth.NewVerifier(keys, cfg.JWTIssuer)
 	}
+	if err := h.initRetention(); err != nil {
+		return fail("retention: %w", err)
+	}
 	return h, nil
+}
+
+// initRetention registers the retention worker (package retention) unless
+// RETENTION_INTERVAL is off: it runs beside the consumers from Serve,
+// stops with them and is joined before the relay and connections close.
+func (h *Host) initRetention() error {
+	rc := h.Cfg.Retention
+	if rc.Interval <= 0 {
+		h.Log.Info("retention off: expired inbox, outbox and DLQ audit rows are kept")
+		return nil
+	}
+	r, err := retention.New(h.Pool, h.Cfg.Schema, append(retention.FabricTables(rc), h.opts.Retain...),
+		retention.Options{Interval: rc.Interval, Batch: rc.Batch, Meter: h.Metrics.Meter, Logger: h.Log})
+	if err != nil {
+		return err
+	}
+	h.Go("retention", r.Run)
+	return nil
+}
+
+// dlqHandler is the DLQ API (package dlq) for the service's own queues,
+// served under dlq.PathPrefix by every service that consumes (nil for one
+// that does not). It admits only a verified token with the operator role;
+// the handler keeps the operator to their tenant's letters and audit rows.
+// Without JWT_KEYS no token can be verified, so every call is refused.
+func (h *Host) dlqHandler() http.Handler {
+	if len(h.opts.Consumers) == 0 {
+		return nil
+	}
+	if h.Verifier == nil {
+		h.Log.Warn("DLQ API refuses every call: JWT_KEYS is not set")
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="agora"`)
+			problem.Error(w, r, http.StatusUnauthorized, "DLQ operations need a verified token, and this service has no JWT_KEYS to verify one")
+		})
+	}
+	queues := make([]string, len(h.opts.Consumers))
+	for i, c := range h.opts.Consumers {
+		queues[i] = c.Queue
+	}
+	ops := dlq.New(h.Conn, h.Pub, h.Reg, h.Pool, h.Cfg.Schema)
+	return h.Verifier.Require(auth.RoleOperator)(dlq.Handler(ops, queues))
 }
 
 func (h *Host) initTelemetry(ctx context.Context) error {
@@ -278,21 +350,53 @@ func (h *Host) initDatabase(ctx context.Context) error {
 	if err := h.Pool.Ping(ctx); err != nil {
 		return fmt.Errorf("ping %s: %w", pc.ConnConfig.Host, err)
 	}
+	return h.migrate(ctx)
+}
+
+// migrate brings the schema to the latest fabric and service migrations,
+// through MigrateURL (the schema owner) when it is set, else through the
+// service's own pool.
+func (h *Host) migrate(ctx context.Context) error {
+	pool := h.Pool
+	if h.Cfg.MigrateURL != "" {
+		pc, err := pgxpool.ParseConfig(h.Cfg.MigrateURL)
+		if err != nil {
+			return fmt.Errorf("DATABASE_MIGRATE_URL: %w", err)
+		}
+		pc.ConnConfig.RuntimeParams["search_path"] = h.Cfg.Schema
+		pc.ConnConfig.RuntimeParams["application_name"] = h.Cfg.Service + "-migrate"
+		pc.MaxConns = 2
+		if pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
+			return fmt.Errorf("DATABASE_MIGRATE_URL: %w", err)
+		}
+		defer pool.Close()
+	}
+	err := Migrate(ctx, pool, h.Cfg.Schema, h.opts.Migrations)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42501" && h.Cfg.MigrateURL == "" {
+		return fmt.Errorf("%w (the service's own role may not change its schema, as it should not: set DATABASE_MIGRATE_URL to the schema owner's URL, <schema>_owner in deploy/postgres)", err)
+	}
+	return err
+}
+
+// Migrate creates schema when it is missing (local runs; provisioned
+// deployments have one owned by the owner role) and applies the fabric's
+// and then the service's migrations (service may be nil) through pool.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string, service fs.FS) error {
 	var exists bool
-	if err := h.Pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", h.Cfg.Schema).Scan(&exists); err != nil {
-		return err
+	if err := pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", schema).Scan(&exists); err != nil {
+		return fmt.Errorf("migrate: %w", err)
 	}
 	if !exists {
-		// Local runs create their schema; provisioned roles already own one.
-		if err := migrations.CreateSchema(ctx, h.Pool, h.Cfg.Schema); err != nil {
-			return fmt.Errorf("schema %s is missing and cannot be created: %w", h.Cfg.Schema, err)
+		if err := migrations.CreateSchema(ctx, pool, schema); err != nil {
+			return fmt.Errorf("schema %s is missing and cannot be created: %w", schema, err)
 		}
 	}
-	if err := migrations.Apply(ctx, h.Pool, h.Cfg.Schema); err != nil {
+	if err := migrations.Apply(ctx, pool, schema); err != nil {
 		return err
 	}
-	if h.opts.Migrations != nil {
-		if err := migrations.ApplyFS(ctx, h.Pool, h.Cfg.Schema, "service_migrations", h.opts.Migrations); err != nil {
+	if service != nil {
+		if err := migrations.ApplyFS(ctx, pool, schema, "service_migrations", service); err != nil {
 			return err
 		}
 	}
@@ -394,6 +498,9 @@ func (h *Host) Serve(ctx context.Context, routes http.Handler, ready func(addr s
 	})
 	mux.HandleFunc("GET /readyz", h.handleReady)
 	mux.Handle("GET /metrics", h.metricsH)
+	if api := h.dlqHandler(); api != nil {
+		mux.Handle(dlq.PathPrefix, telemetry.HTTPServer(h.Tracer)(edge.ValidText(api)))
+	}
 	if routes != nil {
 		// Every service's input is checked once here, inside the span so
 		// refusals are traced too (package edge).

@@ -48,7 +48,8 @@ type RelayOptions struct {
 	// ConfirmTimeout bounds one batch's wait for confirms (default 15 s).
 	ConfirmTimeout time.Duration
 	// MaxBackoff caps the delay between attempts of a failing row and the
-	// relay's pause while the broker or database is down (default 30 s).
+	// relay's pause while the broker or database is down (default 5 s): the
+	// pause is also how late the relay notices that they are back.
 	MaxBackoff time.Duration
 	// Retention deletes published rows older than this (default 7 days;
 	// negative disables). RetentionEvery is how often (default 1 min).
@@ -89,7 +90,7 @@ func NewRelay(pool *pgxpool.Pool, schema string, pub Sender, opts RelayOptions) 
 		opts.ConfirmTimeout = 15 * time.Second
 	}
 	if opts.MaxBackoff <= 0 {
-		opts.MaxBackoff = 30 * time.Second
+		opts.MaxBackoff = 5 * time.Second
 	}
 	if opts.Retention == 0 {
 		opts.Retention = 7 * 24 * time.Hour

@@ -45,6 +45,19 @@ func Error(w http.ResponseWriter, r *http.Request, status int, detail string) {
 	Write(w, r, Details{Status: status, Detail: detail})
 }
 
+// NoRoute answers a path no route serves: 404 as a problem, so a client
+// gets the platform's one error format from every service, even for a
+// mistyped URL. Routers take it as their not-found handler.
+func NoRoute(w http.ResponseWriter, r *http.Request) {
+	Error(w, r, http.StatusNotFound, "no such route")
+}
+
+// MethodNotAllowed answers a method the route does not serve (405), as
+// NoRoute does a path.
+func MethodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	Error(w, r, http.StatusMethodNotAllowed, r.Method+" is not allowed here")
+}
+
 // Unexpected answers an error no handler case covers: 503 with Retry-After
 // when a dependency failed in a way a retry can fix (see Transient), so a
 // client can tell "try again" (safe with the same Idempotency-Key) from a

@@ -103,3 +103,30 @@ func TestUnexpectedAnswers503ForRealDatabaseOutages(t *testing.T) {
 		})
 	}
 }
+
+func TestRouteProblems(t *testing.T) {
+	tests := []struct {
+		name       string
+		handler    http.HandlerFunc
+		method     string
+		wantStatus int
+		wantDetail string
+	}{
+		{"no route", problem.NoRoute, http.MethodGet, http.StatusNotFound, "no such route"},
+		{"method not allowed", problem.MethodNotAllowed, http.MethodDelete, http.StatusMethodNotAllowed, "DELETE is not allowed here"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			tt.handler(w, httptest.NewRequest(tt.method, "/v1/nowhere", nil))
+			var p problem.Details
+			if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+				t.Fatalf("body %q: %v", w.Body, err)
+			}
+			if w.Code != tt.wantStatus || p.Status != tt.wantStatus || p.Detail != tt.wantDetail || p.Instance != "/v1/nowhere" ||
+				w.Header().Get("Content-Type") != "application/problem+json" {
+				t.Errorf("got %d %s %+v, want %d with detail %q", w.Code, w.Header().Get("Content-Type"), p, tt.wantStatus, tt.wantDetail)
+			}
+		})
+	}
+}

@@ -75,9 +75,19 @@ func declareExchanges(ctx context.Context, conn ChannelOpener, exchanges []Excha
 }
 
 // Apply declares d on the broker: exchanges, then for each consumer its DLQ
-// (bound to platform.dead-letter with key Q), retry tiers and main queue with
-// bindings. It is idempotent. A queue or exchange that exists with other
-// arguments yields a *ConflictError naming the argument.
+// (bound to platform.dead-letter with key Q), retry tiers (each bound to
+// platform.retry with its own name as key) and main queue (bound to
+// platform.retry with key Q, and with its own bindings). It is idempotent. A
+// queue or exchange that exists with other arguments yields a
+// *ConflictError naming the argument.
+//
+// A retry queue declared before platform.retry existed dead-letters through
+// the default exchange (x-dead-letter-exchange ""). Its arguments cannot
+// change in place, so Apply accepts it as it is when it differs from the
+// current declaration in that alone: dead-lettering is broker-internal and
+// needs no permission, and redeclaring an existing queue does not check the
+// DLX. Such a queue still routes back to Q alone; deleting it while empty
+// lets the next Apply declare it through platform.retry.
 func Apply(ctx context.Context, conn ChannelOpener, d Description) error {
 	if err := d.Validate(); err != nil {
 		return err
@@ -89,18 +99,40 @@ func Apply(ctx context.Context, conn ChannelOpener, d Description) error {
 	if err != nil {
 		return fmt.Errorf("topology: open channel: %w", err)
 	}
-	defer ch.Close()
+	defer func() { ch.Close() }()
 	for _, c := range d.Consumers {
 		for _, q := range c.Queues() {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("topology: %w", err)
 			}
-			if _, err := ch.QueueDeclare(q.Name, true, false, false, false, q.Args); err != nil {
-				return fmt.Errorf("topology: %w", classify(err, "queue", q.Name))
+			_, err := ch.QueueDeclare(q.Name, true, false, false, false, q.Args)
+			if err == nil {
+				continue
+			}
+			err = classify(err, "queue", q.Name)
+			var conflict *ConflictError
+			if q.Name == c.Queue || q.Name == c.DLQ() || !errors.As(err, &conflict) || conflict.Argument != "x-dead-letter-exchange" {
+				return fmt.Errorf("topology: %w", err)
+			}
+			// The failed declaration closed the channel.
+			if ch, err = conn.Channel(); err != nil {
+				return fmt.Errorf("topology: open channel: %w", err)
+			}
+			if _, err := ch.QueueDeclare(q.Name, true, false, false, false, legacyRetryArgs(q.Args)); err != nil {
+				// Not the earlier queue: name what else differs, or the
+				// first conflict if it is still the DLX.
+				err = classify(err, "queue", q.Name)
+				var other *ConflictError
+				if errors.As(err, &other) && other.Argument == "x-dead-letter-exchange" {
+					err = conflict
+				}
+				return fmt.Errorf("topology: %w", err)
 			}
 		}
-		if err := ch.QueueBind(c.DLQ(), c.Queue, DeadLetterExchange, false, nil); err != nil {
-			return fmt.Errorf("topology: bind %s: %w", c.DLQ(), err)
+		for _, b := range c.FabricBindings() {
+			if err := ch.QueueBind(b.Queue, b.Key, b.Exchange, false, nil); err != nil {
+				return fmt.Errorf("topology: bind %s to %s/%s: %w", b.Queue, b.Exchange, b.Key, err)
+			}
 		}
 		for _, b := range c.Bindings {
 			if err := ch.QueueBind(c.Queue, b.Key, b.Exchange, false, nil); err != nil {
@@ -109,4 +141,15 @@ func Apply(ctx context.Context, conn ChannelOpener, d Description) error {
 		}
 	}
 	return nil
+}
+
+// legacyRetryArgs are a retry queue's arguments as they were declared before
+// platform.retry: dead-lettering to Q through the default exchange.
+func legacyRetryArgs(args amqp.Table) amqp.Table {
+	out := amqp.Table{}
+	for k, v := range args {
+		out[k] = v
+	}
+	out["x-dead-letter-exchange"] = ""
+	return out
 }

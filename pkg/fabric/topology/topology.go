@@ -22,6 +22,13 @@ const (
 	CommandsExchange   = "platform.commands"
 	WorkExchange       = "platform.work"
 	DeadLetterExchange = "platform.dead-letter"
+	// RetryExchange carries a consumer's own messages back to its own queues:
+	// retries to Q.retry.<n> (key Q.retry.<n>), replays from the DLQ and the
+	// end of a retry tier's TTL to Q (key Q). It is a topic exchange so that
+	// the broker's topic permissions can hold each service user to its own
+	// keys (direct exchanges have none); nothing publishes to a queue through
+	// the default exchange.
+	RetryExchange = "platform.retry"
 )
 
 // DefaultRetryTiers are the delays of the retry queues when a consumer names none.
@@ -126,17 +133,33 @@ func (d Description) Consumer(queue string) (Consumer, bool) {
 	return Consumer{}, false
 }
 
-// PlatformExchanges are the four exchanges every topology has.
+// Lookup returns the consumers named queues, in that order: the queues
+// a service declares at start-up. A queue the description lacks is an
+// error naming it, since a service must not start without its queue.
+func (d Description) Lookup(queues ...string) ([]Consumer, error) {
+	out := make([]Consumer, 0, len(queues))
+	for _, q := range queues {
+		c, ok := d.Consumer(q)
+		if !ok {
+			return nil, fmt.Errorf("topology has no queue %s", q)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// PlatformExchanges are the five exchanges every topology has.
 func PlatformExchanges() []Exchange {
 	return []Exchange{
 		{Name: EventsExchange, Type: amqp.ExchangeTopic},
 		{Name: CommandsExchange, Type: amqp.ExchangeDirect},
 		{Name: WorkExchange, Type: amqp.ExchangeDirect},
 		{Name: DeadLetterExchange, Type: amqp.ExchangeDirect},
+		{Name: RetryExchange, Type: amqp.ExchangeTopic},
 	}
 }
 
-// Platform returns the platform's topology: the four exchanges, the six
+// Platform returns the platform's topology: the five exchanges, the six
 // initial consumer queues of docs/architecture.md, the data lake's queue for
 // the other domains' events, communication's command queue and the request
 // service's workflow-events queue, all with default retry tiers.
@@ -171,7 +194,7 @@ func Platform() Description {
 	}
 }
 
-// Load reads a YAML description. Exchanges default to the platform's four
+// Load reads a YAML description. Exchanges default to the platform's five
 // when the file lists none.
 func Load(data []byte) (Description, error) {
 	var d Description
@@ -219,10 +242,16 @@ func (d Description) Validate() error {
 		default:
 			return bad("exchange %q: type %q", e.Name, e.Type)
 		}
+		if e.Name == RetryExchange && e.Type != amqp.ExchangeTopic {
+			return bad("exchange %s must be a topic exchange (topic permissions restrict its keys), not %q", RetryExchange, e.Type)
+		}
 		ex[e.Name] = true
 	}
 	if !ex[DeadLetterExchange] {
 		return bad("exchange %s is required: every DLQ is bound to it", DeadLetterExchange)
+	}
+	if !ex[RetryExchange] {
+		return bad("exchange %s is required: retries and replays travel on it", RetryExchange)
 	}
 	seen := map[string]bool{}
 	for _, c := range d.Consumers {
@@ -281,13 +310,34 @@ func (c Consumer) Queues() []QueueSpec {
 	// An explicit, unreachable limit keeps dead letters until an operator acts.
 	out := []QueueSpec{{Name: c.DLQ(), Args: amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(DLQDeliveryLimit)}}}
 	for i, d := range c.Tiers() {
-		// Back to Q alone through the default exchange: never through
-		// platform.events, which would hand it to every other consumer.
-		args := safeDLX("", c.Queue)
+		// Back to Q alone through platform.retry, where only Q is bound
+		// with key Q: never through platform.events, which would hand it
+		// to every other consumer, and not through the default exchange,
+		// since declaring a queue whose DLX is "" needs write permission on
+		// it (see Apply for retry queues declared that way before).
+		args := safeDLX(RetryExchange, c.Queue)
 		args["x-message-ttl"] = int64(d / time.Millisecond)
 		out = append(out, QueueSpec{Name: c.RetryQueue(i + 1), Args: args})
 	}
 	main := safeDLX(DeadLetterExchange, c.Queue)
 	main["x-delivery-limit"] = int64(c.Limit())
 	return append(out, QueueSpec{Name: c.Queue, Args: main})
+}
+
+// QueueBinding binds Queue to Exchange with Key.
+type QueueBinding struct {
+	Queue, Exchange, Key string
+}
+
+// FabricBindings are the bindings the fabric itself needs for c, besides
+// c.Bindings: Q.dlq to platform.dead-letter with key Q, each retry tier
+// Q.retry.<n> to platform.retry with key Q.retry.<n> (retries), and Q to
+// platform.retry with key Q (the end of a retry tier, DLQ replay).
+func (c Consumer) FabricBindings() []QueueBinding {
+	out := []QueueBinding{{Queue: c.DLQ(), Exchange: DeadLetterExchange, Key: c.Queue}}
+	for n := range c.Tiers() {
+		q := c.RetryQueue(n + 1)
+		out = append(out, QueueBinding{Queue: q, Exchange: RetryExchange, Key: q})
+	}
+	return append(out, QueueBinding{Queue: c.Queue, Exchange: RetryExchange, Key: c.Queue})
 }

@@ -79,7 +79,7 @@ func dlqRig(t *testing.T) (*fabrictest.Vhost, string, func(string) string) {
 
 func TestDLQReplayDryRunThenReplayIsAudited(t *testing.T) {
 	vh, schema, getenv := dlqRig(t)
-	if out := fabricctl(t, getenv, "topology", "apply"); !strings.Contains(out, "applied: 4 exchanges") {
+	if out := fabricctl(t, getenv, "topology", "apply"); !strings.Contains(out, "applied: 5 exchanges") {
 		t.Fatalf("topology apply = %s", out)
 	}
 	// Three dead letters in workflow.request-submitted.dlq, as a consumer leaves them.

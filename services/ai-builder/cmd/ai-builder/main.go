@@ -3,14 +3,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric"
@@ -22,20 +20,13 @@ import (
 	"github.com/agora-platform/agora/services/ai-builder/internal/messaging"
 	"github.com/agora-platform/agora/services/ai-builder/internal/openai"
 	"github.com/agora-platform/agora/services/ai-builder/internal/postgres"
-	"github.com/agora-platform/agora/services/ai-builder/internal/s3text"
+	"github.com/agora-platform/agora/services/ai-builder/internal/s3"
 	"github.com/agora-platform/agora/services/ai-builder/migrations"
 )
 
 const queue = "ai.knowledge-builder"
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args, os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "ai-builder:", err)
-		os.Exit(1)
-	}
-}
+func main() { host.Main("ai-builder", run) }
 
 type config struct {
 	host        host.Config
@@ -57,12 +48,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if err != nil {
 		return config{}, err
 	}
-	get := func(k, def string) string {
-		if v := getenv(k); v != "" {
-			return v
-		}
-		return def
-	}
+	get := func(k, def string) string { return cmp.Or(getenv(k), def) }
 	atoi := func(k, def string, min int) (int, error) {
 		n, err := strconv.Atoi(get(k, def))
 		if err != nil || n < min {
@@ -113,12 +99,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	spec, ok := topology.Platform().Consumer(queue)
-	if !ok {
-		return fmt.Errorf("platform topology has no %s queue", queue)
+	specs, err := topology.Platform().Lookup(queue)
+	if err != nil {
+		return err
 	}
 	h, err := host.New(ctx, cfg.host, host.Options{
-		Consumers: []topology.Consumer{spec}, Migrations: migrations.FS, NeedsAuth: true, Relay: true,
+		Consumers: specs, Migrations: migrations.FS, NeedsAuth: true, Relay: true,
 	}, stdout)
 	if err != nil {
 		return err
@@ -141,7 +127,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if cfg.chatModel != "" {
 		gen = openai.Generator{Client: client, Model: cfg.chatModel}
 	}
-	texts, err := s3text.New(cfg.host.S3Endpoint, cfg.host.S3AccessKey, cfg.host.S3SecretKey, cfg.bucket, false)
+	texts, err := s3.New(cfg.host.S3Endpoint, cfg.host.S3AccessKey, cfg.host.S3SecretKey, cfg.bucket, false)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/broker"
@@ -39,12 +41,14 @@ type stack struct {
 	t      testing.TB
 	vhost  *fabrictest.Vhost
 	schema string
-	pool   *pgxpool.Pool
-	s3     *minio.Client
-	bucket string
-	conn   *broker.Conn
-	pub    *fabric.Publisher
-	keys   *auth.DevKeys
+	// identity is the service's own broker user and database roles.
+	identity map[string]string
+	pool     *pgxpool.Pool
+	s3       *minio.Client
+	bucket   string
+	conn     *broker.Conn
+	pub      *fabric.Publisher
+	keys     *auth.DevKeys
 
 	mu      sync.Mutex
 	indexed []envelope.Envelope
@@ -67,6 +71,7 @@ func newStack(t testing.TB) *stack {
 	t.Helper()
 	fenv := fabrictest.EnvFrom(os.Getenv)
 	s := &stack{t: t, vhost: fabrictest.NewVhost(t, fenv), schema: "t_" + randHex(4), bucket: "documents"}
+	s.identity = deploytest.Service(t, s.vhost, fenv.DatabaseURL, "ai-builder", s.schema)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pool, err := pgxpool.New(ctx, fenv.DatabaseURL)
@@ -174,11 +179,11 @@ func (s *stack) waitIndexed(documentID string, n int) indexedEvent {
 func (s *stack) start(extra map[string]string) string {
 	s.t.Helper()
 	vars := map[string]string{
-		"AMQP_URL": s.vhost.URL, "DATABASE_SCHEMA": s.schema, "S3_ENDPOINT": env("S3_ENDPOINT", "127.0.0.1:9000"),
+		"S3_ENDPOINT":   env("S3_ENDPOINT", "127.0.0.1:9000"),
 		"S3_ACCESS_KEY": env("S3_ACCESS_KEY", "agora-dev"), "S3_SECRET_KEY": env("S3_SECRET_KEY", "agora-dev-secret"),
-		"DATABASE_URL": fabrictest.EnvFrom(os.Getenv).DatabaseURL, "JWT_KEYS": s.keys.JWKSPath,
-		"RETRY_TIERS": "300ms,300ms",
+		"JWT_KEYS": s.keys.JWKSPath, "RETRY_TIERS": "300ms,300ms",
 	}
+	maps.Copy(vars, s.identity)
 	for k, v := range extra {
 		vars[k] = v
 	}
@@ -504,10 +509,8 @@ func TestLoadConfigRejects(t *testing.T) {
 // start, before any chunk could be written.
 func TestRunRefusesEmbedderOfAnotherDimension(t *testing.T) {
 	s := newStack(t)
-	vars := map[string]string{
-		"AMQP_URL": s.vhost.URL, "DATABASE_SCHEMA": s.schema,
-		"JWT_KEYS": s.keys.JWKSPath, "AI_EMBEDDING_DIMENSIONS": "1536",
-	}
+	vars := map[string]string{"JWT_KEYS": s.keys.JWKSPath, "AI_EMBEDDING_DIMENSIONS": "1536"}
+	maps.Copy(vars, s.identity)
 	getenv := func(k string) string {
 		if v, ok := vars[k]; ok {
 			return v

@@ -11,6 +11,7 @@ import (
 	"net/http"
 
 	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/httpjson"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/services/ai-builder/internal/knowledge"
 )
@@ -85,7 +86,6 @@ func handleChat(chat Asker, log *slog.Logger) http.Handler {
 		for i, c := range ans.Citations {
 			resp.Citations[i] = citation{DocumentID: c.DocumentID, ChunkID: c.ChunkID, Score: c.Score}
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(resp)
+		httpjson.Write(w, http.StatusOK, resp)
 	})
 }

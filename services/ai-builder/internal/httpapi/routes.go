@@ -15,12 +15,8 @@ import (
 // middleware (auth.Verifier.Require).
 func NewHandler(require func(roles ...string) func(http.Handler) http.Handler, chat Asker, log *slog.Logger) http.Handler {
 	r := chi.NewRouter()
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		problem.Error(w, r, http.StatusNotFound, "no such resource")
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		problem.Error(w, r, http.StatusMethodNotAllowed, "method not allowed on this resource")
-	})
+	r.NotFound(problem.NoRoute)
+	r.MethodNotAllowed(problem.MethodNotAllowed)
 	r.With(require(auth.RoleAttendant)).Method(http.MethodPost, "/v1/chat", handleChat(chat, log))
 	return r
 }

@@ -6,7 +6,6 @@ package messaging
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/catalog/payload"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
-	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/services/ai-builder/internal/knowledge"
 )
 
@@ -51,32 +50,13 @@ func NewHandler(prep Preparer, w Writer, out Enqueuer, log *slog.Logger) *Handle
 	return &Handler{prep: prep, w: w, out: out, log: log}
 }
 
-type indexPayload struct {
-	DocumentID    string `json:"documentId"`
-	RequestID     string `json:"requestId"`
-	TextObjectKey string `json:"textObjectKey"`
-	Language      string `json:"language"`
-}
-
-type indexedPayload struct {
-	DocumentID string `json:"documentId"`
-	RequestID  string `json:"requestId,omitempty"`
-	Chunks     int    `json:"chunks"`
-	Embedder   string `json:"embedder"`
-	Dimensions int    `json:"dimensions,omitempty"`
-}
-
 // Index is the inbox effect for one index command (an inbox.TxHandler).
 // The tenant written is always the envelope's (from ctx), never anything
 // the payload says.
 func (h *Handler) Index(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
-	tenantID, err := tenant.From(ctx)
+	tenantID, p, err := fabric.Decode[payload.KnowledgeIndex](ctx, env)
 	if err != nil {
-		return fabric.Invalid(fmt.Errorf("index %s: %w", env.ID, err))
-	}
-	var p indexPayload
-	if err := json.Unmarshal(env.Payload, &p); err != nil {
-		return fabric.Invalid(fmt.Errorf("index %s: payload: %w", env.ID, err))
+		return err
 	}
 	doc, err := h.prep.Prepare(ctx, tenantID, knowledge.IndexRequest{DocumentID: p.DocumentID, RequestID: p.RequestID, TextObjectKey: p.TextObjectKey})
 	if err != nil {
@@ -85,9 +65,10 @@ func (h *Handler) Index(ctx context.Context, tx pgx.Tx, env envelope.Envelope) e
 	if err := h.w.Replace(ctx, tx, doc, env.ID); err != nil {
 		return fabric.Transient(err)
 	}
-	indexed, err := envelope.Derive(env, "ai.knowledge-indexed.v1", Producer, indexedPayload{
+	ip := payload.KnowledgeIndexed{
 		DocumentID: doc.DocumentID, RequestID: doc.RequestID, Chunks: len(doc.Chunks), Embedder: doc.Embedder, Dimensions: doc.Dimensions,
-	})
+	}
+	indexed, err := envelope.Derive(env, ip.MessageType(), Producer, ip)
 	if err != nil {
 		return fmt.Errorf("derive indexed event of %s: %w", doc.DocumentID, err)
 	}

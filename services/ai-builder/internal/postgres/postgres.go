@@ -23,6 +23,7 @@ import (
 	"github.com/pgvector/pgvector-go"
 
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/services/ai-builder/internal/knowledge"
 	"github.com/agora-platform/agora/services/ai-builder/internal/postgres/pgdb"
 )
@@ -73,8 +74,9 @@ func (s *Store) Dimensions(ctx context.Context) (int, error) {
 }
 
 // EnsurePartition creates tenantID's partition and its HNSW index when
-// missing. Concurrent callers serialise on a transaction-level advisory
-// lock per tenant, so two instances never race on the DDL.
+// missing. The DDL runs in ensure_chunk_partition (migration 00002), with
+// the schema owner's rights: the service's role owns nothing. Concurrent
+// callers serialise there on a transaction-level advisory lock per tenant.
 func (s *Store) EnsurePartition(ctx context.Context, tx pgx.Tx, tenantID string) error {
 	if !envelope.ValidTenant(tenantID) {
 		return fmt.Errorf("partition for %q: not a tenant id", tenantID)
@@ -83,33 +85,13 @@ func (s *Store) EnsurePartition(ctx context.Context, tx pgx.Tx, tenantID string)
 		return nil
 	}
 	part := PartitionName(tenantID)
-	table := pgx.Identifier{s.schema, part}.Sanitize()
 	var exists bool
-	if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&exists); err != nil {
+	if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", pgx.Identifier{s.schema, part}.Sanitize()).Scan(&exists); err != nil {
 		return fmt.Errorf("look up partition %s: %w", part, err)
 	}
 	if !exists {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", s.schema+".chunk:"+tenantID); err != nil {
-			return fmt.Errorf("lock partition %s: %w", part, err)
-		}
-		// The tenant id matches [a-z0-9-], so the literal cannot break out.
-		stmts := []string{
-			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s PARTITION OF %s FOR VALUES IN ('%s')",
-				table, pgx.Identifier{s.schema, "chunk"}.Sanitize(), tenantID),
-			fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s ON %s USING hnsw (embedding public.vector_cosine_ops)",
-				pgx.Identifier{part + "_hnsw"}.Sanitize(), table),
-			// Policies are not inherited by partitions: a role reading the
-			// partition directly must meet the same rule as on the parent.
-			fmt.Sprintf("ALTER TABLE %s ENABLE ROW LEVEL SECURITY", table),
-			fmt.Sprintf("ALTER TABLE %s FORCE ROW LEVEL SECURITY", table),
-			fmt.Sprintf(`DO $$ BEGIN
-				CREATE POLICY tenant_isolation ON %s USING (tenant_id = current_setting('app.tenant_id', true));
-				EXCEPTION WHEN duplicate_object THEN NULL; END $$`, table),
-		}
-		for _, q := range stmts {
-			if _, err := tx.Exec(ctx, q); err != nil {
-				return fmt.Errorf("create partition %s: %w", part, err)
-			}
+		if _, err := tx.Exec(ctx, "SELECT "+pgx.Identifier{s.schema, "ensure_chunk_partition"}.Sanitize()+"($1, $2)", tenantID, part); err != nil {
+			return fmt.Errorf("create partition %s: %w", part, err)
 		}
 	}
 	// Cached only once committed would be stricter; a rolled-back creation
@@ -171,9 +153,12 @@ func (s *Store) Search(ctx context.Context, tenantID string, vector []float32, k
 		return nil, fmt.Errorf("search: begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if _, err := tx.Exec(ctx, "SELECT set_config('app.tenant_id', $1, true), set_config('hnsw.ef_search', $2, true)",
-		tenantID, strconv.Itoa(max(s.efSearch, k))); err != nil {
-		return nil, fmt.Errorf("search: set tenant: %w", err)
+	if err := tenant.Set(ctx, tx, tenantID); err != nil {
+		return nil, fmt.Errorf("search: %w", err)
+	}
+	// The HNSW scan yields at most ef_search rows, so never fewer than k.
+	if _, err := tx.Exec(ctx, "SELECT set_config('hnsw.ef_search', $1, true)", strconv.Itoa(max(s.efSearch, k))); err != nil {
+		return nil, fmt.Errorf("search: set hnsw.ef_search: %w", err)
 	}
 	vec := VectorText(vector)
 	rows, err := tx.Query(ctx, `SELECT chunk_id::text, document_id::text, content,

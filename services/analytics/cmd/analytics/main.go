@@ -4,29 +4,18 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/host"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
-	"github.com/agora-platform/agora/services/analytics/internal/consumer"
 	"github.com/agora-platform/agora/services/analytics/internal/httpapi"
+	"github.com/agora-platform/agora/services/analytics/internal/messaging"
 	"github.com/agora-platform/agora/services/analytics/internal/postgres"
 	"github.com/agora-platform/agora/services/analytics/migrations"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args, os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "analytics:", err)
-		os.Exit(1)
-	}
-}
+func main() { host.Main("analytics", run) }
 
 const queue = "analytics.request-events"
 
@@ -50,21 +39,22 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	if err != nil {
 		return err
 	}
-	spec, ok := topology.Platform().Consumer(queue)
-	if !ok {
-		return fmt.Errorf("platform topology has no %s queue", queue)
-	}
-	h, err := host.New(ctx, cfg.host, host.Options{Consumers: []topology.Consumer{spec}, Migrations: migrations.FS(), NeedsAuth: true}, stdout)
+	specs, err := topology.Platform().Lookup(queue)
 	if err != nil {
 		return err
 	}
+	h, err := host.New(ctx, cfg.host, host.Options{Consumers: specs, Migrations: migrations.FS(), NeedsAuth: true}, stdout)
+	if err != nil {
+		return err
+	}
+	defer h.Close() // Serve closes it too; Close is idempotent
 	store := postgres.New(h.Pool)
 	// One message per transaction: every message updates a few shared
 	// counter cells, which a transaction holds until it commits. Batches
 	// held them for the whole batch and doubled analytics' latency at
 	// 40 req/s (README, "Throughput"); counters that scale need deltas
 	// folded in by one writer.
-	if err := h.ConsumeTx(queue, consumer.New(store).Handle, fabric.ConsumerOptions{MaxBatch: 1}); err != nil {
+	if err := h.ConsumeTx(queue, messaging.New(store).Handle, fabric.ConsumerOptions{MaxBatch: 1}); err != nil {
 		return err
 	}
 	return h.Serve(ctx, httpapi.NewHandler(store, h.Verifier, h.Log), nil)

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
@@ -51,8 +52,8 @@ func startStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vars := map[string]string{"AMQP_URL": vh.URL, "DATABASE_URL": env.DatabaseURL, "DATABASE_SCHEMA": schema,
-		"JWT_KEYS": keys.JWKSPath, "RETRY_TIERS": "300ms,300ms,300ms,300ms,300ms"}
+	vars := deploytest.Service(t, vh, env.DatabaseURL, "analytics", schema)
+	vars["JWT_KEYS"], vars["RETRY_TIERS"] = keys.JWKSPath, "300ms,300ms,300ms,300ms,300ms"
 	s := &stack{url: fabrictest.StartService(t, run, vars).URL, keys: keys}
 	reg, err := registry.Default()
 	if err != nil {

@@ -3,7 +3,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/httpjson"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/services/analytics/internal/projection"
 )
@@ -29,12 +29,8 @@ type Authenticator interface {
 // NewHandler returns the service's routes.
 func NewHandler(store Store, authn Authenticator, log *slog.Logger) http.Handler {
 	r := chi.NewRouter()
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		problem.Error(w, r, http.StatusNotFound, "no such route")
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		problem.Error(w, r, http.StatusMethodNotAllowed, r.Method+" is not allowed here")
-	})
+	r.NotFound(problem.NoRoute)
+	r.MethodNotAllowed(problem.MethodNotAllowed)
 	r.With(authn.Require(auth.RoleAttendant, auth.RoleOperator)).
 		Get("/v1/analytics/requests", handleRequests(store, log))
 	return r
@@ -54,7 +50,6 @@ func handleRequests(store Store, log *slog.Logger) http.HandlerFunc {
 			problem.Unexpected(w, r, err)
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(projection.NewReport(rng, rows))
+		httpjson.Write(w, http.StatusOK, projection.NewReport(rng, rows))
 	}
 }

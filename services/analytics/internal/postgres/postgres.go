@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/services/analytics/internal/postgres/pgdb"
 	"github.com/agora-platform/agora/services/analytics/internal/projection"
 )
@@ -86,12 +87,8 @@ func (s *Store) Apply(ctx context.Context, tx pgx.Tx, tenantID string, deltas []
 // Counts returns the non-empty cells of tenantID within r.
 func (s *Store) Counts(ctx context.Context, tenantID string, r projection.Range) ([]projection.Row, error) {
 	var out []projection.Row
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		q := pgdb.New(tx)
-		if err := q.SetTenant(ctx, tenantID); err != nil {
-			return err
-		}
-		rows, err := q.ListCounts(ctx, pgdb.ListCountsParams{TenantID: tenantID, FromDay: r.From, ToDay: r.To})
+	err := tenant.Tx(ctx, s.pool, tenantID, func(tx pgx.Tx) error {
+		rows, err := pgdb.New(tx).ListCounts(ctx, pgdb.ListCountsParams{TenantID: tenantID, FromDay: r.From, ToDay: r.To})
 		for _, row := range rows {
 			out = append(out, projection.Row{Day: row.Day.Format(projection.DateLayout), ServiceID: row.ServiceID,
 				Channel: row.Channel, Status: row.Status, Count: row.Count})

@@ -8,32 +8,22 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/host"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
-	"github.com/agora-platform/agora/services/communication/internal/delivery"
 	"github.com/agora-platform/agora/services/communication/internal/httpapi"
 	"github.com/agora-platform/agora/services/communication/internal/logchannel"
 	"github.com/agora-platform/agora/services/communication/internal/mail"
+	"github.com/agora-platform/agora/services/communication/internal/messaging"
 	"github.com/agora-platform/agora/services/communication/internal/notify"
 	"github.com/agora-platform/agora/services/communication/internal/postgres"
 	"github.com/agora-platform/agora/services/communication/migrations"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args, os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "communication:", err)
-		os.Exit(1)
-	}
-}
+func main() { host.Main("communication", run) }
 
 // Queue names this service consumes.
 const (
@@ -79,20 +69,6 @@ func loadConfig(getenv func(string) string) (config, error) {
 	return c, nil
 }
 
-// consumers returns the queues this service declares: the platform's
-// request-submitted queue and its command queue.
-func consumers() ([]topology.Consumer, error) {
-	var out []topology.Consumer
-	for _, q := range []string{submittedQueue, commandQueue} {
-		c, ok := topology.Platform().Consumer(q)
-		if !ok {
-			return nil, fmt.Errorf("platform topology has no %s queue", q)
-		}
-		out = append(out, c)
-	}
-	return out, nil
-}
-
 // run starts the service and blocks until ctx ends; it returns nil after a
 // graceful shutdown, or the error that stopped it.
 func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.Writer) error {
@@ -100,7 +76,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	if err != nil {
 		return err
 	}
-	cons, err := consumers()
+	cons, err := topology.Platform().Lookup(submittedQueue, commandQueue)
 	if err != nil {
 		return err
 	}
@@ -108,13 +84,14 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	if err != nil {
 		return err
 	}
+	defer h.Close() // Serve closes it too; Close is idempotent
 	store := postgres.New(h.Pool)
-	senders := map[notify.Channel]delivery.Sender{
+	senders := map[notify.Channel]messaging.Sender{
 		notify.Email:    mail.New(cfg.smtp),
 		notify.SMS:      logchannel.New(notify.SMS, h.Log),
 		notify.WhatsApp: logchannel.New(notify.WhatsApp, h.Log),
 	}
-	d := delivery.New(store, h.Outbox, senders, h.Log)
+	d := messaging.New(store, h.Outbox, senders, h.Log)
 	opts := fabric.ConsumerOptions{Concurrency: cfg.concurrency}
 	if err := h.ConsumeTx(submittedQueue, d.HandleSubmitted, opts); err != nil {
 		return err

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
@@ -97,11 +98,9 @@ func startStack(t *testing.T, extra ...string) *stack {
 		t.Fatal(err)
 	}
 	smtpAddr := startSink(t, s.mailDir)
-	vars := map[string]string{
-		"AMQP_URL": vh.URL, "DATABASE_URL": env.DatabaseURL, "DATABASE_SCHEMA": s.schema,
-		"JWT_KEYS": s.keys.JWKSPath, "SMTP_ADDR": smtpAddr,
-		"RETRY_TIERS": "300ms,300ms,300ms,300ms,300ms,300ms",
-	}
+	vars := deploytest.Service(t, vh, env.DatabaseURL, "communication", s.schema)
+	vars["JWT_KEYS"], vars["SMTP_ADDR"] = s.keys.JWKSPath, smtpAddr
+	vars["RETRY_TIERS"] = "300ms,300ms,300ms,300ms,300ms,300ms"
 	for i := 0; i+1 < len(extra); i += 2 {
 		vars[extra[i]] = extra[i+1]
 	}
@@ -353,6 +352,61 @@ func TestDuplicateEventSendsOnce(t *testing.T) {
 	}
 	if got := s.notifications(t, tenantID, requestID); len(got) != 1 {
 		t.Errorf("notifications = %d, want 1", len(got))
+	}
+}
+
+// A crash between the relay accepting a mail and the commit that records
+// it (here: the commit fails once, after the send) makes the redelivery
+// send the mail again. Both copies must carry the same Message-ID, so the
+// relay or the citizen's client can drop the second; with a Message-ID
+// drawn per attempt they could not.
+func TestMailResentAfterLostCommitKeepsItsMessageID(t *testing.T) {
+	s := startStack(t)
+	const tenantID = "org-a"
+	s.putContact(t, tenantID, "citizen-crash", map[string]string{"email": "crash@example.org", "preferredChannel": "email"})
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, s.database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	// The first "sent" update fails, as a commit lost to a crash would: a
+	// sequence counts across the rolled-back transaction. SECURITY DEFINER:
+	// the service's role may not use the test's sequence.
+	schema := pgx.Identifier{s.schema}.Sanitize()
+	for _, q := range []string{
+		"CREATE SEQUENCE " + schema + ".lost_commit",
+		"CREATE FUNCTION " + schema + `.lose_first_commit() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$
+		BEGIN
+			IF nextval('` + s.schema + `.lost_commit') = 1 THEN
+				RAISE EXCEPTION 'simulated crash after the send, before the commit';
+			END IF;
+			RETURN NEW;
+		END $$`,
+		"CREATE TRIGGER lose_first_commit BEFORE UPDATE ON " + schema + ".notification FOR EACH ROW WHEN (NEW.status = 'sent') EXECUTE FUNCTION " + schema + ".lose_first_commit()",
+	} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	requestID, protocol := uuid.NewString(), "AG-2026-777001"
+	if err := s.pub.Publish(ctx, submittedEvent(t, tenantID, "citizen-crash", requestID, protocol)); err != nil {
+		t.Fatal(err)
+	}
+	n := s.waitStatus(t, tenantID, requestID, "sent")
+	var lost int
+	if err := admin.QueryRow(ctx, "SELECT last_value FROM "+schema+".lost_commit").Scan(&lost); err != nil || lost < 2 {
+		t.Fatalf("the lost commit was not simulated (sequence at %d, err %v)", lost, err)
+	}
+	mails := s.mails(t, protocol)
+	if len(mails) != 2 {
+		t.Fatalf("mails with %s = %d, want 2: one before the lost commit, one on redelivery", protocol, len(mails))
+	}
+	want := "Message-ID: <" + n.ID + "@agora.communication>"
+	for i, m := range mails {
+		if !strings.Contains(m, want) {
+			t.Errorf("mail %d lacks %q (the recorded notification's id):\n%s", i+1, want, m)
+		}
 	}
 }
 

@@ -15,23 +15,20 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/emersion/go-smtp"
+
+	"github.com/agora-platform/agora/pkg/fabric/host"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "smtpsink:", err)
-		os.Exit(1)
-	}
+	host.Main("smtpsink", func(ctx context.Context, args []string, _ func(string) string, stdout io.Writer) error {
+		return run(ctx, args, stdout)
+	})
 }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {

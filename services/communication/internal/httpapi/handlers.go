@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/httpjson"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/services/communication/internal/notify"
 )
@@ -28,24 +29,6 @@ func fail(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	default:
 		log.Error("request failed", "path", r.URL.Path, "err", err)
 		problem.Unexpected(w, r, err)
-	}
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func handleNotFound() http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		problem.Error(w, r, http.StatusNotFound, "no such route")
-	}
-}
-
-func handleMethodNotAllowed() http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		problem.Error(w, r, http.StatusMethodNotAllowed, r.Method+" is not allowed here")
 	}
 }
 
@@ -87,7 +70,7 @@ func handlePutContact(store Store, log *slog.Logger) http.HandlerFunc {
 			fail(w, r, log, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, out)
+		httpjson.Write(w, http.StatusOK, out)
 	}
 }
 
@@ -104,7 +87,7 @@ func handleGetContact(store Store, log *slog.Logger) http.HandlerFunc {
 			fail(w, r, log, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, c)
+		httpjson.Write(w, http.StatusOK, c)
 	}
 }
 
@@ -125,6 +108,6 @@ func handleListNotifications(store Store, log *slog.Logger) http.HandlerFunc {
 			fail(w, r, log, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"items": items})
+		httpjson.Write(w, http.StatusOK, map[string]any{"items": items})
 	}
 }

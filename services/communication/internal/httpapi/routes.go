@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/services/communication/internal/notify"
 )
 
@@ -28,8 +29,8 @@ type Authenticator interface {
 // NewHandler returns the service's routes.
 func NewHandler(store Store, authn Authenticator, log *slog.Logger) http.Handler {
 	r := chi.NewRouter()
-	r.NotFound(handleNotFound())
-	r.MethodNotAllowed(handleMethodNotAllowed())
+	r.NotFound(problem.NoRoute)
+	r.MethodNotAllowed(problem.MethodNotAllowed)
 	r.Group(func(r chi.Router) {
 		r.Use(authn.Require(auth.RoleCitizen, auth.RoleAttendant))
 		r.Put("/v1/contacts/{citizenId}", handlePutContact(store, log))

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/services/communication/internal/notify"
 	"github.com/agora-platform/agora/services/communication/internal/postgres/pgdb"
 )
@@ -26,13 +27,7 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 // inTenant runs fn in a transaction scoped to tenantID and commits it.
 func (s *Store) inTenant(ctx context.Context, tenantID string, fn func(q *pgdb.Queries) error) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		q := pgdb.New(tx)
-		if err := q.SetTenant(ctx, tenantID); err != nil {
-			return fmt.Errorf("set tenant: %w", err)
-		}
-		return fn(q)
-	})
+	return tenant.Tx(ctx, s.pool, tenantID, func(tx pgx.Tx) error { return fn(pgdb.New(tx)) })
 }
 
 func opt(s string) *string {

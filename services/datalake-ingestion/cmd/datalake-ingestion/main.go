@@ -7,11 +7,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric"
@@ -19,20 +16,13 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/batch"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/httpapi"
-	"github.com/agora-platform/agora/services/datalake-ingestion/internal/ingest"
-	"github.com/agora-platform/agora/services/datalake-ingestion/internal/objectstore"
+	"github.com/agora-platform/agora/services/datalake-ingestion/internal/messaging"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/postgres"
+	"github.com/agora-platform/agora/services/datalake-ingestion/internal/s3"
 	"github.com/agora-platform/agora/services/datalake-ingestion/migrations"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args, os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "datalake-ingestion:", err)
-		os.Exit(1)
-	}
-}
+func main() { host.Main("datalake-ingestion", run) }
 
 // queues are the data lake's: request events (docs/architecture.md) and every
 // other tenant domain's events.
@@ -44,6 +34,10 @@ type config struct {
 	batchSize    int
 	batchAge     time.Duration
 	flushTimeout time.Duration
+	// orphanGrace and orphanSweep: files no committed lineage points at
+	// are removed once older than orphanGrace, looked for every orphanSweep.
+	orphanGrace time.Duration
+	orphanSweep time.Duration
 }
 
 func loadConfig(getenv func(string) string) (config, error) {
@@ -51,7 +45,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if err != nil {
 		return config{}, err
 	}
-	c := config{host: hc, bucket: "datalake", batchSize: 500, batchAge: 2 * time.Second, flushTimeout: 30 * time.Second}
+	c := config{host: hc, bucket: "datalake", batchSize: 500, batchAge: 2 * time.Second, flushTimeout: 30 * time.Second,
+		orphanGrace: 15 * time.Minute, orphanSweep: 10 * time.Minute}
 	if v := getenv("DATALAKE_BUCKET"); v != "" {
 		c.bucket = v
 	}
@@ -60,12 +55,18 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return c, fmt.Errorf("DATALAKE_BATCH_SIZE: %q is not between 1 and 10000", v)
 		}
 	}
-	for name, dst := range map[string]*time.Duration{"DATALAKE_BATCH_AGE": &c.batchAge, "DATALAKE_FLUSH_TIMEOUT": &c.flushTimeout} {
+	for name, dst := range map[string]*time.Duration{"DATALAKE_BATCH_AGE": &c.batchAge, "DATALAKE_FLUSH_TIMEOUT": &c.flushTimeout,
+		"DATALAKE_ORPHAN_GRACE": &c.orphanGrace, "DATALAKE_ORPHAN_SWEEP": &c.orphanSweep} {
 		if v := getenv(name); v != "" {
 			if *dst, err = time.ParseDuration(v); err != nil || *dst <= 0 {
 				return c, fmt.Errorf("%s: %q is not a positive duration", name, v)
 			}
 		}
+	}
+	// A file younger than a flush may still be waiting for its lineage
+	// commit: sweeping it would lose the batch.
+	if c.orphanGrace < 2*c.flushTimeout {
+		return c, fmt.Errorf("DATALAKE_ORPHAN_GRACE (%s) must be at least twice DATALAKE_FLUSH_TIMEOUT (%s)", c.orphanGrace, c.flushTimeout)
 	}
 	return c, nil
 }
@@ -77,25 +78,27 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	if err != nil {
 		return err
 	}
-	var specs []topology.Consumer
-	for _, q := range queues {
-		spec, ok := topology.Platform().Consumer(q)
-		if !ok {
-			return fmt.Errorf("platform topology has no %s queue", q)
-		}
-		specs = append(specs, spec)
+	specs, err := topology.Platform().Lookup(queues...)
+	if err != nil {
+		return err
 	}
 	h, err := host.New(ctx, cfg.host, host.Options{Consumers: specs, Migrations: migrations.FS(), NeedsAuth: true}, stdout)
 	if err != nil {
 		return err
 	}
-	objects, err := objectstore.New(objectstore.Config{Endpoint: cfg.host.S3Endpoint, AccessKey: cfg.host.S3AccessKey,
+	defer h.Close() // Serve closes it too; Close is idempotent
+	objects, err := s3.New(s3.Config{Endpoint: cfg.host.S3Endpoint, AccessKey: cfg.host.S3AccessKey,
 		SecretKey: cfg.host.S3SecretKey, Bucket: cfg.bucket})
 	if err != nil {
 		return err
 	}
 	store := postgres.New(h.Pool)
-	writer := ingest.NewWriter(objects, store, h.Log)
+	writer := messaging.NewWriter(objects, store, h.Log)
+	sweeper, err := messaging.NewSweeper(objects, store, cfg.orphanGrace, h.Metrics.Meter, h.Log)
+	if err != nil {
+		return err
+	}
+	h.Go("orphan-sweep", func(ctx context.Context) error { return sweeper.Run(ctx, cfg.orphanSweep) })
 	batcher := batch.New(cfg.batchSize, cfg.batchAge, writer.Flush)
 	// The batcher outlives the consumers: Serve waits for in-flight
 	// handlers, which wait for their batch.
@@ -114,7 +117,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	// prefetch and concurrency must hold a whole batch.
 	opts := fabric.ConsumerOptions{Prefetch: cfg.batchSize, Concurrency: cfg.batchSize}
 	for _, q := range queues {
-		if err := h.Consume(q, ingest.Handler(batcher), opts); err != nil {
+		if err := h.Consume(q, messaging.Handler(batcher), opts); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -25,14 +26,15 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
-	"github.com/agora-platform/agora/services/datalake-ingestion/internal/ingest"
-	"github.com/agora-platform/agora/services/datalake-ingestion/internal/objectstore"
+	"github.com/agora-platform/agora/services/datalake-ingestion/internal/messaging"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/postgres"
+	"github.com/agora-platform/agora/services/datalake-ingestion/internal/s3"
 )
 
 // lakeRow is the reader's view of a lake file, declared here so the test
@@ -79,8 +81,9 @@ func getenv(k, def string) string {
 }
 
 // startStack runs the service; s3Endpoint overrides the store's address
-// (the outage test puts a proxy in between).
-func startStack(t *testing.T, s3Endpoint string) *stack {
+// (the outage test puts a proxy in between); extra are more variables,
+// name then value.
+func startStack(t *testing.T, s3Endpoint string, extra ...string) *stack {
 	t.Helper()
 	env := fabrictest.EnvFrom(os.Getenv)
 	vh := fabrictest.NewVhost(t, env)
@@ -110,10 +113,13 @@ func startStack(t *testing.T, s3Endpoint string) *stack {
 	if s3Endpoint == "" {
 		s3Endpoint = realS3
 	}
-	vars := map[string]string{"AMQP_URL": vh.URL, "DATABASE_URL": env.DatabaseURL, "DATABASE_SCHEMA": schema,
-		"JWT_KEYS": s.keys.JWKSPath, "S3_ENDPOINT": s3Endpoint, "S3_ACCESS_KEY": access,
+	vars := map[string]string{"JWT_KEYS": s.keys.JWKSPath, "S3_ENDPOINT": s3Endpoint, "S3_ACCESS_KEY": access,
 		"S3_SECRET_KEY": secret, "DATALAKE_BUCKET": s.bucket, "DATALAKE_BATCH_SIZE": "5", "DATALAKE_BATCH_AGE": "300ms",
 		"DATALAKE_FLUSH_TIMEOUT": "3s", "RETRY_TIERS": "700ms,700ms,700ms,700ms,700ms,700ms,700ms,700ms"}
+	maps.Copy(vars, deploytest.Service(t, vh, env.DatabaseURL, "datalake-ingestion", schema))
+	for i := 0; i+1 < len(extra); i += 2 {
+		vars[extra[i]] = extra[i+1]
+	}
 	s.url = fabrictest.StartService(t, run, vars).URL
 	reg, err := registry.Default()
 	if err != nil {
@@ -294,6 +300,49 @@ func TestIngestsBatchesAsParquetWithLineage(t *testing.T) {
 // of an extensible enumeration (all compatible, docs/contract-evolution.md), and during a
 // v1→v2 transition publishes both versions. The lake takes every message
 // and its Parquet rows keep every byte the producer added.
+// A flush killed between writing its file and committing the lineage
+// leaves a file no lineage points at; here one is written by hand. The
+// sweep removes it once past the grace period, and never a file whose
+// lineage committed, nor a key the lake does not write.
+func TestOrphanFilesAreSwept(t *testing.T) {
+	s := startStack(t, "", "DATALAKE_ORPHAN_GRACE", "6s", "DATALAKE_ORPHAN_SWEEP", "300ms")
+	ctx := context.Background()
+	e := s.submit(t, "org-a")
+	tok := s.token(t, "org-a", auth.RoleOperator)
+	var committed lineage
+	fabrictest.Eventually(t, 20*time.Second, "lineage of the submitted event", func() bool {
+		l, code := s.lineage(t, tok, e.ID)
+		committed = l
+		return code == http.StatusOK
+	})
+	put := func(key string) {
+		t.Helper()
+		if _, err := s.s3.PutObject(ctx, s.bucket, key, strings.NewReader("PAR1 left by a killed flush"), -1, minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exists := func(key string) bool {
+		_, err := s.s3.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{})
+		return err == nil
+	}
+	partition := committed.ObjectKey[:strings.LastIndex(committed.ObjectKey, "/")+1]
+	orphan, foreign := partition+uuid.NewString()+".parquet", "exports/not-the-lakes.csv"
+	put(orphan)
+	put(foreign)
+	fabrictest.Eventually(t, 30*time.Second, "the orphan file swept", func() bool { return !exists(orphan) })
+	// A second orphan, swept by a later pass, which saw the committed file
+	// and the foreign key past the grace period too.
+	second := partition + uuid.NewString() + ".parquet"
+	put(second)
+	fabrictest.Eventually(t, 30*time.Second, "the second orphan file swept", func() bool { return !exists(second) })
+	if !exists(committed.ObjectKey) {
+		t.Errorf("the committed file %s was swept", committed.ObjectKey)
+	}
+	if !exists(foreign) {
+		t.Errorf("%s, not a lake file, was swept", foreign)
+	}
+}
+
 func TestKeepsWhatANewerProducerAdded(t *testing.T) {
 	s := startStack(t, "")
 	v1, err := envelope.New("request.submitted.v1", "org-a", "request-service", json.RawMessage(`{"requestId":"`+uuid.NewString()+
@@ -378,12 +427,12 @@ func TestOverlappingBatchesWriteEachEventOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	objects, err := objectstore.New(objectstore.Config{Endpoint: getenv("S3_ENDPOINT", "127.0.0.1:9000"),
+	objects, err := s3.New(s3.Config{Endpoint: getenv("S3_ENDPOINT", "127.0.0.1:9000"),
 		AccessKey: getenv("S3_ACCESS_KEY", "agora-dev"), SecretKey: getenv("S3_SECRET_KEY", "agora-dev-secret"), Bucket: s.bucket})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := ingest.NewWriter(objects, postgres.New(pool), slog.New(slog.DiscardHandler))
+	w := messaging.NewWriter(objects, postgres.New(pool), slog.New(slog.DiscardHandler))
 	var events []envelope.Envelope
 	for i := range 6 {
 		e, err := envelope.New("request.submitted.v1", []string{"org-a", "org-b"}[i%2], "request-service", map[string]any{

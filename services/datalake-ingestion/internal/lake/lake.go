@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
@@ -93,6 +94,20 @@ func (p Partition) Prefix() string {
 
 // ObjectKey is the key of batchID's file in p.
 func (p Partition) ObjectKey(batchID string) string { return p.Prefix() + batchID + ".parquet" }
+
+// ParseObjectKey returns the tenant and batch of a key ObjectKey made, and
+// false for any other key.
+func ParseObjectKey(key string) (tenantID, batchID string, ok bool) {
+	parts := strings.Split(key, "/")
+	if len(parts) != 5 || !strings.HasPrefix(parts[0], "tenant=") || !strings.HasSuffix(parts[4], ".parquet") {
+		return "", "", false
+	}
+	tenantID, batchID = strings.TrimPrefix(parts[0], "tenant="), strings.TrimSuffix(parts[4], ".parquet")
+	if !envelope.ValidTenant(tenantID) || uuid.Validate(batchID) != nil {
+		return "", "", false
+	}
+	return tenantID, batchID, true
+}
 
 // Group is the rows of one partition in one batch, in file order.
 type Group struct {

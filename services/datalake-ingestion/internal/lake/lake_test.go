@@ -78,3 +78,26 @@ func TestGroupRows(t *testing.T) {
 		}
 	}
 }
+
+func TestParseObjectKey(t *testing.T) {
+	batch := "01a23020-a34e-7dbf-b237-69a1af8c97c5"
+	made := Partition{TenantID: "org-a", Domain: "request", Type: "request.submitted.v1", Date: "2026-12-01"}.ObjectKey(batch)
+	tests := []struct {
+		key          string
+		tenant, want string
+		ok           bool
+	}{
+		{made, "org-a", batch, true},
+		{"exports/report.csv", "", "", false},
+		{"tenant=org-a/domain=request/type=x/date=2026-12-01/not-a-uuid.parquet", "", "", false},
+		{"tenant=Org_A/domain=request/type=x/date=2026-12-01/" + batch + ".parquet", "", "", false},
+		{"tenant=org-a/domain=request/type=x/" + batch + ".parquet", "", "", false},
+		{"tenant=org-a/domain=request/type=x/date=2026-12-01/" + batch + ".csv", "", "", false},
+	}
+	for _, tt := range tests {
+		tenant, got, ok := ParseObjectKey(tt.key)
+		if ok != tt.ok || tenant != tt.tenant || got != tt.want {
+			t.Errorf("ParseObjectKey(%q) = %q, %q, %v; want %q, %q, %v", tt.key, tenant, got, ok, tt.tenant, tt.want, tt.ok)
+		}
+	}
+}

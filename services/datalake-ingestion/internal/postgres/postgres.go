@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/postgres/pgdb"
 )
 
@@ -45,12 +46,8 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 // Lineage returns the lineage of eventID in tenantID, or ErrNotFound.
 func (s *Store) Lineage(ctx context.Context, tenantID, eventID string) (Lineage, error) {
 	var out Lineage
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		q := pgdb.New(tx)
-		if err := q.SetTenant(ctx, tenantID); err != nil {
-			return err
-		}
-		r, err := q.GetLineage(ctx, pgdb.GetLineageParams{TenantID: tenantID, EventID: eventID})
+	err := tenant.Tx(ctx, s.pool, tenantID, func(tx pgx.Tx) error {
+		r, err := pgdb.New(tx).GetLineage(ctx, pgdb.GetLineageParams{TenantID: tenantID, EventID: eventID})
 		if err != nil {
 			return err
 		}
@@ -97,7 +94,7 @@ func (s *Store) Ingest(ctx context.Context, batchID, bucket string, rows []Linea
 				p.CorrelationIds = append(p.CorrelationIds, l.CorrelationID)
 				p.OccurredAts = append(p.OccurredAts, l.OccurredAt)
 			}
-			if err := q.SetTenant(ctx, t); err != nil {
+			if err := tenant.Set(ctx, tx, t); err != nil {
 				return err
 			}
 			ids, err := q.ClaimLineage(ctx, p)
@@ -123,7 +120,7 @@ func (s *Store) Ingest(ctx context.Context, batchID, bucket string, rows []Linea
 				p.ObjectKeys = append(p.ObjectKeys, l.ObjectKey)
 				p.RowOffsets = append(p.RowOffsets, int32(l.RowOffset))
 			}
-			if err := q.SetTenant(ctx, t); err != nil {
+			if err := tenant.Set(ctx, tx, t); err != nil {
 				return err
 			}
 			n, err := q.PlaceLineage(ctx, p)
@@ -140,6 +137,22 @@ func (s *Store) Ingest(ctx context.Context, batchID, bucket string, rows []Linea
 		return 0, fmt.Errorf("ingest batch %s: %w", batchID, err)
 	}
 	return len(fresh), nil
+}
+
+// ObjectHasLineage reports whether committed lineage of tenantID points at
+// key, a file of batchID: a file without it was left by a flush that
+// never committed (messaging.Sweeper).
+func (s *Store) ObjectHasLineage(ctx context.Context, tenantID, batchID, key string) (bool, error) {
+	var ok bool
+	err := tenant.Tx(ctx, s.pool, tenantID, func(tx pgx.Tx) error {
+		var err error
+		ok, err = pgdb.New(tx).ObjectHasLineage(ctx, pgdb.ObjectHasLineageParams{TenantID: tenantID, BatchID: batchID, ObjectKey: key})
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("lineage of %s: %w", key, err)
+	}
+	return ok, nil
 }
 
 // byTenant splits rows by tenant, tenants in the order they first appear

@@ -3,13 +3,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric"
@@ -19,20 +17,13 @@ import (
 	"github.com/agora-platform/agora/services/document-worker/internal/messaging"
 	"github.com/agora-platform/agora/services/document-worker/internal/ocr"
 	"github.com/agora-platform/agora/services/document-worker/internal/postgres"
-	"github.com/agora-platform/agora/services/document-worker/internal/s3store"
+	"github.com/agora-platform/agora/services/document-worker/internal/s3"
 	"github.com/agora-platform/agora/services/document-worker/migrations"
 )
 
 const queue = "document.processing"
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args, os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "document-worker:", err)
-		os.Exit(1)
-	}
-}
+func main() { host.Main("document-worker", run) }
 
 type config struct {
 	host        host.Config
@@ -46,12 +37,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if err != nil {
 		return config{}, err
 	}
-	get := func(k, def string) string {
-		if v := getenv(k); v != "" {
-			return v
-		}
-		return def
-	}
+	get := func(k, def string) string { return cmp.Or(getenv(k), def) }
 	c := config{
 		host:   hc,
 		bucket: get("DOCUMENTS_BUCKET", "documents"),
@@ -79,12 +65,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	spec, ok := topology.Platform().Consumer(queue)
-	if !ok {
-		return fmt.Errorf("platform topology has no %s queue", queue)
+	specs, err := topology.Platform().Lookup(queue)
+	if err != nil {
+		return err
 	}
 	h, err := host.New(ctx, cfg.host, host.Options{
-		Consumers:  []topology.Consumer{spec},
+		Consumers:  specs,
 		Migrations: migrations.FS,
 		Relay:      true,
 	}, stdout)
@@ -92,7 +78,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	defer h.Close() // Serve closes it too; Close is idempotent
-	store, err := s3store.New(cfg.host.S3Endpoint, cfg.host.S3AccessKey, cfg.host.S3SecretKey, false)
+	store, err := s3.New(cfg.host.S3Endpoint, cfg.host.S3AccessKey, cfg.host.S3SecretKey, false)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
@@ -39,11 +41,13 @@ type stack struct {
 	t      testing.TB
 	vhost  *fabrictest.Vhost
 	schema string
-	pool   *pgxpool.Pool
-	s3     *minio.Client
-	bucket string
-	pub    *fabric.Publisher
-	conn   interface {
+	// identity is the service's own broker user and database roles.
+	identity map[string]string
+	pool     *pgxpool.Pool
+	s3       *minio.Client
+	bucket   string
+	pub      *fabric.Publisher
+	conn     interface {
 		Channel(context.Context) (*amqp.Channel, error)
 	}
 
@@ -69,6 +73,7 @@ func newStack(t testing.TB) *stack {
 	fenv := fabrictest.EnvFrom(os.Getenv)
 	s := &stack{t: t, vhost: fabrictest.NewVhost(t, fenv), schema: "t_" + randHex(4), bucket: "documents",
 		received: map[string][]envelope.Envelope{}}
+	s.identity = deploytest.Service(t, s.vhost, fenv.DatabaseURL, "document-worker", s.schema)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pool, err := pgxpool.New(ctx, fenv.DatabaseURL)
@@ -193,11 +198,11 @@ func (w worker) count(msg string) int {
 func (s *stack) start(extra map[string]string) *worker {
 	s.t.Helper()
 	vars := map[string]string{
-		"AMQP_URL": s.vhost.URL, "DATABASE_SCHEMA": s.schema, "S3_ENDPOINT": env("S3_ENDPOINT", "127.0.0.1:9000"),
+		"S3_ENDPOINT":   env("S3_ENDPOINT", "127.0.0.1:9000"),
 		"S3_ACCESS_KEY": env("S3_ACCESS_KEY", "agora-dev"), "S3_SECRET_KEY": env("S3_SECRET_KEY", "agora-dev-secret"),
-		"DATABASE_URL": fabrictest.EnvFrom(os.Getenv).DatabaseURL, "WORKER_CONCURRENCY": "1",
-		"RETRY_TIERS": "300ms,300ms",
+		"WORKER_CONCURRENCY": "1", "RETRY_TIERS": "300ms,300ms",
 	}
+	maps.Copy(vars, s.identity)
 	for k, v := range extra {
 		vars[k] = v
 	}

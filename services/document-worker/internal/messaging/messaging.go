@@ -6,7 +6,6 @@ package messaging
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,9 +13,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/catalog/payload"
+	"github.com/agora-platform/agora/pkg/fabric/enum"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
-	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/services/document-worker/internal/document"
 	"github.com/agora-platform/agora/services/document-worker/internal/postgres/pgdb"
 )
@@ -52,44 +52,11 @@ func NewHandler(proc Processor, rec Recorder, out Enqueuer, log *slog.Logger) *H
 	return &Handler{proc: proc, rec: rec, out: out, log: log}
 }
 
-type uploadedPayload struct {
-	DocumentID  string `json:"documentId"`
-	RequestID   string `json:"requestId"`
-	Bucket      string `json:"bucket"`
-	ObjectKey   string `json:"objectKey"`
-	FileName    string `json:"fileName"`
-	ContentType string `json:"contentType"`
-	Size        int64  `json:"size"`
-	SHA256      string `json:"sha256"`
-}
-
-type processedPayload struct {
-	DocumentID    string `json:"documentId"`
-	RequestID     string `json:"requestId"`
-	TextObjectKey string `json:"textObjectKey"`
-	Pages         int    `json:"pages"`
-	Characters    int    `json:"characters"`
-	Language      string `json:"language,omitempty"`
-	Method        string `json:"method"`
-	DurationMs    int64  `json:"durationMs"`
-}
-
-type indexPayload struct {
-	DocumentID    string `json:"documentId"`
-	RequestID     string `json:"requestId"`
-	TextObjectKey string `json:"textObjectKey"`
-	Language      string `json:"language,omitempty"`
-}
-
 // Uploaded is the inbox effect for one upload event (an inbox.TxHandler).
 func (h *Handler) Uploaded(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
-	tenantID, err := tenant.From(ctx)
+	tenantID, p, err := fabric.Decode[payload.DocumentUploaded](ctx, env)
 	if err != nil {
-		return fabric.Invalid(fmt.Errorf("upload %s: %w", env.ID, err))
-	}
-	var p uploadedPayload
-	if err := json.Unmarshal(env.Payload, &p); err != nil {
-		return fabric.Invalid(fmt.Errorf("upload %s: payload: %w", env.ID, err))
+		return err
 	}
 	res, err := h.proc.Process(ctx, tenantID, document.Uploaded{
 		DocumentID: p.DocumentID, RequestID: p.RequestID, Bucket: p.Bucket, ObjectKey: p.ObjectKey,
@@ -101,17 +68,19 @@ func (h *Handler) Uploaded(ctx context.Context, tx pgx.Tx, env envelope.Envelope
 	if err := h.rec.SaveResult(ctx, tx, res, env.ID); err != nil {
 		return fabric.Transient(err)
 	}
-	processed, err := envelope.Derive(env, "document.processed.v1", Producer, processedPayload{
+	pp := payload.DocumentProcessed{
 		DocumentID: res.DocumentID, RequestID: res.RequestID, TextObjectKey: res.TextObjectKey,
-		Pages: res.Pages, Characters: res.Characters, Language: res.Language, Method: string(res.Method),
-		DurationMs: res.Duration.Milliseconds(),
-	})
+		Pages: res.Pages, Characters: res.Characters, Language: res.Language,
+		Method: enum.Of(payload.ExtractionMethod(res.Method)), DurationMs: res.Duration.Milliseconds(),
+	}
+	processed, err := envelope.Derive(env, pp.MessageType(), Producer, pp)
 	if err != nil {
 		return fmt.Errorf("derive processed event of %s: %w", res.DocumentID, err)
 	}
-	index, err := envelope.Derive(env, "ai.knowledge.index.v1", Producer, indexPayload{
+	ip := payload.KnowledgeIndex{
 		DocumentID: res.DocumentID, RequestID: res.RequestID, TextObjectKey: res.TextObjectKey, Language: res.Language,
-	})
+	}
+	index, err := envelope.Derive(env, ip.MessageType(), Producer, ip)
 	if err != nil {
 		return fmt.Errorf("derive index command of %s: %w", res.DocumentID, err)
 	}

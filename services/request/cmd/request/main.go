@@ -6,31 +6,22 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/host"
+	"github.com/agora-platform/agora/pkg/fabric/retention"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
-	"github.com/agora-platform/agora/services/request/internal/blob"
-	"github.com/agora-platform/agora/services/request/internal/consumer"
 	"github.com/agora-platform/agora/services/request/internal/httpapi"
+	"github.com/agora-platform/agora/services/request/internal/messaging"
 	"github.com/agora-platform/agora/services/request/internal/postgres"
 	"github.com/agora-platform/agora/services/request/internal/request"
+	"github.com/agora-platform/agora/services/request/internal/s3"
 	"github.com/agora-platform/agora/services/request/migrations"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args, os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "request:", err)
-		os.Exit(1)
-	}
-}
+func main() { host.Main("request", run) }
 
 const workflowEventsQueue = "request.workflow-events"
 
@@ -38,6 +29,10 @@ type config struct {
 	host.Config
 	DocumentsBucket string
 	MaxUploadBytes  int64
+	// IdempotencyRetention (RETENTION_IDEMPOTENCY, default 48 h; off keeps
+	// them) is how long an Idempotency-Key is remembered: a retry after it
+	// submits anew.
+	IdempotencyRetention time.Duration
 }
 
 func loadConfig(getenv func(string) string) (config, error) {
@@ -56,6 +51,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 		}
 		c.MaxUploadBytes = n
 	}
+	if c.IdempotencyRetention, err = retention.Age(getenv, "RETENTION_IDEMPOTENCY", 48*time.Hour); err != nil {
+		return config{}, err
+	}
 	return c, nil
 }
 
@@ -68,24 +66,29 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 }
 
 func serve(ctx context.Context, cfg config, stdout io.Writer) error {
-	spec, ok := topology.Platform().Consumer(workflowEventsQueue)
-	if !ok {
-		return fmt.Errorf("topology has no queue %s", workflowEventsQueue)
+	specs, err := topology.Platform().Lookup(workflowEventsQueue)
+	if err != nil {
+		return err
 	}
-	// Before host.New: the host has no Close of its own, only Serve's shutdown.
-	blobs, err := blob.Open(ctx, blob.Config{Endpoint: cfg.S3Endpoint, AccessKey: cfg.S3AccessKey,
+	// Before host.New: a store that cannot be reached fails the start-up
+	// before any connection is opened.
+	blobs, err := s3.Open(ctx, s3.Config{Endpoint: cfg.S3Endpoint, AccessKey: cfg.S3AccessKey,
 		SecretKey: cfg.S3SecretKey, Bucket: cfg.DocumentsBucket})
 	if err != nil {
 		return err
 	}
 	h, err := host.New(ctx, cfg.Config, host.Options{
-		Consumers: []topology.Consumer{spec}, Migrations: migrations.FS(), NeedsAuth: true, Relay: true,
+		Consumers: specs, Migrations: migrations.FS(), NeedsAuth: true, Relay: true,
+		// Row-level security with FORCE (migration 00001): cleaned tenant
+		// by tenant, the tenants kept by migration 00002's trigger.
+		Retain: []retention.Table{{Name: "idempotency_key", Column: "created_at", Age: cfg.IdempotencyRetention, TenantScoped: true}},
 	}, stdout)
 	if err != nil {
 		return err
 	}
+	defer h.Close() // Serve closes it too; Close is idempotent
 	store := postgres.NewStore(h.Pool, h.Outbox, time.Now)
-	if err := h.ConsumeTx(workflowEventsQueue, consumer.WorkflowEvents(store),
+	if err := h.ConsumeTx(workflowEventsQueue, messaging.WorkflowEvents(store),
 		fabric.ConsumerOptions{}); err != nil {
 		return err
 	}

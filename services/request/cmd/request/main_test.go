@@ -12,6 +12,7 @@ import (
 	"image/color"
 	"image/png"
 	"io"
+	"maps"
 	"mime/multipart"
 	"net/http"
 	"os"
@@ -26,6 +27,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/broker"
@@ -64,26 +66,25 @@ func getenvDefault(k, def string) string {
 
 // start runs the service with extra environment and stops it (checking
 // that run returns nil) when the test ends.
-func start(t *testing.T, extra map[string]string) *testService {
+func start(t testing.TB, extra map[string]string) *testService {
 	t.Helper()
 	env := fabrictest.EnvFrom(os.Getenv)
 	s := &testService{env: env, schema: "t_" + randHex(4), bucket: "documents"}
 	s.vhost = fabrictest.NewVhost(t, env)
+	identity := deploytest.Service(t, s.vhost, env.DatabaseURL, "request", s.schema)
 	keys, err := auth.LoadOrCreateDevKeys(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.keys = keys
 	vars := map[string]string{
-		"AMQP_URL":         s.vhost.URL,
-		"DATABASE_URL":     env.DatabaseURL,
-		"DATABASE_SCHEMA":  s.schema,
 		"JWT_KEYS":         keys.JWKSPath,
 		"S3_ENDPOINT":      getenvDefault("S3_ENDPOINT", "127.0.0.1:9000"),
 		"S3_ACCESS_KEY":    getenvDefault("S3_ACCESS_KEY", "agora-dev"),
 		"S3_SECRET_KEY":    getenvDefault("S3_SECRET_KEY", "agora-dev-secret"),
 		"MAX_UPLOAD_BYTES": "262144",
 	}
+	maps.Copy(vars, identity)
 	for k, v := range extra {
 		vars[k] = v
 	}

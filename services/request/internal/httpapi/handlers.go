@@ -19,6 +19,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/httpjson"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/services/request/internal/request"
 )
@@ -80,7 +81,7 @@ func handleSubmit(store Requests, log *slog.Logger) http.Handler {
 		if replayed {
 			w.Header().Set("Idempotent-Replayed", "true")
 		}
-		writeJSON(w, http.StatusCreated, rc)
+		httpjson.Write(w, http.StatusCreated, rc)
 	})
 }
 
@@ -161,7 +162,7 @@ func handleGet(store Requests, log *slog.Logger) http.Handler {
 			writeError(w, r, log, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, requestView{
+		httpjson.Write(w, http.StatusOK, requestView{
 			ID: req.ID, Protocol: req.Protocol, Status: req.Status, StatusReason: req.StatusReason,
 			ServiceID: req.ServiceID, FormID: req.FormID, FormVersion: req.FormVersion, Channel: req.Channel,
 			CitizenID: req.CitizenID, Fields: req.Fields, SLABreached: req.SLABreachedAt != nil,
@@ -220,7 +221,7 @@ func handleUpload(up Uploader, maxBytes int64, log *slog.Logger) http.Handler {
 			writeError(w, r, log, err)
 			return
 		}
-		writeJSON(w, http.StatusCreated, doc)
+		httpjson.Write(w, http.StatusCreated, doc)
 	})
 }
 
@@ -402,7 +403,7 @@ func handleListDocuments(store Requests, log *slog.Logger) http.Handler {
 			writeError(w, r, log, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"documents": docs})
+		httpjson.Write(w, http.StatusOK, map[string]any{"documents": docs})
 	})
 }
 
@@ -433,10 +434,4 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		problem.Unexpected(w, r, err)
 	}
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
 }

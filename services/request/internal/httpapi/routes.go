@@ -27,12 +27,8 @@ func NewHandler(d Deps) http.Handler {
 	r := chi.NewRouter()
 	// The host traces each request; name its span after the route.
 	r.Use(telemetry.RouteNamer(routePattern))
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		problem.Error(w, r, http.StatusNotFound, "no such route")
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		problem.Error(w, r, http.StatusMethodNotAllowed, "method not allowed on this route")
-	})
+	r.NotFound(problem.NoRoute)
+	r.MethodNotAllowed(problem.MethodNotAllowed)
 	citizen := d.Auth.Require(auth.RoleCitizen)
 	staffOrOwner := d.Auth.Require(auth.RoleCitizen, auth.RoleAttendant, auth.RoleOperator)
 	uploaders := d.Auth.Require(auth.RoleCitizen, auth.RoleAttendant)

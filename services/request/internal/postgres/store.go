@@ -19,6 +19,7 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
+	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/services/request/internal/postgres/pgdb"
 	"github.com/agora-platform/agora/services/request/internal/request"
 )
@@ -62,8 +63,8 @@ func NewStore(pool *pgxpool.Pool, ob Enqueuer, now func() time.Time) *Store {
 // unique. One process hands out each block in order, but concurrent
 // reservations may finish out of order, and other processes, restarts and
 // failed submissions leave gaps (as with any database sequence).
-func (s *Store) nextProtocol(ctx context.Context, tenant string, year int) (int64, error) {
-	k := protocolKey{tenant, year}
+func (s *Store) nextProtocol(ctx context.Context, tenantID string, year int) (int64, error) {
+	k := protocolKey{tenantID, year}
 	if n, ok := s.takeProtocol(k); ok {
 		return n, nil
 	}
@@ -71,9 +72,9 @@ func (s *Store) nextProtocol(ctx context.Context, tenant string, year int) (int6
 	// not held up by this round trip, and concurrent reservations each add
 	// a block; every number is handed out.
 	var last int64
-	err := s.inTenant(ctx, tenant, func(_ pgx.Tx, q *pgdb.Queries) error {
+	err := s.inTenant(ctx, tenantID, func(_ pgx.Tx, q *pgdb.Queries) error {
 		var err error
-		last, err = q.ReserveProtocolNumbers(ctx, pgdb.ReserveProtocolNumbersParams{TenantID: tenant, Year: int32(year), Count: protocolBlockSize})
+		last, err = q.ReserveProtocolNumbers(ctx, pgdb.ReserveProtocolNumbersParams{TenantID: tenantID, Year: int32(year), Count: protocolBlockSize})
 		return err
 	})
 	if err != nil {
@@ -103,31 +104,10 @@ func (s *Store) takeProtocol(k protocolKey) (int64, bool) {
 
 var _ request.DocumentStore = (*Store)(nil)
 
-// inTenant runs fn in a transaction scoped to tenant by row-level security.
-func (s *Store) inTenant(ctx context.Context, tenant string, fn func(tx pgx.Tx, q *pgdb.Queries) error) error {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	if err := SetTenant(ctx, tx, tenant); err != nil {
-		return err
-	}
-	if err := fn(tx, pgdb.New(tx)); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
-}
-
-// SetTenant scopes tx to tenant for row-level security (transaction-local).
-func SetTenant(ctx context.Context, tx pgx.Tx, tenant string) error {
-	if _, err := tx.Exec(ctx, "SELECT set_config('app.tenant_id', $1, true)", tenant); err != nil {
-		return fmt.Errorf("set tenant %s: %w", tenant, err)
-	}
-	return nil
+// inTenant runs fn in a transaction scoped to tenantID by row-level
+// security.
+func (s *Store) inTenant(ctx context.Context, tenantID string, fn func(tx pgx.Tx, q *pgdb.Queries) error) error {
+	return tenant.Tx(ctx, s.pool, tenantID, func(tx pgx.Tx) error { return fn(tx, pgdb.New(tx)) })
 }
 
 // errKeyTaken: a concurrent request committed the same Idempotency-Key
@@ -332,11 +312,11 @@ func (s *Store) Documents(ctx context.Context, a request.Actor, id string) ([]re
 // enqueues request.status-changed.v1 derived from cause; an SLA breach is
 // recorded once. Out-of-order or repeated moves are ignored. It returns
 // request.ErrNotFound when the tenant has no such request.
-func (s *Store) ApplyWorkflowChange(ctx context.Context, tx pgx.Tx, tenant string, c request.WorkflowChange, cause envelope.Envelope) error {
+func (s *Store) ApplyWorkflowChange(ctx context.Context, tx pgx.Tx, tenantID string, c request.WorkflowChange, cause envelope.Envelope) error {
 	q := pgdb.New(tx)
-	row, err := q.GetRequestForUpdate(ctx, pgdb.GetRequestForUpdateParams{TenantID: tenant, ID: c.RequestID})
+	row, err := q.GetRequestForUpdate(ctx, pgdb.GetRequestForUpdateParams{TenantID: tenantID, ID: c.RequestID})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("request %s of %s: %w", c.RequestID, tenant, request.ErrNotFound)
+		return fmt.Errorf("request %s of %s: %w", c.RequestID, tenantID, request.ErrNotFound)
 	}
 	if err != nil {
 		return fmt.Errorf("lock request %s: %w", c.RequestID, err)
@@ -344,7 +324,7 @@ func (s *Store) ApplyWorkflowChange(ctx context.Context, tx pgx.Tx, tenant strin
 	r := fromRow(row)
 	now := s.now().UTC().Truncate(time.Microsecond)
 	if c.SLABreached {
-		if _, err := q.MarkSLABreached(ctx, pgdb.MarkSLABreachedParams{TenantID: tenant, ID: r.ID, BreachedAt: &now}); err != nil {
+		if _, err := q.MarkSLABreached(ctx, pgdb.MarkSLABreachedParams{TenantID: tenantID, ID: r.ID, BreachedAt: &now}); err != nil {
 			return fmt.Errorf("mark request %s SLA breached: %w", r.ID, err)
 		}
 	}
@@ -357,7 +337,7 @@ func (s *Store) ApplyWorkflowChange(ctx context.Context, tx pgx.Tx, tenant strin
 	if c.Reason != "" {
 		reason = &c.Reason
 	}
-	if err := q.UpdateStatus(ctx, pgdb.UpdateStatusParams{TenantID: tenant, ID: r.ID, Status: string(r.Status),
+	if err := q.UpdateStatus(ctx, pgdb.UpdateStatusParams{TenantID: tenantID, ID: r.ID, Status: string(r.Status),
 		StatusReason: reason, UpdatedAt: now}); err != nil {
 		return fmt.Errorf("update request %s status: %w", r.ID, err)
 	}

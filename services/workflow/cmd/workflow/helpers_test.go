@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/broker"
@@ -28,10 +30,12 @@ type platform struct {
 	env    fabrictest.Env
 	vhost  *fabrictest.Vhost
 	schema string
-	keys   *auth.DevKeys
-	conn   *broker.Conn
-	pub    *fabric.Publisher
-	pool   *pgxpool.Pool
+	// identity is the service's own broker user and database roles.
+	identity map[string]string
+	keys     *auth.DevKeys
+	conn     *broker.Conn
+	pub      *fabric.Publisher
+	pool     *pgxpool.Pool
 }
 
 func randHex(n int) string {
@@ -44,6 +48,7 @@ func newPlatform(t *testing.T) *platform {
 	t.Helper()
 	p := &platform{env: fabrictest.EnvFrom(os.Getenv), schema: "t_" + randHex(4)}
 	p.vhost = fabrictest.NewVhost(t, p.env)
+	p.identity = deploytest.Service(t, p.vhost, p.env.DatabaseURL, "workflow", p.schema)
 	keys, err := auth.LoadOrCreateDevKeys(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -79,12 +84,8 @@ func newPlatform(t *testing.T) *platform {
 // at cleanup and fails the test if run does not return nil.
 func (p *platform) start(t *testing.T, extra map[string]string) string {
 	t.Helper()
-	vars := map[string]string{
-		"AMQP_URL":        p.vhost.URL,
-		"DATABASE_URL":    p.env.DatabaseURL,
-		"DATABASE_SCHEMA": p.schema,
-		"JWT_KEYS":        p.keys.JWKSPath,
-	}
+	vars := map[string]string{"JWT_KEYS": p.keys.JWKSPath}
+	maps.Copy(vars, p.identity)
 	for k, v := range extra {
 		vars[k] = v
 	}

@@ -8,29 +8,20 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/host"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
-	"github.com/agora-platform/agora/services/workflow/internal/consumer"
 	"github.com/agora-platform/agora/services/workflow/internal/httpapi"
+	"github.com/agora-platform/agora/services/workflow/internal/messaging"
 	"github.com/agora-platform/agora/services/workflow/internal/postgres"
 	"github.com/agora-platform/agora/services/workflow/internal/process"
 	"github.com/agora-platform/agora/services/workflow/migrations"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args, os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "workflow:", err)
-		os.Exit(1)
-	}
-}
+func main() { host.Main("workflow", run) }
 
 const requestSubmittedQueue = "workflow.request-submitted"
 
@@ -74,18 +65,19 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	spec, ok := topology.Platform().Consumer(requestSubmittedQueue)
-	if !ok {
-		return fmt.Errorf("topology has no queue %s", requestSubmittedQueue)
+	specs, err := topology.Platform().Lookup(requestSubmittedQueue)
+	if err != nil {
+		return err
 	}
 	h, err := host.New(ctx, cfg.Config, host.Options{
-		Consumers: []topology.Consumer{spec}, Migrations: migrations.FS(), NeedsAuth: true, Relay: true,
+		Consumers: specs, Migrations: migrations.FS(), NeedsAuth: true, Relay: true,
 	}, stdout)
 	if err != nil {
 		return err
 	}
+	defer h.Close() // Serve closes it too; Close is idempotent
 	store := postgres.NewStore(h.Pool, h.Outbox, cfg.Catalog, time.Now)
-	if err := h.ConsumeTx(requestSubmittedQueue, consumer.RequestSubmitted(store),
+	if err := h.ConsumeTx(requestSubmittedQueue, messaging.RequestSubmitted(store),
 		fabric.ConsumerOptions{}); err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/httpjson"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/services/workflow/internal/process"
 )
@@ -44,7 +45,7 @@ func handleListProcesses(store Processes, log *slog.Logger) http.Handler {
 			writeError(w, r, log, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"processes": list})
+		httpjson.Write(w, http.StatusOK, map[string]any{"processes": list})
 	})
 }
 
@@ -64,7 +65,7 @@ func handleCompleteTask(store Processes, log *slog.Logger) http.Handler {
 			writeError(w, r, log, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, p)
+		httpjson.Write(w, http.StatusOK, p)
 	})
 }
 
@@ -126,10 +127,4 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		problem.Unexpected(w, r, err)
 	}
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
 }

@@ -14,8 +14,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/agora-platform/agora/pkg/fabric/catalog/payload"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
+	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/services/workflow/internal/postgres/pgdb"
 	"github.com/agora-platform/agora/services/workflow/internal/process"
 )
@@ -40,29 +42,10 @@ func NewStore(pool *pgxpool.Pool, ob Enqueuer, catalog *process.Catalog, now fun
 
 func (s *Store) clock() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
 
-func setTenant(ctx context.Context, tx pgx.Tx, tenant string) error {
-	if _, err := tx.Exec(ctx, "SELECT set_config('app.tenant_id', $1, true)", tenant); err != nil {
-		return fmt.Errorf("set tenant %s: %w", tenant, err)
-	}
-	return nil
-}
-
-func (s *Store) inTenant(ctx context.Context, tenant string, fn func(tx pgx.Tx, q *pgdb.Queries) error) error {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	if err := setTenant(ctx, tx, tenant); err != nil {
-		return err
-	}
-	if err := fn(tx, pgdb.New(tx)); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+// inTenant runs fn in a transaction scoped to tenantID by row-level
+// security.
+func (s *Store) inTenant(ctx context.Context, tenantID string, fn func(tx pgx.Tx, q *pgdb.Queries) error) error {
+	return tenant.Tx(ctx, s.pool, tenantID, func(tx pgx.Tx) error { return fn(tx, pgdb.New(tx)) })
 }
 
 func newID() (string, error) {
@@ -98,7 +81,7 @@ func (s *Store) openTask(ctx context.Context, q *pgdb.Queries, p process.Instanc
 // inbox transaction tx (scoped to tenant): instance, first task, SLA timer,
 // and workflow.process-started.v1 derived from cause. A second start for
 // the same request does nothing.
-func (s *Store) StartProcess(ctx context.Context, tx pgx.Tx, tenant string, sub process.Submitted, cause envelope.Envelope) error {
+func (s *Store) StartProcess(ctx context.Context, tx pgx.Tx, tenantID string, sub process.Submitted, cause envelope.Envelope) error {
 	q := pgdb.New(tx)
 	def := s.catalog.For(sub.ServiceID)
 	id, err := newID()
@@ -106,9 +89,9 @@ func (s *Store) StartProcess(ctx context.Context, tx pgx.Tx, tenant string, sub 
 		return err
 	}
 	now := s.clock()
-	p := process.Instance{ID: id, TenantID: tenant, RequestID: sub.RequestID, ServiceID: sub.ServiceID,
+	p := process.Instance{ID: id, TenantID: tenantID, RequestID: sub.RequestID, ServiceID: sub.ServiceID,
 		DefinitionID: def.ID, CitizenID: sub.CitizenID, CorrelationID: cause.CorrelationID}
-	inserted, err := q.InsertProcess(ctx, pgdb.InsertProcessParams{ID: p.ID, TenantID: tenant, RequestID: p.RequestID,
+	inserted, err := q.InsertProcess(ctx, pgdb.InsertProcessParams{ID: p.ID, TenantID: tenantID, RequestID: p.RequestID,
 		CitizenID: p.CitizenID, ServiceID: p.ServiceID, DefinitionID: p.DefinitionID, CorrelationID: p.CorrelationID, StartedAt: now})
 	if err != nil {
 		return fmt.Errorf("insert process for request %s: %w", sub.RequestID, err)
@@ -120,7 +103,7 @@ func (s *Store) StartProcess(ctx context.Context, tx pgx.Tx, tenant string, sub 
 	if err != nil {
 		return err
 	}
-	env, err := envelope.Derive(cause, process.TypeProcessStarted, process.Producer, process.ProcessStarted{
+	env, err := envelope.Derive(cause, process.TypeProcessStarted, process.Producer, payload.ProcessStarted{
 		ProcessID: p.ID, RequestID: p.RequestID, DefinitionID: def.ID, FirstTaskID: taskID})
 	if err != nil {
 		return err
@@ -181,7 +164,7 @@ func (s *Store) CompleteTask(ctx context.Context, a process.Actor, id, outcome s
 		if err := q.DeleteTimer(ctx, t.ID); err != nil {
 			return fmt.Errorf("delete SLA timer of task %s: %w", t.ID, err)
 		}
-		done, err := process.Event(p, process.TypeTaskCompleted, process.TaskCompleted{ProcessID: p.ID, TaskID: t.ID,
+		done, err := process.Event(p, process.TypeTaskCompleted, payload.TaskCompleted{ProcessID: p.ID, TaskID: t.ID,
 			RequestID: p.RequestID, Step: t.Step, Outcome: outcome, CompletedBy: a.Subject})
 		if err != nil {
 			return err
@@ -193,7 +176,7 @@ func (s *Store) CompleteTask(ctx context.Context, a process.Actor, id, outcome s
 				Outcome: &final, CompletedAt: &now}); err != nil {
 				return fmt.Errorf("complete process %s: %w", p.ID, err)
 			}
-			env, err := process.Event(p, process.TypeProcessCompleted, process.ProcessCompleted{ProcessID: p.ID, RequestID: p.RequestID, Outcome: final})
+			env, err := process.Event(p, process.TypeProcessCompleted, payload.ProcessCompleted{ProcessID: p.ID, RequestID: p.RequestID, Outcome: final})
 			if err != nil {
 				return err
 			}
@@ -217,17 +200,17 @@ func (s *Store) CompleteTask(ctx context.Context, a process.Actor, id, outcome s
 	return s.instance(ctx, a.TenantID, processID)
 }
 
-func (s *Store) instance(ctx context.Context, tenant, id string) (process.Instance, error) {
+func (s *Store) instance(ctx context.Context, tenantID, id string) (process.Instance, error) {
 	var out process.Instance
-	err := s.inTenant(ctx, tenant, func(_ pgx.Tx, q *pgdb.Queries) error {
-		row, err := q.GetProcess(ctx, pgdb.GetProcessParams{TenantID: tenant, ID: id})
+	err := s.inTenant(ctx, tenantID, func(_ pgx.Tx, q *pgdb.Queries) error {
+		row, err := q.GetProcess(ctx, pgdb.GetProcessParams{TenantID: tenantID, ID: id})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return process.ErrNotFound
 		}
 		if err != nil {
 			return fmt.Errorf("get process %s: %w", id, err)
 		}
-		list, err := withTasks(ctx, q, tenant, []pgdb.ProcessInstance{row})
+		list, err := withTasks(ctx, q, tenantID, []pgdb.ProcessInstance{row})
 		if err != nil {
 			return err
 		}
@@ -261,7 +244,7 @@ func (s *Store) Processes(ctx context.Context, a process.Actor, requestID string
 	return out, err
 }
 
-func withTasks(ctx context.Context, q *pgdb.Queries, tenant string, rows []pgdb.ProcessInstance) ([]process.Instance, error) {
+func withTasks(ctx context.Context, q *pgdb.Queries, tenantID string, rows []pgdb.ProcessInstance) ([]process.Instance, error) {
 	ids := make([]string, len(rows))
 	out := make([]process.Instance, len(rows))
 	index := map[string]int{}
@@ -269,7 +252,7 @@ func withTasks(ctx context.Context, q *pgdb.Queries, tenant string, rows []pgdb.
 		ids[i], out[i], index[r.ID] = r.ID, fromProcessRow(r), i
 		out[i].Tasks = []process.Task{}
 	}
-	tasks, err := q.ListTasks(ctx, pgdb.ListTasksParams{TenantID: tenant, ProcessIds: ids})
+	tasks, err := q.ListTasks(ctx, pgdb.ListTasksParams{TenantID: tenantID, ProcessIds: ids})
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
@@ -323,7 +306,7 @@ func (s *Store) SweepSLA(ctx context.Context, limit int) (int, error) {
 	marked := 0
 	for _, tm := range timers {
 		// Each task is read and changed under its own tenant's RLS scope.
-		if err := setTenant(ctx, tx, tm.TenantID); err != nil {
+		if err := tenant.Set(ctx, tx, tm.TenantID); err != nil {
 			return 0, err
 		}
 		if err := q.DeleteTimer(ctx, tm.TaskID); err != nil {
@@ -341,7 +324,7 @@ func (s *Store) SweepSLA(ctx context.Context, limit int) (int, error) {
 			return 0, fmt.Errorf("sla sweep: process %s: %w", t.ProcessID, err)
 		}
 		p := fromProcessRow(row)
-		env, err := process.Event(p, process.TypeSLABreached, process.SLABreached{TaskID: t.ID, ProcessID: p.ID,
+		env, err := process.Event(p, process.TypeSLABreached, payload.SLABreached{TaskID: t.ID, ProcessID: p.ID,
 			RequestID: p.RequestID, Step: t.Step, AssigneeRole: t.AssigneeRole, DueAt: t.DueAt})
 		if err != nil {
 			return 0, err

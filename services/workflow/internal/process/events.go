@@ -1,10 +1,6 @@
 package process
 
-import (
-	"time"
-
-	"github.com/agora-platform/agora/pkg/fabric/envelope"
-)
+import "github.com/agora-platform/agora/pkg/fabric/envelope"
 
 // Producer names this service in envelopes.
 const Producer = "workflow-service"
@@ -18,46 +14,12 @@ const (
 	TypeSLABreached      = "task.sla-breached.v1"
 )
 
-// Submitted is the part of request.submitted.v1 a process needs.
+// Submitted is what a process needs of a submitted request (read from
+// request.submitted.v1).
 type Submitted struct {
-	RequestID string `json:"requestId"`
-	ServiceID string `json:"serviceId"`
-	CitizenID string `json:"citizenId"`
-}
-
-// ProcessStarted is workflow.process-started.v1.
-type ProcessStarted struct {
-	ProcessID    string `json:"processId"`
-	RequestID    string `json:"requestId"`
-	DefinitionID string `json:"definitionId"`
-	FirstTaskID  string `json:"firstTaskId,omitempty"`
-}
-
-// TaskCompleted is workflow.task-completed.v1.
-type TaskCompleted struct {
-	ProcessID   string `json:"processId"`
-	TaskID      string `json:"taskId"`
-	RequestID   string `json:"requestId"`
-	Step        string `json:"step"`
-	Outcome     string `json:"outcome,omitempty"`
-	CompletedBy string `json:"completedBy,omitempty"`
-}
-
-// ProcessCompleted is workflow.process-completed.v1.
-type ProcessCompleted struct {
-	ProcessID string `json:"processId"`
-	RequestID string `json:"requestId"`
-	Outcome   string `json:"outcome"`
-}
-
-// SLABreached is task.sla-breached.v1.
-type SLABreached struct {
-	TaskID       string    `json:"taskId"`
-	ProcessID    string    `json:"processId"`
-	RequestID    string    `json:"requestId,omitempty"`
-	Step         string    `json:"step,omitempty"`
-	AssigneeRole string    `json:"assigneeRole,omitempty"`
-	DueAt        time.Time `json:"dueAt"`
+	RequestID string
+	ServiceID string
+	CitizenID string
 }
 
 // Event returns an envelope about instance p that has no triggering

@@ -141,15 +141,6 @@ func (q *Queries) ListCounts(ctx context.Context, arg ListCountsParams) ([]ListC
 	return items, nil
 }
 
-const setTenant = `-- name: SetTenant :exec
-SELECT set_config('app.tenant_id', $1::text, true)
-`
-
-func (q *Queries) SetTenant(ctx context.Context, tenantID string) error {
-	_, err := q.db.Exec(ctx, setTenant, tenantID)
-	return err
-}
-
 const subtractCount = `-- name: SubtractCount :execrows
 UPDATE request_count SET count = count - $6::bigint
 WHERE tenant_id = $1 AND day = $2 AND service_id = $3 AND channel = $4 AND status = $5

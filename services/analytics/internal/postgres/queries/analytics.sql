@@ -1,6 +1,3 @@
--- name: SetTenant :exec
-SELECT set_config('app.tenant_id', sqlc.arg(tenant_id)::text, true);
-
 -- name: InsertState :execrows
 INSERT INTO request_state (tenant_id, request_id, day, service_id, channel, status, changed_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7)

@@ -205,15 +205,6 @@ func (q *Queries) RecordAttemptFailure(ctx context.Context, arg RecordAttemptFai
 	return err
 }
 
-const setTenant = `-- name: SetTenant :exec
-SELECT set_config('app.tenant_id', $1::text, true)
-`
-
-func (q *Queries) SetTenant(ctx context.Context, tenantID string) error {
-	_, err := q.db.Exec(ctx, setTenant, tenantID)
-	return err
-}
-
 const upsertContact = `-- name: UpsertContact :one
 INSERT INTO contact (tenant_id, citizen_id, email, phone, preferred_channel, updated_by)
 VALUES ($1, $2, $3, $4, $5, $6)

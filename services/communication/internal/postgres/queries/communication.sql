@@ -1,6 +1,3 @@
--- name: SetTenant :exec
-SELECT set_config('app.tenant_id', sqlc.arg(tenant_id)::text, true);
-
 -- name: UpsertContact :one
 INSERT INTO contact (tenant_id, citizen_id, email, phone, preferred_channel, updated_by)
 VALUES ($1, $2, $3, $4, $5, $6)

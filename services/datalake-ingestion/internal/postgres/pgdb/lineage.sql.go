@@ -93,6 +93,28 @@ func (q *Queries) GetLineage(ctx context.Context, arg GetLineageParams) (Lineage
 	return i, err
 }
 
+const objectHasLineage = `-- name: ObjectHasLineage :one
+SELECT EXISTS (
+    SELECT 1 FROM lineage
+    WHERE tenant_id = $1::text AND batch_id = $2::uuid AND object_key = $3::text
+)
+`
+
+type ObjectHasLineageParams struct {
+	TenantID  string
+	BatchID   string
+	ObjectKey string
+}
+
+// Whether committed lineage points at a lake file (the orphan sweep). The
+// batch id (indexed) narrows it; the tenant filter is on top of RLS.
+func (q *Queries) ObjectHasLineage(ctx context.Context, arg ObjectHasLineageParams) (bool, error) {
+	row := q.db.QueryRow(ctx, objectHasLineage, arg.TenantID, arg.BatchID, arg.ObjectKey)
+	var exists bool
+	err := row.Scan(&exists)
+	return exists, err
+}
+
 const placeLineage = `-- name: PlaceLineage :execrows
 UPDATE lineage l SET object_key = p.object_key, row_offset = p.row_offset
 FROM (SELECT unnest($3::uuid[]) AS event_id, unnest($4::text[]) AS object_key,
@@ -121,13 +143,4 @@ func (q *Queries) PlaceLineage(ctx context.Context, arg PlaceLineageParams) (int
 		return 0, err
 	}
 	return result.RowsAffected(), nil
-}
-
-const setTenant = `-- name: SetTenant :exec
-SELECT set_config('app.tenant_id', $1::text, true)
-`
-
-func (q *Queries) SetTenant(ctx context.Context, tenantID string) error {
-	_, err := q.db.Exec(ctx, setTenant, tenantID)
-	return err
 }

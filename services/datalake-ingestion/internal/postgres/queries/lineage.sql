@@ -1,6 +1,3 @@
--- name: SetTenant :exec
-SELECT set_config('app.tenant_id', sqlc.arg(tenant_id)::text, true);
-
 -- name: ClaimLineage :many
 -- Claims a batch's events for one tenant before their file is written:
 -- an event another batch holds (committed, or still writing: the insert
@@ -24,3 +21,11 @@ WHERE l.event_id = p.event_id AND l.tenant_id = sqlc.arg(tenant_id)::text AND l.
 -- name: GetLineage :one
 -- Tenant filter on top of row-level security: superusers bypass RLS.
 SELECT * FROM lineage WHERE tenant_id = $1 AND event_id = $2;
+
+-- name: ObjectHasLineage :one
+-- Whether committed lineage points at a lake file (the orphan sweep). The
+-- batch id (indexed) narrows it; the tenant filter is on top of RLS.
+SELECT EXISTS (
+    SELECT 1 FROM lineage
+    WHERE tenant_id = sqlc.arg(tenant_id)::text AND batch_id = sqlc.arg(batch_id)::uuid AND object_key = sqlc.arg(object_key)::text
+);

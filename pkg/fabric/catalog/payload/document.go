@@ -1,0 +1,46 @@
+package payload
+
+import "github.com/agora-platform/agora/pkg/fabric/enum"
+
+// DocumentUploaded is document.uploaded.v1: a reference to the stored
+// object, never its bytes.
+type DocumentUploaded struct {
+	DocumentID  string `json:"documentId"`
+	RequestID   string `json:"requestId"`
+	Bucket      string `json:"bucket"`
+	ObjectKey   string `json:"objectKey"`
+	FileName    string `json:"fileName"`
+	ContentType string `json:"contentType"`
+	Size        int64  `json:"size"`
+	SHA256      string `json:"sha256"`
+}
+
+// MessageType returns the catalog type of the payload.
+func (DocumentUploaded) MessageType() string { return "document.uploaded.v1" }
+
+// DocumentProcessed is document.processed.v1.
+type DocumentProcessed struct {
+	DocumentID    string                      `json:"documentId"`
+	RequestID     string                      `json:"requestId"`
+	TextObjectKey string                      `json:"textObjectKey"`
+	Pages         int                         `json:"pages"`
+	Characters    int                         `json:"characters"`
+	Language      string                      `json:"language,omitempty"`
+	Method        enum.Open[ExtractionMethod] `json:"method"`
+	DurationMs    int64                       `json:"durationMs"`
+}
+
+// MessageType returns the catalog type of the payload.
+func (DocumentProcessed) MessageType() string { return "document.processed.v1" }
+
+// ExtractionMethod is how a document's text was obtained (extensible).
+type ExtractionMethod string
+
+// Known reports whether m is a method this build was written for.
+func (m ExtractionMethod) Known() bool {
+	switch m {
+	case "tesseract", "pdftotext", "pdftoppm+tesseract", "plain":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,51 @@
+package payload
+
+import "time"
+
+// ProcessStarted is workflow.process-started.v1.
+type ProcessStarted struct {
+	ProcessID    string `json:"processId"`
+	RequestID    string `json:"requestId"`
+	DefinitionID string `json:"definitionId"`
+	FirstTaskID  string `json:"firstTaskId,omitempty"`
+}
+
+// MessageType returns the catalog type of the payload.
+func (ProcessStarted) MessageType() string { return "workflow.process-started.v1" }
+
+// TaskCompleted is workflow.task-completed.v1.
+type TaskCompleted struct {
+	ProcessID   string `json:"processId"`
+	TaskID      string `json:"taskId"`
+	RequestID   string `json:"requestId"`
+	Step        string `json:"step"`
+	Outcome     string `json:"outcome,omitempty"`
+	CompletedBy string `json:"completedBy,omitempty"`
+}
+
+// MessageType returns the catalog type of the payload.
+func (TaskCompleted) MessageType() string { return "workflow.task-completed.v1" }
+
+// ProcessCompleted is workflow.process-completed.v1.
+type ProcessCompleted struct {
+	ProcessID string `json:"processId"`
+	RequestID string `json:"requestId"`
+	Outcome   string `json:"outcome"`
+}
+
+// MessageType returns the catalog type of the payload.
+func (ProcessCompleted) MessageType() string { return "workflow.process-completed.v1" }
+
+// SLABreached is task.sla-breached.v1. RequestID is optional: a task need
+// not belong to a citizen's request.
+type SLABreached struct {
+	TaskID       string    `json:"taskId"`
+	ProcessID    string    `json:"processId"`
+	RequestID    string    `json:"requestId,omitempty"`
+	Step         string    `json:"step,omitempty"`
+	AssigneeRole string    `json:"assigneeRole,omitempty"`
+	DueAt        time.Time `json:"dueAt"`
+}
+
+// MessageType returns the catalog type of the payload.
+func (SLABreached) MessageType() string { return "task.sla-breached.v1" }

@@ -1,0 +1,217 @@
+package host_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/dlq"
+	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/pkg/fabric/host"
+	"github.com/agora-platform/agora/pkg/fabric/problem"
+	"github.com/agora-platform/agora/pkg/fabric/topology"
+)
+
+var env = fabrictest.EnvFrom(os.Getenv)
+
+var spec = topology.Consumer{Queue: "test.host", Service: "test",
+	RetryTiers: []topology.Duration{topology.Duration(100 * time.Millisecond)},
+	Bindings:   []topology.Binding{{Exchange: topology.EventsExchange, Key: "request.submitted.v1"}}}
+
+// syncBuffer is a log sink the host writes while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestConfigFromRefusesBadRetentionValues(t *testing.T) {
+	for _, tc := range []struct{ name, value string }{
+		{"RETENTION_INTERVAL", "hourly"},
+		{"RETENTION_INBOX", "30d"},
+		{"RETENTION_OUTBOX", "-168h"},
+		{"RETENTION_DLQ_AUDIT", "1 year"},
+		{"RETENTION_BATCH", "-5"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := host.ConfigFrom("test", ":0", func(k string) string {
+				if k == tc.name {
+					return tc.value
+				}
+				return ""
+			})
+			if err == nil || !strings.Contains(err.Error(), tc.name) {
+				t.Fatalf("ConfigFrom with %s=%q = %v; want an error naming the variable", tc.name, tc.value, err)
+			}
+		})
+	}
+}
+
+// serve starts a host consuming spec with vars as its environment (plus
+// the test's broker vhost, database schema and a free port) and returns
+// its base URL, log and schema; the host is stopped and joined at cleanup.
+func serve(t *testing.T, vars map[string]string) (string, *syncBuffer, *fabrictest.Schema) {
+	t.Helper()
+	vh := fabrictest.NewVhost(t, env)
+	s := fabrictest.NewSchema(t, env)
+	all := map[string]string{"AMQP_URL": vh.URL, "DATABASE_URL": env.DatabaseURL, "DATABASE_SCHEMA": s.Name,
+		"HTTP_ADDR": "127.0.0.1:0", "LOG_LEVEL": "info"}
+	for k, v := range vars {
+		all[k] = v
+	}
+	// Three claims a month old, before the host starts.
+	if _, err := s.Pool.Exec(context.Background(), `INSERT INTO inbox_message (consumer, event_id, tenant_id, event_type, payload_hash, received_at)
+		SELECT 'test.host', gen_random_uuid(), 'org-a', 'request.submitted.v1', '\x00', now() - interval '31 days' FROM generate_series(1, 3)`); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := host.ConfigFrom("test", ":0", func(k string) string { return all[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := &syncBuffer{}
+	h, err := host.New(ctx, cfg, host.Options{Consumers: []topology.Consumer{spec}}, logs)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	addr := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- h.Serve(ctx, nil, func(a string) { addr <- a }) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Serve = %v", err)
+			}
+		case <-time.After(40 * time.Second):
+			t.Fatal("Serve did not return")
+		}
+		// Serve joins its workers: the retention loop has ended.
+		if n := fabrictest.GoroutinesIn("retention.(*Retention).Run"); n != 0 {
+			t.Errorf("%d retention goroutines left after Serve returned", n)
+		}
+		if t.Failed() {
+			t.Logf("host log:\n%s", logs)
+		}
+	})
+	select {
+	case a := <-addr:
+		return "http://" + a, logs, s
+	case err := <-done:
+		t.Fatalf("Serve = %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("host did not start")
+	}
+	return "", nil, nil
+}
+
+func call(t *testing.T, method, url, token string) (int, string, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Content-Type"), b.Bytes()
+}
+
+// TestConsumingServiceServesDLQAndRunsRetention: a host with a consumer
+// serves the DLQ API of its queue under /v1/dlq/ to operators only, runs
+// retention on RETENTION_INTERVAL (expired inbox claims go, counted on
+// /metrics and logged) and joins it at shutdown.
+func TestConsumingServiceServesDLQAndRunsRetention(t *testing.T) {
+	keys, err := auth.LoadOrCreateDevKeys(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, logs, _ := serve(t, map[string]string{"JWT_KEYS": keys.JWKSPath, "RETENTION_INTERVAL": "50ms"})
+	token := func(roles ...string) string {
+		tok, err := keys.Mint(auth.Claims{Subject: "op-1", TenantID: "org-a", Roles: roles}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	for _, tc := range []struct {
+		name, path, token string
+		want              int
+	}{
+		{"no token", dlq.PathPrefix + spec.Queue, "", 401},
+		{"invalid token", dlq.PathPrefix + spec.Queue, "eyJhbGciOiJub25lIn0.e30.", 401},
+		{"attendant", dlq.PathPrefix + spec.Queue, token(auth.RoleAttendant), 403},
+		{"operator lists", dlq.PathPrefix + spec.Queue, token(auth.RoleOperator), 200},
+		{"operator reads the audit", dlq.PathPrefix + "audit", token(auth.RoleOperator), 200},
+		{"a queue not the service's", dlq.PathPrefix + "other.queue", token(auth.RoleOperator), 404},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, ctype, body := call(t, "GET", url+tc.path, tc.token)
+			if status != tc.want {
+				t.Fatalf("GET %s = %d %s", tc.path, status, body)
+			}
+			if status >= 400 {
+				var pd problem.Details
+				if ctype != "application/problem+json" || json.Unmarshal(body, &pd) != nil || pd.Status != status {
+					t.Errorf("GET %s = %s %s, want an RFC 9457 problem", tc.path, ctype, body)
+				}
+			}
+		})
+	}
+	fabrictest.WaitCounter(t, 10*time.Second, url+"/metrics", "fabric_retention_rows_deleted_total", map[string]string{"table": "inbox_message"}, 3)
+	if n := fabrictest.Counter(t, url+"/metrics", "fabric_retention_rows_deleted_total", map[string]string{"table": "inbox_message"}); n != 3 {
+		t.Errorf("fabric_retention_rows_deleted_total{table=inbox_message} = %g, want 3", n)
+	}
+	fabrictest.Eventually(t, 5*time.Second, "the retention log line", func() bool {
+		return strings.Contains(logs.String(), `"msg":"retention removed rows"`)
+	})
+}
+
+// TestWithoutKeysTheDLQAPIRefusesEveryone: a consuming service that does
+// not verify tokens (no NeedsAuth, no JWT_KEYS) still mounts the API, and
+// it answers 401 to any token; with retention off nothing is deleted.
+func TestWithoutKeysTheDLQAPIRefusesEveryone(t *testing.T) {
+	keys, err := auth.LoadOrCreateDevKeys(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := keys.Mint(auth.Claims{Subject: "op-1", TenantID: "org-a", Roles: []string{auth.RoleOperator}}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, logs, s := serve(t, map[string]string{"RETENTION_INTERVAL": "off"})
+	if status, ctype, body := call(t, "GET", url+dlq.PathPrefix+spec.Queue, tok); status != 401 || ctype != "application/problem+json" {
+		t.Fatalf("GET with an operator token and no JWT_KEYS = %d %s %s, want a 401 problem", status, ctype, body)
+	}
+	if !strings.Contains(logs.String(), "retention off") {
+		t.Errorf("no log line saying retention is off")
+	}
+	var n int
+	if err := s.Pool.QueryRow(context.Background(), "SELECT count(*) FROM inbox_message").Scan(&n); err != nil || n != 3 {
+		t.Errorf("inbox claims with retention off = %d, %v; want all 3 kept", n, err)
+	}
+}

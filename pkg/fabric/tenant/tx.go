@@ -1,0 +1,55 @@
+package tenant
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// setting is the Postgres setting every tenant table's row-level security
+// policy reads (current_setting('app.tenant_id', true)).
+const setting = "app.tenant_id"
+
+// Beginner starts a transaction: *pgxpool.Pool, *pgx.Conn, or a pgx.Tx
+// (which nests as a savepoint).
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Tx runs fn in a transaction scoped to tenantID for row-level security and
+// commits it when fn returns nil; any error rolls it back. fn's own error
+// is returned as it is, so callers can still match their sentinel errors.
+//
+// The rollback runs without ctx's cancellation: a request that is cancelled
+// mid-transaction still gives its connection back clean instead of leaving
+// pgx to close it.
+func Tx(ctx context.Context, db Beginner, tenantID string, fn func(pgx.Tx) error) error {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("tenant tx: begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) // a no-op after Commit
+	if err := Set(ctx, tx, tenantID); err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("tenant tx: commit: %w", err)
+	}
+	return nil
+}
+
+// Set scopes the open transaction tx to tenantID until it ends
+// (set_config(…, true) is transaction-local, so a pooled connection never
+// carries one tenant's scope into the next transaction). It is for paths
+// that already hold a transaction: an inbox handler's, or one that works
+// through several tenants in turn, setting each before touching its rows.
+func Set(ctx context.Context, tx pgx.Tx, tenantID string) error {
+	if _, err := tx.Exec(ctx, "SELECT set_config('"+setting+"', $1, true)", tenantID); err != nil {
+		return fmt.Errorf("set tenant %s: %w", tenantID, err)
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+// Package messaging moves validated events into the data lake: batches of
+// events become one Parquet file per (tenant, domain, type, date), and a
+// message is acked only after its file is written and its lineage
+// committed.
+package messaging
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/services/datalake-ingestion/internal/lake"
+	"github.com/agora-platform/agora/services/datalake-ingestion/internal/postgres"
+)
+
+// ParquetContentType is the media type of lake files.
+const ParquetContentType = "application/vnd.apache.parquet"
+
+// Objects is where lake files go.
+type Objects interface {
+	Bucket() string
+	Put(ctx context.Context, key string, data []byte, contentType string) error
+	Remove(ctx context.Context, key string) error
+}
+
+// Lineage records where events landed (postgres.Store.Ingest).
+type Lineage interface {
+	Ingest(ctx context.Context, batchID, bucket string, rows []postgres.Lineage, write func(fresh map[string]bool) ([]postgres.Lineage, error)) (int, error)
+}
+
+// Adder hands an envelope to the batcher and waits for its batch.
+type Adder interface {
+	Add(ctx context.Context, key string, env envelope.Envelope) error
+}
+
+// Writer writes batches.
+type Writer struct {
+	objects Objects
+	lineage Lineage
+	log     *slog.Logger
+}
+
+// NewWriter returns a Writer.
+func NewWriter(objects Objects, lineage Lineage, log *slog.Logger) *Writer {
+	return &Writer{objects: objects, lineage: lineage, log: log}
+}
+
+// Flush writes envs as one batch, exactly once per event: the events are
+// claimed in the lineage table first, then the ones this batch holds
+// (not already in the lake, not held by another batch still in flight)
+// are written as a Parquet object per partition, then their lineage is
+// committed. On any failure it removes the objects it wrote (best effort)
+// and returns the error, so every message of the batch is retried and no
+// lineage points at a missing file. Events already in the lake are acked
+// as done.
+func (w *Writer) Flush(ctx context.Context, envs []envelope.Envelope) error {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return err
+	}
+	batchID := id.String()
+	rows := make([]lake.Row, len(envs))
+	claims := make([]postgres.Lineage, len(envs))
+	for i, e := range envs {
+		rows[i] = lake.RowOf(e)
+		claims[i] = postgres.Lineage{EventID: e.ID, TenantID: e.TenantID, EventType: e.Type,
+			Producer: e.Producer, CorrelationID: e.CorrelationID, OccurredAt: e.OccurredAt}
+	}
+	var written []string
+	undo := func() {
+		for _, k := range written {
+			if err := w.objects.Remove(context.WithoutCancel(ctx), k); err != nil {
+				w.log.Warn("could not remove the file of a failed batch; its rows have no lineage", "key", k, "err", err)
+			}
+		}
+	}
+	n, err := w.lineage.Ingest(ctx, batchID, w.objects.Bucket(), claims, func(fresh map[string]bool) ([]postgres.Lineage, error) {
+		var keep []lake.Row
+		for _, r := range rows {
+			if fresh[r.EventID] {
+				keep = append(keep, r)
+				delete(fresh, r.EventID) // an event twice in one batch is written once
+			}
+		}
+		var placed []postgres.Lineage
+		for _, g := range lake.GroupRows(keep) {
+			data, err := lake.Encode(g.Rows)
+			if err != nil {
+				return nil, err
+			}
+			key := g.Partition.ObjectKey(batchID)
+			if err := w.objects.Put(ctx, key, data, ParquetContentType); err != nil {
+				return nil, err
+			}
+			written = append(written, key)
+			for off, r := range g.Rows {
+				placed = append(placed, postgres.Lineage{EventID: r.EventID, TenantID: r.TenantID, ObjectKey: key, RowOffset: off})
+			}
+		}
+		return placed, nil
+	})
+	if err != nil {
+		undo()
+		return err
+	}
+	w.log.Info("batch ingested", "batch", batchID, "events", len(envs), "files", len(written), "new", n)
+	return nil
+}
+
+// Handler returns the consumer handler: every message waits for its batch,
+// whose flush leaves out events already in the lake (their messages are
+// acked as done). Failures are transient: the message goes to a retry
+// tier and nothing is lost while S3 or the database is down.
+func Handler(batcher Adder) fabric.Handler {
+	return func(ctx context.Context, env envelope.Envelope) error {
+		start := time.Now()
+		if err := batcher.Add(ctx, env.ID, env); err != nil {
+			return fabric.Transient(fmt.Errorf("ingest %s (waited %s): %w", env.ID, time.Since(start).Round(time.Millisecond), err))
+		}
+		return nil
+	}
+}

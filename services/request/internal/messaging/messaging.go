@@ -1,0 +1,51 @@
+// Package messaging holds the request service's message handlers.
+package messaging
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/inbox"
+	"github.com/agora-platform/agora/pkg/fabric/tenant"
+	"github.com/agora-platform/agora/services/request/internal/request"
+)
+
+// Applier applies a workflow change inside the inbox transaction.
+type Applier interface {
+	ApplyWorkflowChange(ctx context.Context, tx pgx.Tx, tenantID string, c request.WorkflowChange, cause envelope.Envelope) error
+}
+
+// WorkflowEvents handles queue request.workflow-events: process started →
+// in_progress, process completed → completed or rejected, SLA breached →
+// flagged. Other workflow and task events are acknowledged and ignored.
+// An event about a request the tenant does not have is a permanent failure
+// (dead-lettered, never retried).
+func WorkflowEvents(a Applier) inbox.TxHandler {
+	return func(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
+		tenantID, err := tenant.From(ctx)
+		if err != nil {
+			return fabric.Invalid(err)
+		}
+		c, ok, err := request.ChangeFromWorkflow(env)
+		if err != nil {
+			return fabric.Invalid(err)
+		}
+		if !ok {
+			return nil
+		}
+		if _, err := uuid.Parse(c.RequestID); err != nil {
+			return fabric.Invalid(fmt.Errorf("%s %s: requestId %q: %w", env.Type, env.ID, c.RequestID, err))
+		}
+		err = a.ApplyWorkflowChange(ctx, tx, tenantID, c, env)
+		if errors.Is(err, request.ErrNotFound) {
+			return fabric.Permanent(err)
+		}
+		return err
+	}
+}
