@@ -23,6 +23,7 @@ help:
 	@echo "make down    stop what make up started"
 	@echo "make test    install missing infrastructure, then run every test against it"
 	@echo "make bench   run the benchmarks (figures in README)"
+	@echo "make fuzz    fuzz the envelope decoder, then each service's REST API, FUZZTIME each (default 30s)"
 	@echo "make infra   install/start RabbitMQ management, PostgreSQL+pgvector, MinIO, tesseract"
 	@echo "make lint    gofmt + go vet on every module, sqlc drift, catalog compatibility gate"
 	@echo "make images  build local stand-ins for the public images (no registry needed)"
@@ -72,8 +73,31 @@ test: infra lint
 test-unit:
 	$(GO) test -count=1 -short ./pkg/fabric/envelope/ ./pkg/fabric/registry/
 
+# Fuzzing, one target after the other, FUZZTIME each: the envelope decoder, then each
+# service's REST API (FuzzHTTP in services/<svc>/cmd/<svc>/fuzz_test.go: the real service
+# against the real infrastructure, as in `make test`, which runs the seeds). One worker per
+# target, since every worker starts its own instance of the service. A finding fails the
+# run and is written to that package's testdata/fuzz/FuzzHTTP/. Go 1.26's coordinator may
+# end a clean run at the deadline with a bare "context deadline exceeded" (golang/go#75804,
+# fixed in Go 1.27); with nothing written, that is said and not counted as a finding.
+FUZZTIME ?= 30s
+FUZZ_SERVICES = request workflow communication ai-builder datalake-ingestion analytics document-worker
+
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzDecodeEnvelope -fuzztime 30s ./pkg/fabric/envelope/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeEnvelope -fuzztime $(FUZZTIME) ./pkg/fabric/envelope/
+	@log=$$(mktemp); trap 'rm -f $$log' EXIT; \
+	for s in $(FUZZ_SERVICES); do \
+		corpus=services/$$s/cmd/$$s/testdata/fuzz/FuzzHTTP; \
+		before=$$( (ls $$corpus 2>/dev/null || true) | wc -l); \
+		echo "==> FuzzHTTP $$s ($(FUZZTIME))"; \
+		if (cd services/$$s && $(GO) test -run '^$$' -fuzz '^FuzzHTTP$$' -fuzztime $(FUZZTIME) \
+			-fuzzminimizetime 5s -parallel 1 ./cmd/$$s/) 2>&1 | tee $$log; then continue; fi; \
+		after=$$( (ls $$corpus 2>/dev/null || true) | wc -l); \
+		if [ "$$after" = "$$before" ] && grep -q 'now fuzzing with' $$log && \
+			[ "$$(grep -A1 '^--- FAIL: FuzzHTTP (' $$log | tail -n 1)" = '    context deadline exceeded' ]; then \
+			echo "==> $$s: no finding; the coordinator's deadline race (golang/go#75804)"; continue; fi; \
+		exit 1; \
+	done
 
 bench: infra
 	$(GO) test -run '^$$' -bench . -benchtime 3s -count 1 -timeout 30m $(PKGS)

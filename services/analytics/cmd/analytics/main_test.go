@@ -35,7 +35,7 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func startStack(t *testing.T) *stack {
+func startStack(t testing.TB) *stack {
 	t.Helper()
 	env := fabrictest.EnvFrom(os.Getenv)
 	vh := fabrictest.NewVhost(t, env)

@@ -50,7 +50,7 @@ func randHex(n int) string {
 }
 
 // startSink builds cmd/smtpsink and runs it as a separate process.
-func startSink(t *testing.T, dir string) string {
+func startSink(t testing.TB, dir string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "smtpsink")
 	if out, err := exec.Command("go", "build", "-o", bin, "../smtpsink").CombinedOutput(); err != nil {
@@ -80,7 +80,7 @@ func startSink(t *testing.T, dir string) string {
 	return addr
 }
 
-func startStack(t *testing.T, extra ...string) *stack {
+func startStack(t testing.TB, extra ...string) *stack {
 	t.Helper()
 	env := fabrictest.EnvFrom(os.Getenv)
 	vh := fabrictest.NewVhost(t, env)

@@ -94,11 +94,14 @@ func handleGetContact(store Store, log *slog.Logger) http.HandlerFunc {
 func handleListNotifications(store Store, log *slog.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		claims, _ := auth.FromContext(r.Context())
-		requestID := r.URL.Query().Get("requestId")
-		if _, err := uuid.Parse(requestID); err != nil {
+		id, err := uuid.Parse(r.URL.Query().Get("requestId"))
+		if err != nil {
 			problem.Error(w, r, http.StatusBadRequest, "query parameter requestId must be a UUID")
 			return
 		}
+		// The canonical spelling: uuid.Parse also takes ones PostgreSQL
+		// refuses ("urn:uuid:…").
+		requestID := id.String()
 		citizenID := ""
 		if !claims.Has(auth.RoleAttendant) && !claims.Has(auth.RoleOperator) {
 			citizenID = claims.Subject

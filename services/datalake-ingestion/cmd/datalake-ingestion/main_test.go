@@ -83,7 +83,7 @@ func getenv(k, def string) string {
 // startStack runs the service; s3Endpoint overrides the store's address
 // (the outage test puts a proxy in between); extra are more variables,
 // name then value.
-func startStack(t *testing.T, s3Endpoint string, extra ...string) *stack {
+func startStack(t testing.TB, s3Endpoint string, extra ...string) *stack {
 	t.Helper()
 	env := fabrictest.EnvFrom(os.Getenv)
 	vh := fabrictest.NewVhost(t, env)

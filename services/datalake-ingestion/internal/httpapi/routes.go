@@ -40,12 +40,14 @@ func NewHandler(store Store, authn Authenticator, log *slog.Logger) http.Handler
 func handleLineage(store Store, log *slog.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		claims, _ := auth.FromContext(r.Context())
-		id := chi.URLParam(r, "eventId")
-		if _, err := uuid.Parse(id); err != nil {
+		id, err := uuid.Parse(chi.URLParam(r, "eventId"))
+		if err != nil {
 			problem.Error(w, r, http.StatusBadRequest, "eventId must be a UUID")
 			return
 		}
-		l, err := store.Lineage(r.Context(), claims.TenantID, id)
+		// The canonical spelling: uuid.Parse also takes ones PostgreSQL
+		// refuses ("urn:uuid:…").
+		l, err := store.Lineage(r.Context(), claims.TenantID, id.String())
 		switch {
 		case errors.Is(err, postgres.ErrNotFound):
 			problem.Error(w, r, http.StatusNotFound, "no lineage for this event")

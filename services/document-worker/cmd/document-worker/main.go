@@ -7,11 +7,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/host"
+	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 	"github.com/agora-platform/agora/services/document-worker/internal/document"
 	"github.com/agora-platform/agora/services/document-worker/internal/messaging"
@@ -97,5 +99,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}); err != nil {
 		return err
 	}
-	return h.Serve(ctx, nil, nil)
+	// No API of its own: every other path is a 404 problem, as on every
+	// service, not the mux's plain-text answer.
+	return h.Serve(ctx, http.HandlerFunc(problem.NoRoute), nil)
 }

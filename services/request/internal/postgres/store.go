@@ -224,11 +224,15 @@ func aggregate(requestID string) outbox.Aggregate {
 
 // Get returns request id if a may see it, or request.ErrNotFound.
 func (s *Store) Get(ctx context.Context, a request.Actor, id string) (request.Request, error) {
-	if _, err := uuid.Parse(id); err != nil {
+	u, err := uuid.Parse(id)
+	if err != nil {
 		return request.Request{}, request.ErrNotFound
 	}
+	// uuid.Parse also takes spellings PostgreSQL refuses ("urn:uuid:…"):
+	// the query gets the canonical one.
+	id = u.String()
 	var r request.Request
-	err := s.inTenant(ctx, a.TenantID, func(_ pgx.Tx, q *pgdb.Queries) error {
+	err = s.inTenant(ctx, a.TenantID, func(_ pgx.Tx, q *pgdb.Queries) error {
 		row, err := q.GetRequest(ctx, pgdb.GetRequestParams{TenantID: a.TenantID, ID: id})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return request.ErrNotFound

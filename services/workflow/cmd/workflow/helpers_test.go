@@ -44,7 +44,7 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func newPlatform(t *testing.T) *platform {
+func newPlatform(t testing.TB) *platform {
 	t.Helper()
 	p := &platform{env: fabrictest.EnvFrom(os.Getenv), schema: "t_" + randHex(4)}
 	p.vhost = fabrictest.NewVhost(t, p.env)
@@ -82,7 +82,7 @@ func newPlatform(t *testing.T) *platform {
 // start runs the service on p (several calls share its schema and vhost,
 // like several instances) and returns its base URL. It stops the service
 // at cleanup and fails the test if run does not return nil.
-func (p *platform) start(t *testing.T, extra map[string]string) string {
+func (p *platform) start(t testing.TB, extra map[string]string) string {
 	t.Helper()
 	vars := map[string]string{"JWT_KEYS": p.keys.JWKSPath}
 	maps.Copy(vars, p.identity)

@@ -35,12 +35,14 @@ func actor(r *http.Request) process.Actor {
 
 func handleListProcesses(store Processes, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requestID := r.URL.Query().Get("requestId")
-		if _, err := uuid.Parse(requestID); err != nil {
+		id, err := uuid.Parse(r.URL.Query().Get("requestId"))
+		if err != nil {
 			problem.Error(w, r, http.StatusBadRequest, "query parameter requestId must be a request id (UUID)")
 			return
 		}
-		list, err := store.Processes(r.Context(), actor(r), requestID)
+		// The canonical spelling: uuid.Parse also takes ones PostgreSQL
+		// refuses ("urn:uuid:…").
+		list, err := store.Processes(r.Context(), actor(r), id.String())
 		if err != nil {
 			writeError(w, r, log, err)
 			return

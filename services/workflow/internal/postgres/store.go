@@ -124,11 +124,15 @@ func (s *Store) CompleteTask(ctx context.Context, a process.Actor, id, outcome s
 	if err := process.CheckOutcome(outcome); err != nil {
 		return process.Instance{}, err
 	}
-	if _, err := uuid.Parse(id); err != nil {
+	u, err := uuid.Parse(id)
+	if err != nil {
 		return process.Instance{}, process.ErrNotFound
 	}
+	// uuid.Parse also takes spellings PostgreSQL refuses ("urn:uuid:…"):
+	// the query gets the canonical one.
+	id = u.String()
 	var processID string
-	err := s.inTenant(ctx, a.TenantID, func(tx pgx.Tx, q *pgdb.Queries) error {
+	err = s.inTenant(ctx, a.TenantID, func(tx pgx.Tx, q *pgdb.Queries) error {
 		t, err := q.GetTaskForUpdate(ctx, pgdb.GetTaskForUpdateParams{TenantID: a.TenantID, ID: id})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return process.ErrNotFound
