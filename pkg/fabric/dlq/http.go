@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strings"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 )
@@ -71,7 +74,7 @@ func Handler(ops *Ops, queues []string) http.Handler {
 		}
 		all, err := ops.List(r.Context(), q, 0)
 		if err != nil {
-			problem.Error(w, r, http.StatusBadGateway, err.Error())
+			brokerFailure(w, r, err)
 			return
 		}
 		out := []Letter{}
@@ -95,7 +98,7 @@ func Handler(ops *Ops, queues []string) http.Handler {
 			return
 		}
 		if err != nil {
-			problem.Error(w, r, http.StatusBadGateway, err.Error())
+			brokerFailure(w, r, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, l)
@@ -128,7 +131,7 @@ func Handler(ops *Ops, queues []string) http.Handler {
 				problem.Write(w, r, problem.Details{Status: http.StatusUnprocessableEntity, Detail: err.Error(),
 					Errors: map[string]any{"report": rep}})
 			case err != nil:
-				problem.Error(w, r, http.StatusBadGateway, err.Error())
+				brokerFailure(w, r, err)
 			case len(missing) > 0:
 				// Named letters that are not the operator's tenant's (or
 				// not there) are refused as not found; the audit row has
@@ -205,4 +208,34 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// brokerFailure answers a failed broker operation. A broker that is
+// unreachable, restarting or dropped the connection mid-operation passes:
+// 503 with Retry-After, as for a database outage (problem.Unexpected). A
+// refusal (a permission, a precondition) does not: 502 with the broker's
+// reason.
+func brokerFailure(w http.ResponseWriter, r *http.Request, err error) {
+	if brokerUnavailable(err) {
+		w.Header().Set("Retry-After", "1")
+		problem.Error(w, r, http.StatusServiceUnavailable, "the message broker is briefly unavailable; retry")
+		return
+	}
+	problem.Error(w, r, http.StatusBadGateway, err.Error())
+}
+
+func brokerUnavailable(err error) bool {
+	var aerr *amqp.Error
+	switch {
+	case errors.Is(err, amqp.ErrClosed): // no connection at all (itself an *amqp.Error)
+		return true
+	case errors.As(err, &aerr):
+		// What the broker said decides, even under ErrConnectionLost: a 403
+		// closes the channel too. 320 connection-forced (a broker shutting
+		// down) passes, though the library does not mark it recoverable.
+		return aerr.Recover || aerr.Code == amqp.ConnectionForced
+	case errors.Is(err, fabric.ErrConnectionLost), errors.Is(err, fabric.ErrConfirmTimeout):
+		return true
+	}
+	return problem.Transient(err)
 }
