@@ -45,8 +45,10 @@ type Options struct {
 	// every role through the default USAGE on public).
 	Vector bool
 	// SharedDatabase leaves the database-wide statements out (PUBLIC's
-	// CONNECT and CREATE on public): for tests that provision a throwaway
-	// schema in a database other tests use too.
+	// CONNECT and CREATE on public, the roles' CONNECT, which PUBLIC keeps
+	// there): for tests that provision a throwaway schema in a database
+	// other tests use too. Concurrent GRANTs on one database fail with
+	// "tuple concurrently updated".
 	SharedDatabase bool
 }
 
@@ -70,7 +72,8 @@ func SQL(o Options) string {
 	}
 	var b strings.Builder
 	if o.Vector {
-		b.WriteString("CREATE EXTENSION IF NOT EXISTS vector;\n")
+		// Two provisionings at once (tests) may both try to create it.
+		b.WriteString("DO $$ BEGIN CREATE EXTENSION IF NOT EXISTS vector; EXCEPTION WHEN unique_violation OR duplicate_object THEN NULL; END $$;\n")
 	}
 	if !o.SharedDatabase {
 		// PostgreSQL 15 already revokes CREATE on public; older servers do not.
@@ -86,7 +89,9 @@ func SQL(o Options) string {
 			fmt.Fprintf(&b, "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = %s) THEN CREATE ROLE %s; END IF; END $$;\n", literal(login), ident(login))
 			fmt.Fprintf(&b, "ALTER ROLE %s WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT PASSWORD %s;\n", ident(login), literal(o.Password(login)))
 			fmt.Fprintf(&b, "ALTER ROLE %s SET search_path = %s, public;\n", ident(login), sc)
-			fmt.Fprintf(&b, "DO $$ BEGIN EXECUTE format('GRANT CONNECT, TEMPORARY ON DATABASE %%I TO %%I', current_database(), %s); END $$;\n", literal(login))
+			if !o.SharedDatabase {
+				fmt.Fprintf(&b, "DO $$ BEGIN EXECUTE format('GRANT CONNECT, TEMPORARY ON DATABASE %%I TO %%I', current_database(), %s); END $$;\n", literal(login))
+			}
 		}
 		fmt.Fprintf(&b, "CREATE SCHEMA IF NOT EXISTS %s AUTHORIZATION %s;\n", sc, ow)
 		fmt.Fprintf(&b, "ALTER SCHEMA %s OWNER TO %s;\n", sc, ow)
