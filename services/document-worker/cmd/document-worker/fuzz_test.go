@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,6 +9,7 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/pkg/fabric/fabrictest/httpfuzz"
 )
 
 // FuzzHTTP sends what the document worker serves (the DLQ API and the
@@ -32,14 +30,14 @@ func FuzzHTTP(f *testing.F) {
 		f.Fatal(err)
 	}
 	w := s.start(map[string]string{"JWT_KEYS": keys.JWKSPath, "LOG_LEVEL": "warn"})
-	ft := newFuzzTarget(f, w.URL, keys)
+	ft := httpfuzz.New(f, w.URL, keys)
 	// A file the worker refuses at once (permanent failure): its message
 	// is the fuzz tenant's letter in document.processing.dlq.
-	s.upload(upload{tenant: fuzzTenant, contentType: "application/zip", name: "x.zip", data: []byte("PK\x03\x04zip")})
-	ft.routes = []string{"/v1/dlq/" + queue}
+	s.upload(upload{tenant: ft.Tenant, contentType: "application/zip", name: "x.zip", data: []byte("PK\x03\x04zip")})
+	ft.Routes = []string{"/v1/dlq/" + queue}
 	var letter string
 	fabrictest.Eventually(f, 30*time.Second, "the fuzz tenant's dead letter", func() bool {
-		status, _, body := ft.send(fuzzInput{method: "GET", authn: authnOperator})
+		status, _, body := ft.Send(httpfuzz.Input{Method: "GET", Authn: httpfuzz.AuthnOperator})
 		var letters []struct {
 			MessageID string `json:"messageId"`
 		}
@@ -49,7 +47,7 @@ func FuzzHTTP(f *testing.F) {
 		letter = letters[0].MessageID
 		return true
 	})
-	ft.routes = []string{
+	ft.Routes = []string{
 		"/v1/dlq/",
 		"/v1/dlq/" + queue,
 		"/v1/dlq/" + queue + "/letters/" + letter,
@@ -65,42 +63,42 @@ func FuzzHTTP(f *testing.F) {
 		rRoot
 	)
 	const ctJSON = "application/json"
-	add := func(in fuzzInput) { ft.add(f, in) }
+	add := func(in httpfuzz.Input) { ft.Add(f, in) }
 	ids := `{"ids":["` + letter + `"]}`
 
 	// Every route, as it is meant to be called.
-	add(fuzzInput{method: "GET", route: rQueue, authn: authnOperator})
-	add(fuzzInput{method: "GET", route: rLetter, authn: authnOperator})
-	add(fuzzInput{method: "GET", route: rDLQ, tail: "audit", authn: authnOperator})
-	add(fuzzInput{method: "POST", route: rQueue, tail: "/replay", authn: authnOperator, contentType: ctJSON,
-		body: []byte(`{"filter":` + ids + `,"reason":"fuzz","dryRun":true}`)})
-	add(fuzzInput{method: "POST", route: rQueue, tail: "/purge", authn: authnOperator, contentType: ctJSON,
-		body: []byte(`{"filter":` + ids + `,"reason":"fuzz","dryRun":true}`)})
-	add(fuzzInput{method: "POST", route: rQueue, tail: "/replay", authn: authnOperator, contentType: ctJSON,
-		body: []byte(`{"filter":{"type":"document.uploaded.v1","reason":"PERMANENT"},"reason":"fuzz"}`)})
-	add(fuzzInput{method: "POST", route: rQueue, tail: "/purge", authn: authnOperator, contentType: ctJSON,
-		body: []byte(`{"filter":{"all":true},"reason":"fuzz","dryRun":true}`)})
-	add(fuzzInput{method: "GET", route: rHealthz})
-	add(fuzzInput{method: "GET", route: rReadyz})
-	add(fuzzInput{method: "GET", route: rMetrics})
+	add(httpfuzz.Input{Method: "GET", Route: rQueue, Authn: httpfuzz.AuthnOperator})
+	add(httpfuzz.Input{Method: "GET", Route: rLetter, Authn: httpfuzz.AuthnOperator})
+	add(httpfuzz.Input{Method: "GET", Route: rDLQ, Tail: "audit", Authn: httpfuzz.AuthnOperator})
+	add(httpfuzz.Input{Method: "POST", Route: rQueue, Tail: "/replay", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
+		Body: []byte(`{"filter":` + ids + `,"reason":"fuzz","dryRun":true}`)})
+	add(httpfuzz.Input{Method: "POST", Route: rQueue, Tail: "/purge", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
+		Body: []byte(`{"filter":` + ids + `,"reason":"fuzz","dryRun":true}`)})
+	add(httpfuzz.Input{Method: "POST", Route: rQueue, Tail: "/replay", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
+		Body: []byte(`{"filter":{"type":"document.uploaded.v1","reason":"PERMANENT"},"reason":"fuzz"}`)})
+	add(httpfuzz.Input{Method: "POST", Route: rQueue, Tail: "/purge", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
+		Body: []byte(`{"filter":{"all":true},"reason":"fuzz","dryRun":true}`)})
+	add(httpfuzz.Input{Method: "GET", Route: rHealthz})
+	add(httpfuzz.Input{Method: "GET", Route: rReadyz})
+	add(httpfuzz.Input{Method: "GET", Route: rMetrics})
 
 	// Tokens and methods the routes refuse.
-	for a := range uint8(authnCount) {
-		add(fuzzInput{method: "GET", route: rLetter, authn: a})
-		add(fuzzInput{method: "POST", route: rQueue, tail: "/replay", authn: a, contentType: ctJSON,
-			body: []byte(`{"filter":` + ids + `,"reason":"fuzz","dryRun":true}`)})
+	for a := range uint8(httpfuzz.AuthnCount) {
+		add(httpfuzz.Input{Method: "GET", Route: rLetter, Authn: a})
+		add(httpfuzz.Input{Method: "POST", Route: rQueue, Tail: "/replay", Authn: a, ContentType: ctJSON,
+			Body: []byte(`{"filter":` + ids + `,"reason":"fuzz","dryRun":true}`)})
 	}
 	for _, m := range []string{"POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "TRACE", "CONNECT", "PROPFIND"} {
-		add(fuzzInput{method: m, route: rLetter, authn: authnOperator})
-		add(fuzzInput{method: m, route: rHealthz})
-		add(fuzzInput{method: m, route: rRoot, tail: "v1/anything"})
+		add(httpfuzz.Input{Method: m, Route: rLetter, Authn: httpfuzz.AuthnOperator})
+		add(httpfuzz.Input{Method: m, Route: rHealthz})
+		add(httpfuzz.Input{Method: m, Route: rRoot, Tail: "v1/anything"})
 	}
 
 	// Known-nasty input.
 	for _, tail := range []string{"", "a/b/c", "audit/x", strings.Repeat("q", 5000), "document.processing.dlq", "a\x00b",
 		"\xff\xfe", "../../../etc/passwd", "%2e%2e%2f", "document.processing/letters/", "document.processing/letters/" + strings.Repeat("9", 10000),
 		"document.processing/letters/" + letter + "/x", "document.processing/replay/x", "request.workflow-events"} {
-		add(fuzzInput{method: "GET", route: rDLQ, tail: tail, authn: authnOperator})
+		add(httpfuzz.Input{Method: "GET", Route: rDLQ, Tail: tail, Authn: httpfuzz.AuthnOperator})
 	}
 	for _, body := range []string{"", "null", "[]", `"x"`, "{", `{"filter":{"all":true},"reason":"r","dryRun":true}{}`,
 		`{"filter":{},"reason":"r"}`, `{"filter":{"all":true}}`, `{"filter":{"all":true},"reason":"   "}`,
@@ -111,211 +109,16 @@ func FuzzHTTP(f *testing.F) {
 		"{\"filter\":{\"all\":true},\"reason\":\"a\x00\"}", "{\"filter\":{\"all\":true},\"reason\":\"\xff\"}",
 		`{"filter":{"all":true},"reason":"\ud800"}`, `{"filter":{"all":true},"reason":"` + strings.Repeat("r", 70000) + `"}`,
 		`{"filter":` + strings.Repeat("[", 5000) + `}`, strings.Repeat("[", 10000)} {
-		add(fuzzInput{method: "POST", route: rQueue, tail: "/purge", authn: authnOperator, contentType: ctJSON, body: []byte(body)})
+		add(httpfuzz.Input{Method: "POST", Route: rQueue, Tail: "/purge", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON, Body: []byte(body)})
 	}
 	for _, ctype := range []string{"text/plain", "application/json; charset=latin1", "\xff/\xfe", "multipart/form-data; boundary=x",
 		"application/x-www-form-urlencoded"} {
-		add(fuzzInput{method: "POST", route: rQueue, tail: "/replay", authn: authnOperator, contentType: ctype,
-			body: []byte(`{"filter":` + ids + `,"reason":"fuzz","dryRun":true}`)})
+		add(httpfuzz.Input{Method: "POST", Route: rQueue, Tail: "/replay", Authn: httpfuzz.AuthnOperator, ContentType: ctype,
+			Body: []byte(`{"filter":` + ids + `,"reason":"fuzz","dryRun":true}`)})
 	}
-	add(fuzzInput{method: "GET", route: rQueue, query: "a=%00&b=%ff&c=%zz&;", authn: authnOperator})
-	add(fuzzInput{method: "GET", route: rReadyz, query: "a=%00"})
-	add(fuzzInput{method: "GET", route: rRoot, tail: strings.Repeat("x/", 2000)})
+	add(httpfuzz.Input{Method: "GET", Route: rQueue, Query: "a=%00&b=%ff&c=%zz&;", Authn: httpfuzz.AuthnOperator})
+	add(httpfuzz.Input{Method: "GET", Route: rReadyz, Query: "a=%00"})
+	add(httpfuzz.Input{Method: "GET", Route: rRoot, Tail: strings.Repeat("x/", 2000)})
 
-	f.Fuzz(ft.check)
-}
-
-// ---- the harness (the same in every service's fuzz_test.go) ----
-
-// fuzzInput is one request the fuzzer builds: the path is one of the
-// target's route prefixes (route, modulo their number) followed by tail.
-type fuzzInput struct {
-	method      string
-	route       uint8
-	tail, query string
-	authn       uint8 // which Authorization header (authnNone…)
-	contentType string
-	idemKey     string
-	body        []byte
-}
-
-// The Authorization headers the fuzzer picks from.
-const (
-	authnNone = iota
-	authnGarbage
-	authnCitizen   // of fuzzTenant
-	authnAttendant // of fuzzTenant
-	authnOperator  // of fuzzTenant
-	authnAll       // every role, of fuzzTenant
-	authnOtherCitizen
-	authnOtherStaff // attendant and operator of another tenant
-	authnExpired
-	authnUnknownRole
-	authnBadSignature
-	authnBasic
-	authnCount
-)
-
-// fuzzTarget is a running service and what the harness needs to call it.
-type fuzzTarget struct {
-	base   string
-	routes []string
-	authz  [authnCount]string
-	client *http.Client
-}
-
-// The tenant and subjects of the fuzzer's tokens; a fresh tenant each run
-// (the object store is shared between runs).
-var (
-	fuzzTenant  = "org-fuzz-" + randHex(3)
-	fuzzCitizen = "citizen-fuzz"
-)
-
-func newFuzzTarget(tb testing.TB, base string, keys *auth.DevKeys) *fuzzTarget {
-	tb.Helper()
-	mint := func(tenant, sub string, ttl time.Duration, roles ...string) string {
-		tok, err := keys.Mint(auth.Claims{Subject: sub, TenantID: tenant, Roles: roles}, ttl)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		return "Bearer " + tok
-	}
-	ft := &fuzzTarget{base: base, routes: []string{"/"}, client: &http.Client{
-		Timeout: 30 * time.Second,
-		// A redirect (the mux cleaning a path) is an answer like any other.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}}
-	ft.authz[authnGarbage] = "Bearer not-a-token"
-	ft.authz[authnCitizen] = mint(fuzzTenant, fuzzCitizen, time.Hour, auth.RoleCitizen)
-	ft.authz[authnAttendant] = mint(fuzzTenant, "attendant-fuzz", time.Hour, auth.RoleAttendant)
-	ft.authz[authnOperator] = mint(fuzzTenant, "operator-fuzz", time.Hour, auth.RoleOperator)
-	ft.authz[authnAll] = mint(fuzzTenant, fuzzCitizen, time.Hour, auth.RoleCitizen, auth.RoleAttendant, auth.RoleOperator)
-	ft.authz[authnOtherCitizen] = mint(fuzzTenant+"-other", fuzzCitizen, time.Hour, auth.RoleCitizen)
-	ft.authz[authnOtherStaff] = mint(fuzzTenant+"-other", "staff-fuzz", time.Hour, auth.RoleAttendant, auth.RoleOperator)
-	ft.authz[authnExpired] = mint(fuzzTenant, "attendant-fuzz", -time.Hour, auth.RoleAttendant, auth.RoleOperator)
-	ft.authz[authnUnknownRole] = mint(fuzzTenant, "auditor-fuzz", time.Hour, "auditor")
-	good := ft.authz[authnOperator]
-	ft.authz[authnBadSignature] = good[:len(good)-4] + "AAAA"
-	ft.authz[authnBasic] = "Basic ZnV6ejpmdXp6"
-	return ft
-}
-
-func (ft *fuzzTarget) add(f *testing.F, in fuzzInput) {
-	f.Add(in.method, in.route, in.tail, in.query, in.authn, in.contentType, in.idemKey, in.body)
-}
-
-// maxFuzzLine keeps the request line and headers well inside what net/http
-// reads before answering 431 on its own (1 MB): that answer is the HTTP
-// library's, not the service's.
-const maxFuzzLine = 64 << 10
-
-// check is the fuzz function: one request, and what its answer must be.
-func (ft *fuzzTarget) check(t *testing.T, method string, route uint8, tail, query string, authn uint8, contentType, idemKey string, body []byte) {
-	if !validMethod(method) {
-		// Not a token a client can send: one of the usual methods instead,
-		// so that every input makes a request.
-		method = fuzzMethods[len(method)%len(fuzzMethods)]
-	}
-	if len(tail)+len(query)+len(contentType)+len(idemKey) > maxFuzzLine {
-		return
-	}
-	in := fuzzInput{method, route, tail, query, authn, contentType, idemKey, body}
-	status, header, data := ft.send(in)
-	target := ft.routes[int(route)%len(ft.routes)] + tail
-	t.Logf("%s %.80q ?%.40q authn %d → %d", method, target, query, authn, status)
-	switch {
-	case status >= 500:
-		t.Fatalf("%s %q ?%q (Content-Type %q, authn %d) = %d (Retry-After %q): %s",
-			method, target, query, contentType, authn, status, header.Get("Retry-After"), data)
-	case status >= 400:
-		if ct := header.Get("Content-Type"); ct != "application/problem+json" {
-			t.Fatalf("%s %q ?%q = %d with Content-Type %q, want application/problem+json: %q", method, target, query, status, ct, data)
-		}
-		if method == http.MethodHead {
-			return // no body to check
-		}
-		var p struct {
-			Status int    `json:"status"`
-			Title  string `json:"title"`
-		}
-		if err := json.Unmarshal(data, &p); err != nil || p.Status != status || p.Title == "" {
-			t.Fatalf("%s %q ?%q = %d with problem %q, want a JSON problem with status %d and a title (%v)", method, target, query, status, data, status, err)
-		}
-	}
-}
-
-// send makes in an HTTP request and returns the answer. Bytes a header
-// cannot carry (controls) are dropped; the path and query are escaped as a
-// client would, so NUL and invalid UTF-8 reach the service percent-encoded.
-// A request that gets no answer (the connection closed: a handler
-// panicked) is reported as status 599, a failure like any 5xx.
-func (ft *fuzzTarget) send(in fuzzInput) (int, http.Header, []byte) {
-	req, err := http.NewRequest(in.method, ft.base, bytes.NewReader(in.body))
-	if err != nil {
-		return 0, nil, []byte(err.Error())
-	}
-	req.URL.Path = ft.routes[int(in.route)%len(ft.routes)] + in.tail
-	req.URL.RawQuery = fuzzQuery(in.query)
-	if a := ft.authz[int(in.authn)%authnCount]; a != "" {
-		req.Header.Set("Authorization", a)
-	}
-	if in.contentType != "" {
-		req.Header.Set("Content-Type", headerSafe(in.contentType))
-	}
-	if in.idemKey != "" {
-		req.Header.Set("Idempotency-Key", headerSafe(in.idemKey))
-	}
-	resp, err := ft.client.Do(req)
-	if err != nil {
-		return 599, nil, []byte(fmt.Sprintf("no answer: %v", err))
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 599, resp.Header, []byte(fmt.Sprintf("answer %d cut short: %v", resp.StatusCode, err))
-	}
-	return resp.StatusCode, resp.Header, data
-}
-
-var fuzzMethods = []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"}
-
-// validMethod reports whether m is an HTTP token (RFC 9110).
-func validMethod(m string) bool {
-	if m == "" {
-		return false
-	}
-	for i := 0; i < len(m); i++ {
-		c := m[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// fuzzQuery keeps the printable ASCII of raw as it is (malformed escapes
-// such as %zz included, for the service to parse) and percent-encodes
-// every other byte, so the request line stays valid.
-func fuzzQuery(raw string) string {
-	var b strings.Builder
-	for i := 0; i < len(raw); i++ {
-		if c := raw[i]; c > ' ' && c < 0x7f {
-			b.WriteByte(c)
-		} else {
-			fmt.Fprintf(&b, "%%%02X", c)
-		}
-	}
-	return b.String()
-}
-
-// headerSafe drops the bytes a header value cannot carry (controls other
-// than tab); bytes ≥ 0x80, invalid UTF-8 included, stay.
-func headerSafe(v string) string {
-	b := make([]byte, 0, len(v))
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; (c >= ' ' || c == '\t') && c != 0x7f {
-			b = append(b, c)
-		}
-	}
-	return string(b)
+	f.Fuzz(ft.Check)
 }
