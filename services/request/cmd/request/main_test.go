@@ -15,8 +15,10 @@ import (
 	"maps"
 	"mime/multipart"
 	"net/http"
+	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -394,6 +396,108 @@ func TestGetRequestVisibility(t *testing.T) {
 	}
 	t.Run("malformed id", func(t *testing.T) {
 		expectProblem(t, s.do(t, http.MethodGet, "/v1/requests/not-a-uuid", s.token(t, "org-a", "attendant-1", "attendant"), nil, nil), 404)
+	})
+}
+
+type listed struct {
+	Items []struct {
+		ID, Protocol, Status, CitizenID string
+		SubmittedAt                     time.Time
+	}
+	NextCursor string
+}
+
+func (s *testService) list(t *testing.T, token, query string) listed {
+	t.Helper()
+	resp := s.do(t, http.MethodGet, "/v1/requests?"+query, token, nil, nil)
+	if resp.status != http.StatusOK {
+		t.Fatalf("GET /v1/requests?%s = %d %s, want 200", query, resp.status, resp.body)
+	}
+	var l listed
+	resp.json(t, &l)
+	return l
+}
+
+// GET /v1/requests: a citizen sees their own requests, staff their
+// tenant's, newest first; pages neither repeat nor skip a request.
+func TestListRequests(t *testing.T) {
+	s := start(t, nil)
+	maria, joao := s.token(t, "org-a", "citizen-maria", "citizen"), s.token(t, "org-a", "citizen-joao", "citizen")
+	attendantA := s.token(t, "org-a", "attendant-1", "attendant")
+	mariaB := s.token(t, "org-b", "citizen-maria", "citizen") // the same subject in another tenant
+	var marias []string
+	for range 5 {
+		marias = append(marias, mustSubmit(t, s, maria).ID)
+	}
+	joaos := []string{mustSubmit(t, s, joao).ID}
+	mustSubmit(t, s, mariaB)
+	// One of Maria's moves on, for the status filter.
+	if _, err := s.pool.Exec(context.Background(), "UPDATE request SET status = 'in_progress' WHERE id = $1", marias[1]); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(l listed) []string {
+		var out []string
+		for _, it := range l.Items {
+			out = append(out, it.ID)
+		}
+		return out
+	}
+
+	t.Run("a citizen sees their own, newest first", func(t *testing.T) {
+		got := ids(s.list(t, maria, ""))
+		want := slices.Clone(marias)
+		slices.Reverse(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("Maria's list = %v, want %v", got, want)
+		}
+		if got := ids(s.list(t, joao, "")); !slices.Equal(got, joaos) {
+			t.Errorf("João's list = %v, want %v", got, joaos)
+		}
+	})
+	t.Run("another tenant's citizen of the same name sees only their own", func(t *testing.T) {
+		if got := s.list(t, mariaB, ""); len(got.Items) != 1 || slices.Contains(marias, got.Items[0].ID) {
+			t.Errorf("org-b's Maria sees %v, want her one request only", ids(got))
+		}
+	})
+	t.Run("staff see their tenant's requests", func(t *testing.T) {
+		got := ids(s.list(t, attendantA, "limit=100"))
+		if len(got) != len(marias)+len(joaos) {
+			t.Errorf("attendant of org-a sees %d requests %v, want %d", len(got), got, len(marias)+len(joaos))
+		}
+	})
+	t.Run("status filter", func(t *testing.T) {
+		if got := ids(s.list(t, maria, "status=in_progress")); !slices.Equal(got, []string{marias[1]}) {
+			t.Errorf("in_progress = %v, want [%s]", got, marias[1])
+		}
+	})
+	t.Run("pages of two", func(t *testing.T) {
+		var seen []string
+		query, pages := "limit=2", 0
+		for {
+			page := s.list(t, maria, query)
+			pages++
+			if len(page.Items) > 2 {
+				t.Fatalf("page of %d, want at most 2", len(page.Items))
+			}
+			seen = append(seen, ids(page)...)
+			if page.NextCursor == "" {
+				break
+			}
+			query = "limit=2&cursor=" + url.QueryEscape(page.NextCursor)
+		}
+		want := slices.Clone(marias)
+		slices.Reverse(want)
+		if !slices.Equal(seen, want) || pages != 3 {
+			t.Errorf("paged %d pages: %v, want 3 pages: %v", pages, seen, want)
+		}
+	})
+	for _, query := range []string{"status=approved", "limit=0", "limit=101", "limit=x", "cursor=not-a-cursor", "cursor=e30"} {
+		t.Run("bad "+query, func(t *testing.T) {
+			expectProblem(t, s.do(t, http.MethodGet, "/v1/requests?"+query, maria, nil, nil), http.StatusBadRequest)
+		})
+	}
+	t.Run("no token", func(t *testing.T) {
+		expectProblem(t, s.do(t, http.MethodGet, "/v1/requests", "", nil, nil), http.StatusUnauthorized)
 	})
 }
 

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,10 +14,12 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
 
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/httpjson"
@@ -28,6 +31,7 @@ import (
 type Requests interface {
 	Submit(ctx context.Context, a request.Actor, sub request.Submission, key, bodyHash string) (request.Receipt, bool, error)
 	Get(ctx context.Context, a request.Actor, id string) (request.Request, error)
+	List(ctx context.Context, a request.Actor, p request.Page) ([]request.Request, error)
 	Documents(ctx context.Context, a request.Actor, id string) ([]request.Document, error)
 }
 
@@ -170,6 +174,114 @@ func handleGet(store Requests, log *slog.Logger) http.Handler {
 			CorrelationID: req.CorrelationID,
 		})
 	})
+}
+
+// Page sizes of GET /v1/requests.
+const (
+	defaultPageSize = 20
+	maxPageSize     = 100
+)
+
+// listItem is a request in a listing: what a citizen's "my requests" page
+// shows, without the form's contents (GET /v1/requests/{id} has them).
+type listItem struct {
+	ID           string         `json:"id"`
+	Protocol     string         `json:"protocol"`
+	Status       request.Status `json:"status"`
+	StatusReason string         `json:"statusReason,omitempty"`
+	ServiceID    string         `json:"serviceId"`
+	Channel      string         `json:"channel"`
+	CitizenID    string         `json:"citizenId"`
+	SLABreached  bool           `json:"slaBreached"`
+	SubmittedAt  time.Time      `json:"submittedAt"`
+	UpdatedAt    time.Time      `json:"updatedAt"`
+}
+
+type listPage struct {
+	Items []listItem `json:"items"`
+	// NextCursor, when present, fetches the next page (?cursor=).
+	NextCursor string `json:"nextCursor,omitempty"`
+}
+
+// handleList serves GET /v1/requests: a citizen's own requests, or every
+// request of a staff member's tenant, newest first, ?status= to filter,
+// ?limit= (1-100, 20) and ?cursor= (from the previous page) to page.
+func handleList(store Requests, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		bad := map[string]any{}
+		p := request.Page{Limit: defaultPageSize, Status: request.Status(q.Get("status"))}
+		if p.Status != "" && !p.Status.Known() {
+			bad["status"] = "must be one of submitted, in_progress, completed, rejected, cancelled"
+		}
+		if v := q.Get("limit"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > maxPageSize {
+				bad["limit"] = fmt.Sprintf("must be a whole number from 1 to %d", maxPageSize)
+			}
+			p.Limit = n
+		}
+		if v := q.Get("cursor"); v != "" {
+			pos, err := decodeCursor(v)
+			if err != nil {
+				bad["cursor"] = "is not a cursor this API returned"
+			}
+			p.After = pos
+		}
+		if len(bad) > 0 {
+			problem.Write(w, r, problem.Details{Status: http.StatusBadRequest, Detail: "invalid query parameters", Errors: bad})
+			return
+		}
+		want := p.Limit
+		p.Limit++ // one more tells whether a next page exists
+		reqs, err := store.List(r.Context(), actor(r), p)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		page := listPage{Items: []listItem{}}
+		if len(reqs) > want {
+			reqs = reqs[:want]
+			last := reqs[want-1]
+			page.NextCursor = encodeCursor(request.Position{SubmittedAt: last.SubmittedAt, ID: last.ID})
+		}
+		for _, rq := range reqs {
+			page.Items = append(page.Items, listItem{ID: rq.ID, Protocol: rq.Protocol, Status: rq.Status,
+				StatusReason: rq.StatusReason, ServiceID: rq.ServiceID, Channel: rq.Channel, CitizenID: rq.CitizenID,
+				SLABreached: rq.SLABreachedAt != nil, SubmittedAt: rq.SubmittedAt, UpdatedAt: rq.UpdatedAt})
+		}
+		httpjson.Write(w, http.StatusOK, page)
+	})
+}
+
+// A cursor is the position of a page's last request, opaque to clients:
+// base64url of {"t": submittedAt, "id": id}.
+type cursor struct {
+	T  time.Time `json:"t"`
+	ID string    `json:"id"`
+}
+
+func encodeCursor(p request.Position) string {
+	b, _ := json.Marshal(cursor{T: p.SubmittedAt.UTC(), ID: p.ID}) // a time and a string always marshal
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(s string) (*request.Position, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return nil, err
+	}
+	var c cursor
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return nil, err
+	}
+	id, err := uuid.Parse(c.ID)
+	if err != nil || c.T.IsZero() {
+		return nil, errors.New("cursor: no position")
+	}
+	return &request.Position{SubmittedAt: c.T, ID: id.String()}, nil
 }
 
 // allowedTypes are the document types the platform can read (OCR, PDF text).

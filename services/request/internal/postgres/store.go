@@ -252,6 +252,34 @@ func (s *Store) Get(ctx context.Context, a request.Actor, id string) (request.Re
 	return r, nil
 }
 
+// List returns one page of the requests a may see, newest first: a
+// citizen's own, or every request of a staff member's tenant.
+func (s *Store) List(ctx context.Context, a request.Actor, p request.Page) ([]request.Request, error) {
+	params := pgdb.ListRequestsParams{TenantID: a.TenantID, MaxRows: int32(p.Limit)}
+	if !a.Attendant {
+		params.CitizenID = &a.Subject
+	}
+	if p.Status != "" {
+		st := string(p.Status)
+		params.Status = &st
+	}
+	if p.After != nil {
+		params.AfterAt, params.AfterID = &p.After.SubmittedAt, &p.After.ID
+	}
+	var out []request.Request
+	err := s.inTenant(ctx, a.TenantID, func(_ pgx.Tx, q *pgdb.Queries) error {
+		rows, err := q.ListRequests(ctx, params)
+		if err != nil {
+			return fmt.Errorf("list requests: %w", err)
+		}
+		for _, row := range rows {
+			out = append(out, fromRow(row))
+		}
+		return nil
+	})
+	return out, err
+}
+
 func fromRow(row pgdb.Request) request.Request {
 	r := request.Request{
 		ID: row.ID, TenantID: row.TenantID, Protocol: row.Protocol, CitizenID: row.CitizenID,

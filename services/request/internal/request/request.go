@@ -64,6 +64,9 @@ func (s Status) rank() int {
 	return -1
 }
 
+// Known reports whether s is one of the statuses above.
+func (s Status) Known() bool { return s.rank() >= 0 }
+
 // CanMoveTo reports whether a request in s may move to next: only forward,
 // and never out of a final status.
 func (s Status) CanMoveTo(next Status) bool {
@@ -147,6 +150,21 @@ type Actor struct {
 	TenantID  string
 	Subject   string
 	Attendant bool // attendants (and operators) see every request of their tenant
+}
+
+// Page asks for one page of a listing, newest first: a citizen's own
+// requests, or, for staff, every request of their tenant.
+type Page struct {
+	Status Status    // "" for any status
+	Limit  int       // rows on the page
+	After  *Position // where the previous page ended; nil for the first
+}
+
+// Position is a place in the newest-first order: ties in submission time
+// are broken by id, so every request has exactly one place.
+type Position struct {
+	SubmittedAt time.Time
+	ID          string
 }
 
 // Request is a stored citizen request.

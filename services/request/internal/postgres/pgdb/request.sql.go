@@ -250,6 +250,72 @@ func (q *Queries) ListDocuments(ctx context.Context, arg ListDocumentsParams) ([
 	return items, nil
 }
 
+const listRequests = `-- name: ListRequests :many
+SELECT id, tenant_id, protocol, citizen_id, service_id, form_id, form_version, channel, fields, status, status_reason, sla_breached_at, correlation_id, submitted_at, updated_at FROM request
+WHERE tenant_id = $1
+  AND ($2::text IS NULL OR citizen_id = $2::text)
+  AND ($3::text IS NULL OR status = $3::text)
+  AND ($4::timestamptz IS NULL
+       OR (submitted_at, id) < ($4::timestamptz, $5::uuid))
+ORDER BY submitted_at DESC, id DESC
+LIMIT $6
+`
+
+type ListRequestsParams struct {
+	TenantID  string
+	CitizenID *string
+	Status    *string
+	AfterAt   *time.Time
+	AfterID   *string
+	MaxRows   int32
+}
+
+// Newest first, one page after a keyset position (submitted_at, id);
+// citizen_id narrows to one citizen's own requests. The tenant filter is
+// on top of row-level security.
+func (q *Queries) ListRequests(ctx context.Context, arg ListRequestsParams) ([]Request, error) {
+	rows, err := q.db.Query(ctx, listRequests,
+		arg.TenantID,
+		arg.CitizenID,
+		arg.Status,
+		arg.AfterAt,
+		arg.AfterID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Request
+	for rows.Next() {
+		var i Request
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.Protocol,
+			&i.CitizenID,
+			&i.ServiceID,
+			&i.FormID,
+			&i.FormVersion,
+			&i.Channel,
+			&i.Fields,
+			&i.Status,
+			&i.StatusReason,
+			&i.SlaBreachedAt,
+			&i.CorrelationID,
+			&i.SubmittedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const markSLABreached = `-- name: MarkSLABreached :execrows
 UPDATE request SET sla_breached_at = $1, updated_at = $1
 WHERE tenant_id = $2 AND id = $3 AND sla_breached_at IS NULL

@@ -45,3 +45,16 @@ VALUES (@id, @tenant_id, @request_id, @bucket, @object_key, @file_name, @content
 -- name: ListDocuments :many
 SELECT * FROM document WHERE tenant_id = @tenant_id AND request_id = @request_id
 ORDER BY uploaded_at, id;
+
+-- name: ListRequests :many
+-- Newest first, one page after a keyset position (submitted_at, id);
+-- citizen_id narrows to one citizen's own requests. The tenant filter is
+-- on top of row-level security.
+SELECT * FROM request
+WHERE tenant_id = @tenant_id
+  AND (sqlc.narg(citizen_id)::text IS NULL OR citizen_id = sqlc.narg(citizen_id)::text)
+  AND (sqlc.narg(status)::text IS NULL OR status = sqlc.narg(status)::text)
+  AND (sqlc.narg(after_at)::timestamptz IS NULL
+       OR (submitted_at, id) < (sqlc.narg(after_at)::timestamptz, sqlc.narg(after_id)::uuid))
+ORDER BY submitted_at DESC, id DESC
+LIMIT @max_rows;
