@@ -36,6 +36,8 @@ func samples() []message {
 			CitizenID: "citizen-7", SubmittedAt: at, FieldCount: 4},
 		payload.RequestStatusChanged{RequestID: id1, Status: "completed", PreviousStatus: "in_progress",
 			ServiceID: "street-lighting", Channel: "web", Reason: "process approved", ChangedAt: at},
+		payload.RequestCancelled{RequestID: id1, PreviousStatus: "in_progress", CancelledBy: "citizen-7",
+			Reason: "submitted by mistake", CancelledAt: at},
 		payload.DocumentUploaded{DocumentID: id2, RequestID: id1, Bucket: "documents",
 			ObjectKey: "tenant=org-a/request=" + id1 + "/" + id2, FileName: "lamp.jpg", ContentType: "image/jpeg",
 			Size: 48213, SHA256: strings.Repeat("ab", 32)},

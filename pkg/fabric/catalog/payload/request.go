@@ -38,6 +38,18 @@ func (c Channel) Known() bool {
 	return false
 }
 
+// RequestCancelled is request.cancelled.v1.
+type RequestCancelled struct {
+	RequestID      string    `json:"requestId"`
+	PreviousStatus string    `json:"previousStatus"`
+	CancelledBy    string    `json:"cancelledBy"` // the citizen's subject
+	Reason         string    `json:"reason,omitempty"`
+	CancelledAt    time.Time `json:"cancelledAt"`
+}
+
+// MessageType returns the catalog type of the payload.
+func (RequestCancelled) MessageType() string { return "request.cancelled.v1" }
+
 // RequestStatusChanged is request.status-changed.v1.
 type RequestStatusChanged struct {
 	RequestID      string    `json:"requestId"`

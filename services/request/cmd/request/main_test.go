@@ -501,6 +501,81 @@ func TestListRequests(t *testing.T) {
 	})
 }
 
+// POST /v1/requests/{id}/cancel: the citizen who submitted a request may
+// cancel it until it is decided, once; the cancellation and the status
+// change travel together, the second caused by the first.
+func TestCancelRequest(t *testing.T) {
+	s := start(t, nil)
+	obs := fabrictest.Observe(t, s.conn, "request.cancelled.v1", "request.status-changed.v1")
+	maria := s.token(t, "org-a", "citizen-maria", "citizen")
+	cancel := func(token, id, body string) response {
+		t.Helper()
+		var rd io.Reader
+		h := map[string]string{}
+		if body != "" {
+			rd, h["Content-Type"] = strings.NewReader(body), "application/json"
+		}
+		return s.do(t, http.MethodPost, "/v1/requests/"+id+"/cancel", token, rd, h)
+	}
+	rc := mustSubmit(t, s, maria)
+
+	for _, tc := range []struct {
+		name, token string
+		status      int
+	}{
+		{"another citizen of the tenant", s.token(t, "org-a", "citizen-joao", "citizen"), 404},
+		{"the same subject in another tenant", s.token(t, "org-b", "citizen-maria", "citizen"), 404},
+		{"an attendant", s.token(t, "org-a", "attendant-1", "attendant"), 403},
+		{"no token", "", 401},
+	} {
+		t.Run(tc.name+" may not", func(t *testing.T) { expectProblem(t, cancel(tc.token, rc.ID, ""), tc.status) })
+	}
+	expectProblem(t, cancel(maria, rc.ID, `{"reason":"`+strings.Repeat("x", 501)+`"}`), http.StatusUnprocessableEntity)
+	expectProblem(t, cancel(maria, rc.ID, `{"why":"unknown field"}`), http.StatusBadRequest)
+	if got := s.view(t, "org-a", rc.ID); got.Status != "submitted" {
+		t.Fatalf("after refused cancellations the request is %q, want submitted", got.Status)
+	}
+
+	for i := range 2 { // the second is a retry: same answer, nothing new
+		resp := cancel(maria, rc.ID, `{"reason":"submitted by mistake"}`)
+		if resp.status != http.StatusOK {
+			t.Fatalf("cancel #%d = %d %s, want 200", i+1, resp.status, resp.body)
+		}
+		var got struct{ Status, StatusReason string }
+		resp.json(t, &got)
+		if got.Status != "cancelled" || got.StatusReason != "submitted by mistake" {
+			t.Errorf("cancel #%d = %+v, want cancelled with the reason", i+1, got)
+		}
+	}
+	cancelled := obs.Next(t, "request.cancelled.v1", ofType("request.cancelled.v1", rc.ID))
+	var p struct{ PreviousStatus, CancelledBy, Reason string }
+	if err := json.Unmarshal(cancelled.Payload, &p); err != nil || p.PreviousStatus != "submitted" || p.CancelledBy != "citizen-maria" || p.Reason != "submitted by mistake" {
+		t.Errorf("request.cancelled.v1 payload = %s (%v), want previousStatus submitted by citizen-maria with the reason", cancelled.Payload, err)
+	}
+	changed := obs.Next(t, "request.status-changed.v1 to cancelled", ofType("request.status-changed.v1", rc.ID))
+	if changed.CausationID != cancelled.ID || changed.CorrelationID != cancelled.CorrelationID {
+		t.Errorf("status change caused by %s in %s, want caused by the cancellation %s in %s",
+			changed.CausationID, changed.CorrelationID, cancelled.ID, cancelled.CorrelationID)
+	}
+	// Exactly one cancellation was ever enqueued: the retry changed nothing.
+	var n int
+	if err := s.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox_event
+		WHERE event_type IN ('request.cancelled.v1', 'request.status-changed.v1') AND payload->>'requestId' = $1`, rc.ID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("%d cancellation and status-change rows for %s in the outbox, want 2 (one of each)", n, rc.ID)
+	}
+
+	t.Run("a decided request may not", func(t *testing.T) {
+		done := mustSubmit(t, s, maria)
+		if _, err := s.pool.Exec(context.Background(), "UPDATE request SET status = 'completed' WHERE id = $1", done.ID); err != nil {
+			t.Fatal(err)
+		}
+		expectProblem(t, cancel(maria, done.ID, ""), http.StatusConflict)
+	})
+}
+
 func TestIdempotencyKey(t *testing.T) {
 	s := start(t, nil)
 	obs := fabrictest.Observe(t, s.conn, "request.submitted.v1")

@@ -32,6 +32,7 @@ type Requests interface {
 	Submit(ctx context.Context, a request.Actor, sub request.Submission, key, bodyHash string) (request.Receipt, bool, error)
 	Get(ctx context.Context, a request.Actor, id string) (request.Request, error)
 	List(ctx context.Context, a request.Actor, p request.Page) ([]request.Request, error)
+	Cancel(ctx context.Context, a request.Actor, id, reason string) (request.Request, error)
 	Documents(ctx context.Context, a request.Actor, id string) ([]request.Document, error)
 }
 
@@ -173,6 +174,38 @@ func handleGet(store Requests, log *slog.Logger) http.Handler {
 			SLABreachedAt: req.SLABreachedAt, SubmittedAt: req.SubmittedAt, UpdatedAt: req.UpdatedAt,
 			CorrelationID: req.CorrelationID,
 		})
+	})
+}
+
+// handleCancel serves POST /v1/requests/{id}/cancel for the citizen who
+// submitted the request, with an optional body {"reason": "…"}. It is
+// idempotent: cancelling a cancelled request answers the same 200.
+func handleCancel(store Requests, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Reason string `json:"reason"`
+		}
+		if r.ContentLength != 0 {
+			dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 8<<10))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&body); err != nil && !errors.Is(err, io.EOF) {
+				problem.Error(w, r, http.StatusBadRequest, "body: "+err.Error())
+				return
+			}
+		}
+		if n := len([]rune(body.Reason)); n > request.MaxReasonLength {
+			problem.Write(w, r, problem.Details{Status: http.StatusUnprocessableEntity, Detail: "invalid cancellation",
+				Errors: map[string]any{"reason": fmt.Sprintf("is %d characters, at most %d", n, request.MaxReasonLength)}})
+			return
+		}
+		req, err := store.Cancel(r.Context(), actor(r), chi.URLParam(r, "id"), body.Reason)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		httpjson.Write(w, http.StatusOK, listItem{ID: req.ID, Protocol: req.Protocol, Status: req.Status,
+			StatusReason: req.StatusReason, ServiceID: req.ServiceID, Channel: req.Channel, CitizenID: req.CitizenID,
+			SLABreached: req.SLABreachedAt != nil, SubmittedAt: req.SubmittedAt, UpdatedAt: req.UpdatedAt})
 	})
 }
 
@@ -535,6 +568,8 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		problem.Error(w, r, http.StatusBadRequest, bad.msg)
 	case errors.Is(err, request.ErrNotFound):
 		problem.Error(w, r, http.StatusNotFound, "no such request")
+	case errors.Is(err, request.ErrNotCancellable):
+		problem.Error(w, r, http.StatusConflict, err.Error())
 	case errors.Is(err, request.ErrIdempotencyConflict):
 		problem.Error(w, r, http.StatusConflict, "this Idempotency-Key was used with a different body")
 	case errors.Is(err, request.ErrTooLarge):

@@ -36,6 +36,7 @@ func NewHandler(d Deps) http.Handler {
 	r.With(citizen).Method(http.MethodPost, "/v1/requests", handleSubmit(d.Requests, d.Log))
 	r.With(staffOrOwner).Method(http.MethodGet, "/v1/requests", handleList(d.Requests, d.Log))
 	r.With(staffOrOwner).Method(http.MethodGet, "/v1/requests/{id}", handleGet(d.Requests, d.Log))
+	r.With(citizen).Method(http.MethodPost, "/v1/requests/{id}/cancel", handleCancel(d.Requests, d.Log))
 	r.With(uploaders).Method(http.MethodPost, "/v1/requests/{id}/documents", handleUpload(d.Documents, d.MaxUploadBytes, d.Log))
 	r.With(staffOrOwner).Method(http.MethodGet, "/v1/requests/{id}/documents", handleListDocuments(d.Requests, d.Log))
 	return r

@@ -339,6 +339,66 @@ func (s *Store) Documents(ctx context.Context, a request.Actor, id string) ([]re
 	return out, err
 }
 
+// Cancel cancels request id for its citizen a: the status moves to
+// cancelled and request.cancelled.v1, with request.status-changed.v1
+// caused by it, is enqueued in the same transaction. Cancelling a cancelled
+// request changes nothing and returns it (the citizen may retry); a
+// completed or rejected one is request.ErrNotCancellable. Only the citizen
+// who submitted it may cancel: anyone else gets request.ErrNotFound.
+func (s *Store) Cancel(ctx context.Context, a request.Actor, id, reason string) (request.Request, error) {
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return request.Request{}, request.ErrNotFound
+	}
+	var r request.Request
+	err = s.inTenant(ctx, a.TenantID, func(tx pgx.Tx, q *pgdb.Queries) error {
+		row, err := q.GetRequestForUpdate(ctx, pgdb.GetRequestForUpdateParams{TenantID: a.TenantID, ID: u.String()})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return request.ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("lock request %s: %w", id, err)
+		}
+		r = fromRow(row)
+		if r.TenantID != a.TenantID || r.CitizenID != a.Subject {
+			return request.ErrNotFound
+		}
+		if r.Status == request.StatusCancelled {
+			return nil
+		}
+		if !r.Status.Cancellable() {
+			return request.ErrNotCancellable
+		}
+		previous := r.Status
+		r.Status, r.StatusReason, r.UpdatedAt = request.StatusCancelled, reason, s.now().UTC().Truncate(time.Microsecond)
+		var why *string
+		if reason != "" {
+			why = &reason
+		}
+		if err := q.UpdateStatus(ctx, pgdb.UpdateStatusParams{TenantID: a.TenantID, ID: r.ID, Status: string(r.Status),
+			StatusReason: why, UpdatedAt: r.UpdatedAt}); err != nil {
+			return fmt.Errorf("cancel request %s: %w", r.ID, err)
+		}
+		cancelled, err := request.CancelledEvent(r, previous, a.Subject)
+		if err != nil {
+			return err
+		}
+		changed, err := request.StatusChangedEvent(cancelled, r, previous)
+		if err != nil {
+			return err
+		}
+		if err := s.outbox.Enqueue(ctx, tx, outbox.Item{Aggregate: aggregate(r.ID), Envelope: cancelled},
+			outbox.Item{Aggregate: aggregate(r.ID), Envelope: changed}); err != nil {
+			return fmt.Errorf("enqueue the cancellation of %s: %w", r.ID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return request.Request{}, err
+	}
+	return r, nil
+}
+
 // ApplyWorkflowChange applies c inside the inbox transaction tx (already
 // scoped to the event's tenant): a forward status move updates the row and
 // enqueues request.status-changed.v1 derived from cause; an SLA breach is

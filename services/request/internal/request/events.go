@@ -13,6 +13,7 @@ import (
 const (
 	TypeSubmitted        = "request.submitted.v1"
 	TypeStatusChanged    = "request.status-changed.v1"
+	TypeCancelled        = "request.cancelled.v1"
 	TypeDocumentUploaded = "document.uploaded.v1"
 	TypeProcessStarted   = "workflow.process-started.v1"
 	TypeProcessCompleted = "workflow.process-completed.v1"
@@ -36,6 +37,21 @@ func StatusChangedEvent(cause envelope.Envelope, r Request, previous Status) (en
 		RequestID: r.ID, Status: string(r.Status), PreviousStatus: string(previous), ServiceID: r.ServiceID,
 		Channel: r.Channel, Reason: r.StatusReason, ChangedAt: r.UpdatedAt,
 	})
+}
+
+// CancelledEvent announces that by cancelled r (now cancelled, updated at
+// the moment of cancellation), correlated with its submission.
+func CancelledEvent(r Request, previous Status, by string) (envelope.Envelope, error) {
+	env, err := envelope.New(TypeCancelled, r.TenantID, Producer, payload.RequestCancelled{
+		RequestID: r.ID, PreviousStatus: string(previous), CancelledBy: by, Reason: r.StatusReason, CancelledAt: r.UpdatedAt,
+	})
+	if err != nil {
+		return env, err
+	}
+	if r.CorrelationID != "" {
+		env.CorrelationID = r.CorrelationID
+	}
+	return env, nil
 }
 
 // UploadedEvent announces d, correlated with its request's submission.

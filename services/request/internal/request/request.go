@@ -27,7 +27,16 @@ var (
 	ErrIdempotencyConflict = errors.New("idempotency key reused with a different body")
 	// ErrTooLarge: an upload exceeded the size limit.
 	ErrTooLarge = errors.New("too large")
+	// ErrNotCancellable: the request is completed or rejected.
+	ErrNotCancellable = errors.New("the request is already decided and can no longer be cancelled")
 )
+
+// MaxReasonLength bounds a cancellation's reason (request.cancelled.v1).
+const MaxReasonLength = 500
+
+// Cancellable reports whether a request in s may be cancelled by its
+// citizen: while it is submitted or in progress, before a decision.
+func (s Status) Cancellable() bool { return s == StatusSubmitted || s == StatusInProgress }
 
 // ValidationError lists the invalid fields of a submission (422).
 type ValidationError struct {
