@@ -59,8 +59,12 @@ func RowOf(env envelope.Envelope) Row {
 		var p struct{ RequestID, ServiceID, Channel, Status string }
 		_ = json.Unmarshal(env.Payload, &p) // the fabric validated it; typed columns are a convenience
 		r.RequestID, r.ServiceID, r.Channel, r.Status = p.RequestID, p.ServiceID, p.Channel, p.Status
-		if r.Status == "" && env.Type == "request.submitted.v1" {
+		switch {
+		case r.Status != "":
+		case env.Type == "request.submitted.v1":
 			r.Status = "submitted"
+		case env.Type == "request.cancelled.v1":
+			r.Status = "cancelled"
 		}
 	}
 	return r

@@ -101,3 +101,27 @@ func TestParseObjectKey(t *testing.T) {
 		}
 	}
 }
+
+// The status column says what each request event means for the request.
+func TestRowStatus(t *testing.T) {
+	const id = "0198a3c4-0000-7000-8000-000000000001"
+	tests := []struct {
+		typ     string
+		payload map[string]any
+		want    string
+	}{
+		{"request.submitted.v1", map[string]any{"requestId": id}, "submitted"},
+		{"request.status-changed.v1", map[string]any{"requestId": id, "status": "in_progress"}, "in_progress"},
+		{"request.cancelled.v1", map[string]any{"requestId": id, "previousStatus": "submitted"}, "cancelled"},
+		{"document.uploaded.v1", map[string]any{"requestId": id}, ""},
+	}
+	for _, tt := range tests {
+		e, err := envelope.New(tt.typ, "org-a", "request-service", tt.payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := RowOf(e); r.Status != tt.want || (DomainOf(tt.typ) == "request" && r.RequestID != id) {
+			t.Errorf("RowOf(%s): status %q request %q, want %q %s", tt.typ, r.Status, r.RequestID, tt.want, id)
+		}
+	}
+}
