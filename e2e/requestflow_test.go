@@ -118,25 +118,41 @@ func TestRequestFlow(t *testing.T) {
 		}
 	})
 
-	t.Run("communication sent the confirmation by e-mail", func(t *testing.T) {
+	t.Run("communication sent the confirmation and the status notice by e-mail", func(t *testing.T) {
 		for _, r := range all {
-			fabrictest.Eventually(t, 30*time.Second, "notification of "+r.id, func() bool {
+			// One notice per event: the submission's confirmation, and one
+			// for the move to in_progress (request.status-changed.v1).
+			fabrictest.Eventually(t, 30*time.Second, "notifications of "+r.id, func() bool {
 				status, body := flowCall(t, http.MethodGet, h.URL("communication")+"/v1/notifications?requestId="+r.id, r.citizenToken, "", "")
 				var out struct {
-					Items []struct{ Status, Channel string }
+					Items []struct{ Status, Channel, Template string }
 				}
 				_ = json.Unmarshal(body, &out)
-				return status == http.StatusOK && len(out.Items) == 1 && out.Items[0].Status == "sent" && out.Items[0].Channel == "email"
+				sent := map[string]int{}
+				for _, n := range out.Items {
+					if n.Status == "sent" && n.Channel == "email" {
+						sent[n.Template]++
+					}
+				}
+				return status == http.StatusOK && len(out.Items) == 2 && sent["request-confirmation"] == 1 && sent["request-status"] == 1
 			})
 			// Protocol numbers are per tenant: the recipient tells them apart.
-			var mine []string
+			subjects := map[string]int{}
 			for _, m := range flowMails(t, mailDir, r.protocol) {
-				if strings.Contains(m, "X-Sink-To: "+r.email+"\r\n") {
-					mine = append(mine, m)
+				if !strings.Contains(m, "X-Sink-To: "+r.email+"\r\n") {
+					continue
+				}
+				switch {
+				case strings.Contains(m, "Subject: Request received: protocol "+r.protocol+"\r\n"):
+					subjects["confirmation"]++
+				case strings.Contains(m, "Subject: Request "+r.protocol+" is now in_progress\r\n"):
+					subjects["in_progress"]++
+				default:
+					subjects["other"]++
 				}
 			}
-			if len(mine) != 1 {
-				t.Errorf("mails to %s with protocol %s = %d, want 1", r.email, r.protocol, len(mine))
+			if subjects["confirmation"] != 1 || subjects["in_progress"] != 1 || subjects["other"] != 0 {
+				t.Errorf("mails to %s with protocol %s = %v, want one confirmation and one in_progress notice", r.email, r.protocol, subjects)
 			}
 		}
 	})

@@ -176,6 +176,7 @@ func Platform() Description {
 		Consumers: []Consumer{
 			{Queue: "workflow.request-submitted", Service: "workflow", Bindings: ev("request.submitted.v1")},
 			{Queue: "communication.request-submitted", Service: "communication", Bindings: ev("request.submitted.v1")},
+			{Queue: "communication.request-status", Service: "communication", Bindings: ev("request.status-changed.v1")},
 			{Queue: "analytics.request-events", Service: "analytics", Bindings: ev("request.#")},
 			{Queue: "datalake.request-events", Service: "datalake-ingestion", Bindings: ev("request.#")},
 			{Queue: "document.processing", Service: "document-worker", Bindings: ev("document.uploaded.v1")},

@@ -52,13 +52,17 @@ func (RequestCancelled) MessageType() string { return "request.cancelled.v1" }
 
 // RequestStatusChanged is request.status-changed.v1.
 type RequestStatusChanged struct {
-	RequestID      string    `json:"requestId"`
-	Status         string    `json:"status"`
-	PreviousStatus string    `json:"previousStatus,omitempty"`
-	ServiceID      string    `json:"serviceId,omitempty"`
-	Channel        string    `json:"channel,omitempty"`
-	Reason         string    `json:"reason,omitempty"`
-	ChangedAt      time.Time `json:"changedAt"`
+	RequestID      string `json:"requestId"`
+	Status         string `json:"status"`
+	PreviousStatus string `json:"previousStatus,omitempty"`
+	ServiceID      string `json:"serviceId,omitempty"`
+	Channel        string `json:"channel,omitempty"`
+	Reason         string `json:"reason,omitempty"`
+	// CitizenID and Protocol (added compatibly) let the communication
+	// service tell the citizen; producers before them leave them out.
+	CitizenID string    `json:"citizenId,omitempty"`
+	Protocol  string    `json:"protocol,omitempty"`
+	ChangedAt time.Time `json:"changedAt"`
 }
 
 // MessageType returns the catalog type of the payload.

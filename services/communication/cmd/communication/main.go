@@ -28,6 +28,8 @@ func main() { host.Main("communication", run) }
 // Queue names this service consumes.
 const (
 	submittedQueue = "communication.request-submitted"
+	// statusQueue tells citizens of every status change of their requests.
+	statusQueue = "communication.request-status"
 	// commandQueue feeds the channel adapters (SMS, WhatsApp, email).
 	commandQueue = "communication.send-commands"
 )
@@ -76,7 +78,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	if err != nil {
 		return err
 	}
-	cons, err := topology.Platform().Lookup(submittedQueue, commandQueue)
+	cons, err := topology.Platform().Lookup(submittedQueue, statusQueue, commandQueue)
 	if err != nil {
 		return err
 	}
@@ -94,6 +96,9 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	d := messaging.New(store, h.Outbox, senders, h.Log)
 	opts := fabric.ConsumerOptions{Concurrency: cfg.concurrency}
 	if err := h.ConsumeTx(submittedQueue, d.HandleSubmitted, opts); err != nil {
+		return err
+	}
+	if err := h.ConsumeTx(statusQueue, d.HandleStatusChanged, opts); err != nil {
 		return err
 	}
 	if err := h.ConsumeTx(commandQueue, d.HandleSend, opts); err != nil {

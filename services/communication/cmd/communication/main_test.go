@@ -329,6 +329,67 @@ func TestTemporarySMTPFailureIsRetried(t *testing.T) {
 	}
 }
 
+func statusChangedEvent(t *testing.T, tenantID, citizen, requestID, protocol, status string) envelope.Envelope {
+	t.Helper()
+	p := map[string]any{"requestId": requestID, "status": status, "previousStatus": "in_progress",
+		"changedAt": time.Now().UTC().Format(time.RFC3339)}
+	if citizen != "" {
+		p["citizenId"], p["protocol"] = citizen, protocol
+	}
+	e, err := envelope.New("request.status-changed.v1", tenantID, "request-service", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// Every status change of a request sends its citizen one notice, however
+// often it is delivered; a change that names no citizen (an older
+// producer) is acked without one.
+func TestStatusChangeNotice(t *testing.T) {
+	s := startStack(t)
+	const tenantID, queue = "org-a", "communication.request-status"
+	ctx := context.Background()
+	s.putContact(t, tenantID, "citizen-ana", map[string]string{"email": "ana@example.org", "preferredChannel": "email"})
+	requestID := uuid.NewString()
+	changed := statusChangedEvent(t, tenantID, "citizen-ana", requestID, "AG-2026-555001", "completed")
+	if err := s.pub.Publish(ctx, changed); err != nil {
+		t.Fatal(err)
+	}
+	n := s.waitStatus(t, tenantID, requestID, "sent")
+	mails := s.mails(t, "AG-2026-555001")
+	if len(mails) != 1 || !strings.Contains(mails[0], "X-Sink-To: ana@example.org") ||
+		!strings.Contains(mails[0], "Request AG-2026-555001 is now completed") {
+		t.Fatalf("mails = %q, want one to ana@example.org saying the request is now completed", mails)
+	}
+
+	// The same event again: the inbox skips it (a duplicate counted), no mail.
+	dupes := map[string]string{"consumer": queue}
+	before := fabrictest.Counter(t, s.url+"/metrics", "fabric_consumer_duplicates_total", dupes)
+	if err := s.pub.Publish(ctx, changed); err != nil {
+		t.Fatal(err)
+	}
+	fabrictest.WaitCounter(t, 15*time.Second, s.url+"/metrics", "fabric_consumer_duplicates_total", dupes, before+1)
+	if got := s.mails(t, "AG-2026-555001"); len(got) != 1 {
+		t.Errorf("mails after a redelivery = %d, want 1", len(got))
+	}
+	if got := s.notifications(t, tenantID, requestID); len(got) != 1 || got[0].ID != n.ID {
+		t.Errorf("notifications = %+v, want only %s", got, n.ID)
+	}
+
+	// No citizen named: handled (processed counted), nothing sent.
+	processed := map[string]string{"consumer": queue}
+	before = fabrictest.Counter(t, s.url+"/metrics", "fabric_consumer_processed_total", processed)
+	anonymous := uuid.NewString()
+	if err := s.pub.Publish(ctx, statusChangedEvent(t, tenantID, "", anonymous, "", "rejected")); err != nil {
+		t.Fatal(err)
+	}
+	fabrictest.WaitCounter(t, 15*time.Second, s.url+"/metrics", "fabric_consumer_processed_total", processed, before+1)
+	if got := s.notifications(t, tenantID, anonymous); len(got) != 0 {
+		t.Errorf("notifications for a change naming no citizen = %+v, want none", got)
+	}
+}
+
 func TestDuplicateEventSendsOnce(t *testing.T) {
 	s := startStack(t)
 	const tenantID = "org-a"

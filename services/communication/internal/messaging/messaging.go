@@ -83,6 +83,24 @@ func (d *Deliverer) HandleSubmitted(ctx context.Context, tx pgx.Tx, env envelope
 		template: notify.TemplateConfirmation, params: map[string]string{"protocol": p.Protocol}})
 }
 
+// HandleStatusChanged tells the citizen that their request's status
+// changed (request.status-changed.v1), once per event, on their preferred
+// channel. An event from a producer that does not name the citizen yet
+// (citizenId was added compatibly) is acked without a notice: there is
+// nobody to address it to. It is an inbox.TxHandler.
+func (d *Deliverer) HandleStatusChanged(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
+	var p payload.RequestStatusChanged
+	if err := json.Unmarshal(env.Payload, &p); err != nil {
+		return fabric.Invalid(fmt.Errorf("decode %s %s: %w", env.Type, env.ID, err))
+	}
+	if p.CitizenID == "" {
+		d.log.Info("status change names no citizen; no notice", "event", env.ID, "request", p.RequestID)
+		return nil
+	}
+	return d.deliver(ctx, tx, env, job{requestID: p.RequestID, citizenID: p.CitizenID,
+		template: notify.TemplateStatus, params: map[string]string{"protocol": p.Protocol, "status": p.Status}})
+}
+
 // HandleSend executes a communication.send.v1 command: recipientRef is the
 // citizen id, resolved through the contact table like any other message.
 // It is an inbox.TxHandler.

@@ -35,7 +35,7 @@ func SubmittedEvent(r Request, fieldCount int) (envelope.Envelope, error) {
 func StatusChangedEvent(cause envelope.Envelope, r Request, previous Status) (envelope.Envelope, error) {
 	return envelope.Derive(cause, TypeStatusChanged, Producer, payload.RequestStatusChanged{
 		RequestID: r.ID, Status: string(r.Status), PreviousStatus: string(previous), ServiceID: r.ServiceID,
-		Channel: r.Channel, Reason: r.StatusReason, ChangedAt: r.UpdatedAt,
+		Channel: r.Channel, Reason: r.StatusReason, CitizenID: r.CitizenID, Protocol: r.Protocol, ChangedAt: r.UpdatedAt,
 	})
 }
 
