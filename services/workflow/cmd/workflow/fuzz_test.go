@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -68,6 +69,9 @@ func FuzzHTTP(f *testing.F) {
 		"/v1/dlq/",
 		"/v1/dlq/" + requestSubmittedQueue,
 		"/healthz", "/readyz", "/metrics", "/",
+		"/v1/tasks",
+		"/v1/tasks/" + taskID + "/claim",
+		"/v1/tasks/" + taskID + "/release",
 	}
 	const (
 		rProcesses = iota
@@ -79,6 +83,9 @@ func FuzzHTTP(f *testing.F) {
 		rReadyz
 		rMetrics
 		rRoot
+		rWorklist
+		rClaim
+		rRelease
 	)
 	const ctJSON = "application/json"
 	add := func(in httpfuzz.Input) { ft.Add(f, in) }
@@ -102,13 +109,31 @@ func FuzzHTTP(f *testing.F) {
 	add(httpfuzz.Input{Method: "GET", Route: rHealthz})
 	add(httpfuzz.Input{Method: "GET", Route: rReadyz})
 	add(httpfuzz.Input{Method: "GET", Route: rMetrics})
+	add(httpfuzz.Input{Method: "GET", Route: rWorklist, Authn: httpfuzz.AuthnAttendant})
+	add(httpfuzz.Input{Method: "GET", Route: rWorklist, Authn: httpfuzz.AuthnOperator, Query: "status=open&role=attendant&sla=due_soon&assignee=me&limit=2"})
+	add(httpfuzz.Input{Method: "GET", Route: rWorklist, Authn: httpfuzz.AuthnAll, Query: "sla=breached&assignee=attendant-fuzz&limit=200"})
+	add(httpfuzz.Input{Method: "GET", Route: rWorklist, Authn: httpfuzz.AuthnAttendant, Query: "sla=on_time&status=completed&limit=1&cursor=" + cursor(time.Now(), taskID)})
+	add(httpfuzz.Input{Method: "POST", Route: rClaim, Authn: httpfuzz.AuthnAttendant})
+	add(httpfuzz.Input{Method: "POST", Route: rClaim, Authn: httpfuzz.AuthnAttendant, ContentType: ctJSON, Body: []byte(`{}`)})
+	add(httpfuzz.Input{Method: "POST", Route: rRelease, Authn: httpfuzz.AuthnAttendant})
+	add(httpfuzz.Input{Method: "POST", Route: rClaim, Authn: httpfuzz.AuthnOperator})
+	add(httpfuzz.Input{Method: "POST", Route: rRelease, Authn: httpfuzz.AuthnOperator})
+	add(httpfuzz.Input{Method: "POST", Route: rTasks, Tail: uuid.NewString() + "/claim", Authn: httpfuzz.AuthnAll})
+	add(httpfuzz.Input{Method: "POST", Route: rTasks, Tail: uuid.NewString() + "/release", Authn: httpfuzz.AuthnAll})
 
 	// Tokens and methods the routes refuse.
 	for a := range uint8(httpfuzz.AuthnCount) {
 		add(httpfuzz.Input{Method: "GET", Route: rProcesses, Query: q, Authn: a})
 		add(httpfuzz.Input{Method: "POST", Route: rComplete, Authn: a})
 	}
+	for a := range uint8(httpfuzz.AuthnCount) {
+		add(httpfuzz.Input{Method: "GET", Route: rWorklist, Authn: a})
+		add(httpfuzz.Input{Method: "POST", Route: rClaim, Authn: a})
+		add(httpfuzz.Input{Method: "POST", Route: rRelease, Authn: a})
+	}
 	for _, m := range []string{"PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "TRACE", "CONNECT", "PROPFIND"} {
+		add(httpfuzz.Input{Method: m, Route: rWorklist, Authn: httpfuzz.AuthnAll})
+		add(httpfuzz.Input{Method: m, Route: rClaim, Authn: httpfuzz.AuthnAll})
 		add(httpfuzz.Input{Method: m, Route: rProcesses, Query: q, Authn: httpfuzz.AuthnAll})
 		add(httpfuzz.Input{Method: m, Route: rComplete, Authn: httpfuzz.AuthnAll})
 		add(httpfuzz.Input{Method: m, Route: rQueue, Authn: httpfuzz.AuthnOperator})
@@ -120,7 +145,23 @@ func FuzzHTTP(f *testing.F) {
 		for _, alias := range []string{"urn:uuid:" + id, "{" + id + "}", strings.ReplaceAll(id, "-", ""), strings.ToUpper(id)} {
 			add(httpfuzz.Input{Method: "GET", Route: rProcesses, Query: "requestId=" + alias, Authn: httpfuzz.AuthnAttendant})
 			add(httpfuzz.Input{Method: "POST", Route: rTasks, Tail: alias + "/complete", Authn: httpfuzz.AuthnAll})
+			add(httpfuzz.Input{Method: "POST", Route: rTasks, Tail: alias + "/claim", Authn: httpfuzz.AuthnAttendant})
+			add(httpfuzz.Input{Method: "POST", Route: rTasks, Tail: alias + "/release", Authn: httpfuzz.AuthnOperator})
 		}
+	}
+	// Worklist query values: out of range, repeated, not UTF-8, and cursors
+	// that decode but hold dates or ids at the edges of what parses.
+	for _, query := range []string{"limit=0", "limit=-1", "limit=201", "limit=%2B5", "limit=1e3", "limit=99999999999999999999",
+		"status=%00", "status=open%00", "role=%ff", "sla=due_soon&sla=breached", "assignee=me&assignee=me",
+		"assignee=" + strings.Repeat("%F0%9F%98%80", 255), "assignee=" + strings.Repeat("a", 5000), "assignee=%27%20OR%201%3D1--",
+		"cursor=", "cursor=%00", "cursor=====", "cursor=" + strings.Repeat("A", 20000), "cursor=e30", "cursor=bnVsbA",
+		"cursor=" + cursor(time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC), taskID),
+		"cursor=" + cursor(time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), taskID),
+		"cursor=" + cursor(time.Now(), "urn:uuid:"+taskID),
+		"cursor=" + base64.RawURLEncoding.EncodeToString([]byte(`{"d":"2026-01-01T00:00:00Z","id":"`+taskID+`","x":1}`)),
+		"cursor=" + base64.RawURLEncoding.EncodeToString([]byte(`{"d":"2026-01-01T00:00:00+14:00","id":"`+taskID+`"}`)),
+		"tenantId=" + ft.Tenant + "-other", "a=%00&b=%ff&c=%zz&;"} {
+		add(httpfuzz.Input{Method: "GET", Route: rWorklist, Query: query, Authn: httpfuzz.AuthnAll})
 	}
 	for _, query := range []string{"", "requestId=", "requestId=%00", "requestId=%ff", "requestId=%zz", "requestId=" + requestID + "&requestId=x",
 		"requestId=" + strings.Repeat("9", 5000), "requestId=" + requestID + ";x=1", "a=%00&b=%ff&c=%zz&;"} {
@@ -144,6 +185,17 @@ func FuzzHTTP(f *testing.F) {
 	add(httpfuzz.Input{Method: "POST", Route: rQueue, Tail: "/purge", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
 		Body: []byte(`{"filter":{"reason":"x"},"reason":"r","dryRun":1e999}`)})
 	add(httpfuzz.Input{Method: "GET", Route: rRoot, Tail: strings.Repeat("x/", 2000)})
+	for _, body := range []string{"null", "[]", `{"assignee":"someone"}`, "{", strings.Repeat("[", 10000)} {
+		add(httpfuzz.Input{Method: "POST", Route: rClaim, Authn: httpfuzz.AuthnAll, ContentType: ctJSON, Body: []byte(body)})
+		add(httpfuzz.Input{Method: "POST", Route: rRelease, Authn: httpfuzz.AuthnAll, ContentType: ctJSON, Body: []byte(body)})
+	}
 
 	f.Fuzz(ft.Check)
+}
+
+// cursor is a worklist cursor as the service writes it (base64url of
+// {"d": due date, "id": task id}).
+func cursor(due time.Time, id string) string {
+	b, _ := json.Marshal(map[string]any{"d": due, "id": id})
+	return base64.RawURLEncoding.EncodeToString(b)
 }

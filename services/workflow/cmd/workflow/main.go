@@ -30,6 +30,8 @@ type config struct {
 	Catalog     *process.Catalog
 	SLAInterval time.Duration
 	SLABatch    int
+	// DueSoon is the worklist's due-soon window (GET /v1/tasks?sla=due_soon).
+	DueSoon time.Duration
 }
 
 func loadConfig(getenv func(string) string) (config, error) {
@@ -37,7 +39,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if err != nil {
 		return config{}, err
 	}
-	c := config{Config: hc, SLAInterval: time.Second, SLABatch: 100}
+	c := config{Config: hc, SLAInterval: time.Second, SLABatch: 100, DueSoon: process.DefaultDueSoon}
 	defs := process.DefaultDefinitions
 	if path := getenv("WORKFLOW_DEFINITIONS"); path != "" {
 		if defs, err = os.ReadFile(path); err != nil {
@@ -55,6 +57,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if v := getenv("SLA_BATCH"); v != "" {
 		if c.SLABatch, err = strconv.Atoi(v); err != nil || c.SLABatch <= 0 {
 			return config{}, fmt.Errorf("SLA_BATCH %q: want a positive integer", v)
+		}
+	}
+	if v := getenv("SLA_DUE_SOON"); v != "" {
+		if c.DueSoon, err = time.ParseDuration(v); err != nil || c.DueSoon <= 0 {
+			return config{}, fmt.Errorf("SLA_DUE_SOON %q: want a positive duration like 4h", v)
 		}
 	}
 	return c, nil
@@ -76,7 +83,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		return err
 	}
 	defer h.Close() // Serve closes it too; Close is idempotent
-	store := postgres.NewStore(h.Pool, h.Outbox, cfg.Catalog, time.Now)
+	store := postgres.NewStore(h.Pool, h.Outbox, cfg.Catalog, time.Now, cfg.DueSoon)
 	if err := h.ConsumeTx(requestSubmittedQueue, messaging.RequestSubmitted(store),
 		fabric.ConsumerOptions{}); err != nil {
 		return err

@@ -24,6 +24,9 @@ import (
 type Processes interface {
 	Processes(ctx context.Context, a process.Actor, requestID string) ([]process.Instance, error)
 	CompleteTask(ctx context.Context, a process.Actor, id, outcome string) (process.Instance, error)
+	Worklist(ctx context.Context, a process.Actor, q process.TaskQuery) ([]process.WorkItem, error)
+	ClaimTask(ctx context.Context, a process.Actor, id string) (process.Task, error)
+	ReleaseTask(ctx context.Context, a process.Actor, id string) (process.Task, error)
 }
 
 const maxBodyBytes = 16 << 10
@@ -125,6 +128,13 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		problem.Error(w, r, http.StatusForbidden, "the task is assigned to another role")
 	case errors.Is(err, process.ErrTaskClosed):
 		problem.Error(w, r, http.StatusConflict, "the task is already completed")
+	case errors.Is(err, process.ErrClaimed):
+		d := problem.Details{Status: http.StatusConflict, Detail: "the task is claimed by someone else"}
+		var held *process.ClaimedError
+		if errors.As(err, &held) {
+			d.Errors = map[string]any{"assignee": held.Assignee}
+		}
+		problem.Write(w, r, d)
 	default:
 		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		problem.Unexpected(w, r, err)

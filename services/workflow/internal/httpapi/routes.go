@@ -30,6 +30,9 @@ func NewHandler(d Deps) http.Handler {
 	staff := d.Auth.Require(auth.RoleAttendant, auth.RoleOperator)
 
 	r.With(anyone).Method(http.MethodGet, "/v1/processes", handleListProcesses(d.Processes, d.Log))
+	r.With(staff).Method(http.MethodGet, "/v1/tasks", handleWorklist(d.Processes, d.Log))
+	r.With(staff).Method(http.MethodPost, "/v1/tasks/{id}/claim", handleClaim(d.Processes, d.Log))
+	r.With(staff).Method(http.MethodPost, "/v1/tasks/{id}/release", handleRelease(d.Processes, d.Log))
 	r.With(staff).Method(http.MethodPost, "/v1/tasks/{id}/complete", handleCompleteTask(d.Processes, d.Log))
 	return r
 }

@@ -33,11 +33,13 @@ type Store struct {
 	outbox  Enqueuer
 	catalog *process.Catalog
 	now     func() time.Time
+	dueSoon time.Duration
 }
 
 // NewStore returns a Store on pool (search_path = the service schema).
-func NewStore(pool *pgxpool.Pool, ob Enqueuer, catalog *process.Catalog, now func() time.Time) *Store {
-	return &Store{pool: pool, outbox: ob, catalog: catalog, now: now}
+// dueSoon is the worklist's due-soon window (process.SLADueSoon).
+func NewStore(pool *pgxpool.Pool, ob Enqueuer, catalog *process.Catalog, now func() time.Time, dueSoon time.Duration) *Store {
+	return &Store{pool: pool, outbox: ob, catalog: catalog, now: now, dueSoon: dueSoon}
 }
 
 func (s *Store) clock() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
@@ -54,6 +56,16 @@ func newID() (string, error) {
 		return "", fmt.Errorf("new id: %w", err)
 	}
 	return id.String(), nil
+}
+
+// canonicalID returns id in PostgreSQL's spelling: uuid.Parse also takes
+// spellings PostgreSQL refuses ("urn:uuid:…"). Not a UUID: no such row.
+func canonicalID(id string) (string, bool) {
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return "", false
+	}
+	return u.String(), true
 }
 
 func aggregate(processID string) outbox.Aggregate {
@@ -119,20 +131,18 @@ func (s *Store) StartProcess(ctx context.Context, tx pgx.Tx, tenantID string, su
 // completes the process (workflow.process-completed.v1), all in one
 // transaction. It returns process.ErrNotFound (no such task in a's tenant),
 // process.ErrForbidden (a lacks the assignee role), process.ErrTaskClosed,
-// or process.ErrInvalidOutcome.
+// a *process.ClaimedError (the task is claimed by someone else: operators
+// release it first), or process.ErrInvalidOutcome.
 func (s *Store) CompleteTask(ctx context.Context, a process.Actor, id, outcome string) (process.Instance, error) {
 	if err := process.CheckOutcome(outcome); err != nil {
 		return process.Instance{}, err
 	}
-	u, err := uuid.Parse(id)
-	if err != nil {
+	id, ok := canonicalID(id)
+	if !ok {
 		return process.Instance{}, process.ErrNotFound
 	}
-	// uuid.Parse also takes spellings PostgreSQL refuses ("urn:uuid:…"):
-	// the query gets the canonical one.
-	id = u.String()
 	var processID string
-	err = s.inTenant(ctx, a.TenantID, func(tx pgx.Tx, q *pgdb.Queries) error {
+	err := s.inTenant(ctx, a.TenantID, func(tx pgx.Tx, q *pgdb.Queries) error {
 		t, err := q.GetTaskForUpdate(ctx, pgdb.GetTaskForUpdateParams{TenantID: a.TenantID, ID: id})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return process.ErrNotFound
@@ -145,6 +155,12 @@ func (s *Store) CompleteTask(ctx context.Context, a process.Actor, id, outcome s
 		}
 		if t.Status != "open" {
 			return process.ErrTaskClosed
+		}
+		// A claimed task is its assignee's to complete (the row is locked,
+		// so a claim cannot slip in between); an unclaimed one anyone's
+		// who holds its role.
+		if t.Assignee != nil && *t.Assignee != a.Subject {
+			return &process.ClaimedError{Assignee: *t.Assignee}
 		}
 		row, err := q.GetProcessForUpdate(ctx, pgdb.GetProcessForUpdateParams{TenantID: a.TenantID, ID: t.ProcessID})
 		if err != nil {
@@ -286,6 +302,9 @@ func fromTaskRow(r pgdb.Task) process.Task {
 	}
 	if r.CompletedBy != nil {
 		t.CompletedBy = *r.CompletedBy
+	}
+	if r.Assignee != nil {
+		t.Assignee, t.ClaimedAt = *r.Assignee, r.ClaimedAt
 	}
 	return t
 }

@@ -17,7 +17,17 @@ var (
 	ErrForbidden = errors.New("not the task's assignee role")
 	// ErrInvalidOutcome: an outcome that is not one of TaskOutcomes.
 	ErrInvalidOutcome = errors.New("invalid outcome")
+	// ErrClaimed: the task is claimed by someone else (see ClaimedError).
+	ErrClaimed = errors.New("task claimed by someone else")
 )
+
+// ClaimedError is ErrClaimed with the subject who holds the claim.
+type ClaimedError struct{ Assignee string }
+
+func (e *ClaimedError) Error() string { return "task claimed by " + e.Assignee }
+
+// Is makes errors.Is(err, ErrClaimed) hold.
+func (e *ClaimedError) Is(target error) bool { return target == ErrClaimed }
 
 // Process outcomes (workflow.process-completed.v1).
 const (
@@ -71,6 +81,18 @@ func (a Actor) MayComplete(role string) bool {
 	return slices.Contains(a.Roles, role) || slices.Contains(a.Roles, "operator")
 }
 
+// Operator reports whether a supervises every queue of the tenant.
+func (a Actor) Operator() bool { return slices.Contains(a.Roles, "operator") }
+
+// VisibleRoles are the assignee roles of the tasks a may see on the
+// worklist: nil (every role) for an operator, a's own roles otherwise.
+func (a Actor) VisibleRoles() []string {
+	if a.Operator() {
+		return nil
+	}
+	return a.Roles
+}
+
 // Instance is a running or finished process.
 type Instance struct {
 	ID            string     `json:"id"`
@@ -103,4 +125,8 @@ type Task struct {
 	CreatedAt    time.Time  `json:"createdAt"`
 	CompletedAt  *time.Time `json:"completedAt,omitempty"`
 	CompletedBy  string     `json:"completedBy,omitempty"`
+	// Assignee is the subject who claimed the task (kept once completed),
+	// empty while nobody holds it.
+	Assignee  string     `json:"assignee,omitempty"`
+	ClaimedAt *time.Time `json:"claimedAt,omitempty"`
 }

@@ -43,4 +43,6 @@ type Task struct {
 	CreatedAt    time.Time
 	CompletedAt  *time.Time
 	CompletedBy  *string
+	Assignee     *string
+	ClaimedAt    *time.Time
 }

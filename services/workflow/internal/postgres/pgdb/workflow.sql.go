@@ -25,6 +25,55 @@ func (q *Queries) AdvanceProcess(ctx context.Context, arg AdvanceProcessParams) 
 	return err
 }
 
+const claimTask = `-- name: ClaimTask :one
+UPDATE task SET assignee = $1::text, claimed_at = $2::timestamptz
+WHERE tenant_id = $3 AND id = $4 AND status = 'open' AND assignee IS NULL
+  AND ($5::text[] IS NULL OR assignee_role = ANY ($5::text[]))
+RETURNING id, tenant_id, process_id, step_index, step, assignee_role, status, outcome, due_at, breached_at, created_at, completed_at, completed_by, assignee, claimed_at
+`
+
+type ClaimTaskParams struct {
+	Assignee  string
+	ClaimedAt time.Time
+	TenantID  string
+	ID        string
+	Roles     []string
+}
+
+// The claim is decided here, by the row: only an open, unclaimed task of a
+// role the caller holds (roles NULL: an operator, any role) is taken. Of
+// two claims at once, the second waits for the first's row lock, then
+// re-checks assignee IS NULL on the row the first committed and updates
+// nothing.
+func (q *Queries) ClaimTask(ctx context.Context, arg ClaimTaskParams) (Task, error) {
+	row := q.db.QueryRow(ctx, claimTask,
+		arg.Assignee,
+		arg.ClaimedAt,
+		arg.TenantID,
+		arg.ID,
+		arg.Roles,
+	)
+	var i Task
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.ProcessID,
+		&i.StepIndex,
+		&i.Step,
+		&i.AssigneeRole,
+		&i.Status,
+		&i.Outcome,
+		&i.DueAt,
+		&i.BreachedAt,
+		&i.CreatedAt,
+		&i.CompletedAt,
+		&i.CompletedBy,
+		&i.Assignee,
+		&i.ClaimedAt,
+	)
+	return i, err
+}
+
 const completeProcess = `-- name: CompleteProcess :exec
 UPDATE process_instance SET status = 'completed', outcome = $1, completed_at = $2
 WHERE tenant_id = $3 AND id = $4
@@ -173,8 +222,40 @@ func (q *Queries) GetProcessForUpdate(ctx context.Context, arg GetProcessForUpda
 	return i, err
 }
 
+const getTask = `-- name: GetTask :one
+SELECT id, tenant_id, process_id, step_index, step, assignee_role, status, outcome, due_at, breached_at, created_at, completed_at, completed_by, assignee, claimed_at FROM task WHERE tenant_id = $1 AND id = $2
+`
+
+type GetTaskParams struct {
+	TenantID string
+	ID       string
+}
+
+func (q *Queries) GetTask(ctx context.Context, arg GetTaskParams) (Task, error) {
+	row := q.db.QueryRow(ctx, getTask, arg.TenantID, arg.ID)
+	var i Task
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.ProcessID,
+		&i.StepIndex,
+		&i.Step,
+		&i.AssigneeRole,
+		&i.Status,
+		&i.Outcome,
+		&i.DueAt,
+		&i.BreachedAt,
+		&i.CreatedAt,
+		&i.CompletedAt,
+		&i.CompletedBy,
+		&i.Assignee,
+		&i.ClaimedAt,
+	)
+	return i, err
+}
+
 const getTaskForUpdate = `-- name: GetTaskForUpdate :one
-SELECT id, tenant_id, process_id, step_index, step, assignee_role, status, outcome, due_at, breached_at, created_at, completed_at, completed_by FROM task WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT id, tenant_id, process_id, step_index, step, assignee_role, status, outcome, due_at, breached_at, created_at, completed_at, completed_by, assignee, claimed_at FROM task WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type GetTaskForUpdateParams struct {
@@ -199,6 +280,8 @@ func (q *Queries) GetTaskForUpdate(ctx context.Context, arg GetTaskForUpdatePara
 		&i.CreatedAt,
 		&i.CompletedAt,
 		&i.CompletedBy,
+		&i.Assignee,
+		&i.ClaimedAt,
 	)
 	return i, err
 }
@@ -326,7 +409,7 @@ func (q *Queries) ListProcessesByRequest(ctx context.Context, arg ListProcessesB
 }
 
 const listTasks = `-- name: ListTasks :many
-SELECT id, tenant_id, process_id, step_index, step, assignee_role, status, outcome, due_at, breached_at, created_at, completed_at, completed_by FROM task WHERE tenant_id = $1 AND process_id = ANY($2::uuid[]) ORDER BY process_id, step_index
+SELECT id, tenant_id, process_id, step_index, step, assignee_role, status, outcome, due_at, breached_at, created_at, completed_at, completed_by, assignee, claimed_at FROM task WHERE tenant_id = $1 AND process_id = ANY($2::uuid[]) ORDER BY process_id, step_index
 `
 
 type ListTasksParams struct {
@@ -357,6 +440,121 @@ func (q *Queries) ListTasks(ctx context.Context, arg ListTasksParams) ([]Task, e
 			&i.CreatedAt,
 			&i.CompletedAt,
 			&i.CompletedBy,
+			&i.Assignee,
+			&i.ClaimedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listWorklist = `-- name: ListWorklist :many
+SELECT t.id, t.tenant_id, t.process_id, t.step_index, t.step, t.assignee_role, t.status, t.outcome, t.due_at, t.breached_at, t.created_at, t.completed_at, t.completed_by, t.assignee, t.claimed_at, p.request_id, p.service_id,
+       (CASE WHEN t.breached_at IS NOT NULL THEN 'breached'
+             WHEN t.status = 'open' AND t.due_at <= $1::timestamptz THEN 'due_soon'
+             ELSE 'on_time' END)::text AS sla_state
+FROM task t
+JOIN process_instance p ON p.tenant_id = t.tenant_id AND p.id = t.process_id
+WHERE t.tenant_id = $2
+  AND ($3::text[] IS NULL OR t.assignee_role = ANY ($3::text[]))
+  AND ($4::text IS NULL OR t.assignee_role = $4::text)
+  AND ($5::text IS NULL OR t.status = $5::text)
+  AND ($6::text IS NULL OR t.assignee = $6::text)
+  AND ($7::text IS NULL OR $7::text =
+       CASE WHEN t.breached_at IS NOT NULL THEN 'breached'
+            WHEN t.status = 'open' AND t.due_at <= $1::timestamptz THEN 'due_soon'
+            ELSE 'on_time' END)
+  AND ($8::timestamptz IS NULL
+       OR (t.due_at, t.id) > ($8::timestamptz, $9::uuid))
+ORDER BY t.due_at, t.id
+LIMIT $10
+`
+
+type ListWorklistParams struct {
+	Soon     time.Time
+	TenantID string
+	Roles    []string
+	Role     *string
+	Status   *string
+	Assignee *string
+	Sla      *string
+	AfterDue *time.Time
+	AfterID  *string
+	MaxRows  int32
+}
+
+type ListWorklistRow struct {
+	ID           string
+	TenantID     string
+	ProcessID    string
+	StepIndex    int32
+	Step         string
+	AssigneeRole string
+	Status       string
+	Outcome      *string
+	DueAt        time.Time
+	BreachedAt   *time.Time
+	CreatedAt    time.Time
+	CompletedAt  *time.Time
+	CompletedBy  *string
+	Assignee     *string
+	ClaimedAt    *time.Time
+	RequestID    string
+	ServiceID    string
+	SlaState     string
+}
+
+// The worklist: a tenant's tasks by due date (ties by id), one page after
+// a keyset position (due_at, id). roles NULL: every assignee role (an
+// operator); otherwise only tasks assigned to one of them. The SLA state is
+// 'breached' once the SLA watcher marked the task (breached_at), else
+// 'due_soon' for an open task due by @soon (overdue and not yet swept
+// included), else 'on_time'. The tenant filter is on top of row-level
+// security.
+func (q *Queries) ListWorklist(ctx context.Context, arg ListWorklistParams) ([]ListWorklistRow, error) {
+	rows, err := q.db.Query(ctx, listWorklist,
+		arg.Soon,
+		arg.TenantID,
+		arg.Roles,
+		arg.Role,
+		arg.Status,
+		arg.Assignee,
+		arg.Sla,
+		arg.AfterDue,
+		arg.AfterID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListWorklistRow
+	for rows.Next() {
+		var i ListWorklistRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.ProcessID,
+			&i.StepIndex,
+			&i.Step,
+			&i.AssigneeRole,
+			&i.Status,
+			&i.Outcome,
+			&i.DueAt,
+			&i.BreachedAt,
+			&i.CreatedAt,
+			&i.CompletedAt,
+			&i.CompletedBy,
+			&i.Assignee,
+			&i.ClaimedAt,
+			&i.RequestID,
+			&i.ServiceID,
+			&i.SlaState,
 		); err != nil {
 			return nil, err
 		}
@@ -371,7 +569,7 @@ func (q *Queries) ListTasks(ctx context.Context, arg ListTasksParams) ([]Task, e
 const markBreached = `-- name: MarkBreached :one
 UPDATE task SET breached_at = $1
 WHERE tenant_id = $2 AND id = $3 AND status = 'open' AND breached_at IS NULL
-RETURNING id, tenant_id, process_id, step_index, step, assignee_role, status, outcome, due_at, breached_at, created_at, completed_at, completed_by
+RETURNING id, tenant_id, process_id, step_index, step, assignee_role, status, outcome, due_at, breached_at, created_at, completed_at, completed_by, assignee, claimed_at
 `
 
 type MarkBreachedParams struct {
@@ -397,6 +595,52 @@ func (q *Queries) MarkBreached(ctx context.Context, arg MarkBreachedParams) (Tas
 		&i.CreatedAt,
 		&i.CompletedAt,
 		&i.CompletedBy,
+		&i.Assignee,
+		&i.ClaimedAt,
+	)
+	return i, err
+}
+
+const releaseTask = `-- name: ReleaseTask :one
+UPDATE task SET assignee = NULL, claimed_at = NULL
+WHERE tenant_id = $1 AND id = $2 AND status = 'open' AND assignee IS NOT NULL
+  AND (assignee = $3::text OR $4::boolean)
+RETURNING id, tenant_id, process_id, step_index, step, assignee_role, status, outcome, due_at, breached_at, created_at, completed_at, completed_by, assignee, claimed_at
+`
+
+type ReleaseTaskParams struct {
+	TenantID    string
+	ID          string
+	Subject     string
+	AnyAssignee bool
+}
+
+// Clears the claim of an open task held by subject (any_assignee: an
+// operator, whoever holds it).
+func (q *Queries) ReleaseTask(ctx context.Context, arg ReleaseTaskParams) (Task, error) {
+	row := q.db.QueryRow(ctx, releaseTask,
+		arg.TenantID,
+		arg.ID,
+		arg.Subject,
+		arg.AnyAssignee,
+	)
+	var i Task
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.ProcessID,
+		&i.StepIndex,
+		&i.Step,
+		&i.AssigneeRole,
+		&i.Status,
+		&i.Outcome,
+		&i.DueAt,
+		&i.BreachedAt,
+		&i.CreatedAt,
+		&i.CompletedAt,
+		&i.CompletedBy,
+		&i.Assignee,
+		&i.ClaimedAt,
 	)
 	return i, err
 }

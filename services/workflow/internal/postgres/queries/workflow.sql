@@ -53,3 +53,53 @@ SELECT * FROM process_instance WHERE tenant_id = @tenant_id AND request_id = @re
 
 -- name: ListTasks :many
 SELECT * FROM task WHERE tenant_id = @tenant_id AND process_id = ANY(@process_ids::uuid[]) ORDER BY process_id, step_index;
+
+-- name: GetTask :one
+SELECT * FROM task WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: ClaimTask :one
+-- The claim is decided here, by the row: only an open, unclaimed task of a
+-- role the caller holds (roles NULL: an operator, any role) is taken. Of
+-- two claims at once, the second waits for the first's row lock, then
+-- re-checks assignee IS NULL on the row the first committed and updates
+-- nothing.
+UPDATE task SET assignee = @assignee::text, claimed_at = @claimed_at::timestamptz
+WHERE tenant_id = @tenant_id AND id = @id AND status = 'open' AND assignee IS NULL
+  AND (sqlc.narg(roles)::text[] IS NULL OR assignee_role = ANY (sqlc.narg(roles)::text[]))
+RETURNING *;
+
+-- name: ReleaseTask :one
+-- Clears the claim of an open task held by subject (any_assignee: an
+-- operator, whoever holds it).
+UPDATE task SET assignee = NULL, claimed_at = NULL
+WHERE tenant_id = @tenant_id AND id = @id AND status = 'open' AND assignee IS NOT NULL
+  AND (assignee = @subject::text OR @any_assignee::boolean)
+RETURNING *;
+
+-- name: ListWorklist :many
+-- The worklist: a tenant's tasks by due date (ties by id), one page after
+-- a keyset position (due_at, id). roles NULL: every assignee role (an
+-- operator); otherwise only tasks assigned to one of them. The SLA state is
+-- 'breached' once the SLA watcher marked the task (breached_at), else
+-- 'due_soon' for an open task due by @soon (overdue and not yet swept
+-- included), else 'on_time'. The tenant filter is on top of row-level
+-- security.
+SELECT t.*, p.request_id, p.service_id,
+       (CASE WHEN t.breached_at IS NOT NULL THEN 'breached'
+             WHEN t.status = 'open' AND t.due_at <= @soon::timestamptz THEN 'due_soon'
+             ELSE 'on_time' END)::text AS sla_state
+FROM task t
+JOIN process_instance p ON p.tenant_id = t.tenant_id AND p.id = t.process_id
+WHERE t.tenant_id = @tenant_id
+  AND (sqlc.narg(roles)::text[] IS NULL OR t.assignee_role = ANY (sqlc.narg(roles)::text[]))
+  AND (sqlc.narg(role)::text IS NULL OR t.assignee_role = sqlc.narg(role)::text)
+  AND (sqlc.narg(status)::text IS NULL OR t.status = sqlc.narg(status)::text)
+  AND (sqlc.narg(assignee)::text IS NULL OR t.assignee = sqlc.narg(assignee)::text)
+  AND (sqlc.narg(sla)::text IS NULL OR sqlc.narg(sla)::text =
+       CASE WHEN t.breached_at IS NOT NULL THEN 'breached'
+            WHEN t.status = 'open' AND t.due_at <= @soon::timestamptz THEN 'due_soon'
+            ELSE 'on_time' END)
+  AND (sqlc.narg(after_due)::timestamptz IS NULL
+       OR (t.due_at, t.id) > (sqlc.narg(after_due)::timestamptz, sqlc.narg(after_id)::uuid))
+ORDER BY t.due_at, t.id
+LIMIT @max_rows;
