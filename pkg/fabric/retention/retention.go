@@ -23,6 +23,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/agora-platform/agora/pkg/fabric/tenant"
 )
 
 // Table is one table retention cleans.
@@ -180,24 +182,19 @@ func (r *Retention) clean(ctx context.Context, t Table) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	for _, tenant := range tenants {
+	for _, tenantID := range tenants {
 		err := r.drain(ctx, t, &res, func(sql string, args ...any) (int64, error) {
 			var n int64
-			// app.tenant_id is transaction-local (is_local = true), as in
-			// every request and message transaction, so it never leaks to
-			// the next user of the pooled connection.
-			err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-				if _, err := tx.Exec(ctx, "SELECT set_config('app.tenant_id', $1, true)", tenant); err != nil {
-					return err
-				}
+			// Scoped like every request and message transaction.
+			err := tenant.Tx(ctx, r.pool, tenantID, func(tx pgx.Tx) error {
 				tag, err := tx.Exec(ctx, sql, args...)
 				n = tag.RowsAffected()
 				return err
 			})
 			return n, err
-		}, tenant)
+		}, tenantID)
 		if err != nil {
-			return res, fmt.Errorf("tenant %s: %w", tenant, err)
+			return res, fmt.Errorf("tenant %s: %w", tenantID, err)
 		}
 	}
 	return res, nil
@@ -206,8 +203,8 @@ func (r *Retention) clean(ctx context.Context, t Table) (Result, error) {
 // drain runs t's batched DELETE through exec until fewer than Batch rows
 // go, counting each batch into res and the metric as it commits (so a run
 // cut short still reports what it removed).
-func (r *Retention) drain(ctx context.Context, t Table, res *Result, exec func(sql string, args ...any) (int64, error), tenant string) error {
-	sql, args := r.statement(t, tenant)
+func (r *Retention) drain(ctx context.Context, t Table, res *Result, exec func(sql string, args ...any) (int64, error), tenantID string) error {
+	sql, args := r.statement(t, tenantID)
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil
@@ -235,14 +232,14 @@ func (r *Retention) drain(ctx context.Context, t Table, res *Result, exec func(s
 // cut-off is the database's clock, never the service's. A tenant-scoped
 // table is filtered by tenant too, as every query of the platform is,
 // because a superuser (local runs) bypasses row-level security.
-func (r *Retention) statement(t Table, tenant string) (string, []any) {
+func (r *Retention) statement(t Table, tenantID string) (string, []any) {
 	tbl := pgx.Identifier{r.schema, t.Name}.Sanitize()
 	col := pgx.Identifier{t.Column}.Sanitize()
 	cond := fmt.Sprintf("%s < now() - make_interval(secs => $1)", col)
 	args := []any{t.Age.Seconds(), r.opts.Batch}
 	if t.TenantScoped {
 		cond += " AND tenant_id = $3"
-		args = append(args, tenant)
+		args = append(args, tenantID)
 	}
 	return fmt.Sprintf(`DELETE FROM %[1]s WHERE ctid = ANY (ARRAY(SELECT ctid FROM %[1]s WHERE %[2]s LIMIT $2)) AND %[2]s`, tbl, cond), args
 }
