@@ -175,6 +175,7 @@ func Platform() Description {
 		Exchanges: PlatformExchanges(),
 		Consumers: []Consumer{
 			{Queue: "workflow.request-submitted", Service: "workflow", Bindings: ev("request.submitted.v1")},
+			{Queue: "workflow.request-cancelled", Service: "workflow", Bindings: ev("request.cancelled.v1")},
 			{Queue: "communication.request-submitted", Service: "communication", Bindings: ev("request.submitted.v1")},
 			{Queue: "communication.request-status", Service: "communication", Bindings: ev("request.status-changed.v1")},
 			{Queue: "analytics.request-events", Service: "analytics", Bindings: ev("request.#")},

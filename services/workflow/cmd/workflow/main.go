@@ -23,7 +23,11 @@ import (
 
 func main() { host.Main("workflow", run) }
 
-const requestSubmittedQueue = "workflow.request-submitted"
+const (
+	requestSubmittedQueue = "workflow.request-submitted"
+	// requestCancelledQueue stops the processes of cancelled requests.
+	requestCancelledQueue = "workflow.request-cancelled"
+)
 
 type config struct {
 	host.Config
@@ -72,7 +76,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	specs, err := topology.Platform().Lookup(requestSubmittedQueue)
+	specs, err := topology.Platform().Lookup(requestSubmittedQueue, requestCancelledQueue)
 	if err != nil {
 		return err
 	}
@@ -86,6 +90,9 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	store := postgres.NewStore(h.Pool, h.Outbox, cfg.Catalog, time.Now, cfg.DueSoon)
 	if err := h.ConsumeTx(requestSubmittedQueue, messaging.RequestSubmitted(store),
 		fabric.ConsumerOptions{}); err != nil {
+		return err
+	}
+	if err := h.ConsumeTx(requestCancelledQueue, messaging.RequestCancelled(store), fabric.ConsumerOptions{}); err != nil {
 		return err
 	}
 	routes := httpapi.NewHandler(httpapi.Deps{Auth: h.Verifier, Processes: store, Log: h.Log})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -407,5 +408,69 @@ func TestRowLevelSecurity(t *testing.T) {
 				t.Errorf("visible to %q: %d processes, %d tasks; want %d, %d", tc.tenant, procs, tasks, tc.process, tc.tasks)
 			}
 		})
+	}
+}
+
+func cancelledEvent(t *testing.T, submitted envelope.Envelope) envelope.Envelope {
+	t.Helper()
+	var sub struct{ RequestID, CitizenID string }
+	if err := json.Unmarshal(submitted.Payload, &sub); err != nil {
+		t.Fatal(err)
+	}
+	env, err := envelope.New("request.cancelled.v1", submitted.TenantID, "request-service", map[string]any{
+		"requestId": sub.RequestID, "previousStatus": "in_progress", "cancelledBy": sub.CitizenID,
+		"cancelledAt": time.Now().UTC().Format(time.RFC3339Nano)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.CorrelationID = submitted.CorrelationID
+	return env
+}
+
+// A cancelled request stops its process: the process and its open task
+// become cancelled. A cancellation that overtakes its submission (they
+// travel on two queues) keeps the process from ever starting.
+func TestCancelledRequestStopsItsProcess(t *testing.T) {
+	p := newPlatform(t)
+	url := p.start(t, nil)
+	attendant := p.token(t, "org-a", "attendant-1", "attendant")
+
+	running := p.submitted(t, "org-a", "citizen-1", "building-permit")
+	before := waitProcess(t, url, attendant, requestIDOf(t, running))
+	if before.Status != "running" || len(before.Tasks) != 1 || before.Tasks[0].Status != "open" {
+		t.Fatalf("process before the cancellation = %+v, want running with one open task", before)
+	}
+	p.publish(t, cancelledEvent(t, running))
+	var after processView
+	fabrictest.Eventually(t, 20*time.Second, "the process cancelled", func() bool {
+		after = processes(t, url, attendant, requestIDOf(t, running))[0]
+		return after.Status == "cancelled"
+	})
+	if len(after.Tasks) != 1 || after.Tasks[0].Status != "cancelled" {
+		t.Errorf("tasks after the cancellation = %+v, want the one task cancelled", after.Tasks)
+	}
+	var timers int
+	if err := p.pool.QueryRow(context.Background(), "SELECT count(*) FROM sla_timer WHERE task_id = $1", after.Tasks[0].ID).Scan(&timers); err != nil || timers != 0 {
+		t.Errorf("SLA timers of the cancelled task = %d (%v), want 0", timers, err)
+	}
+
+	// The cancellation first, then the submission.
+	late, err := envelope.New("request.submitted.v1", "org-a", "request-service", map[string]any{
+		"requestId": newUUID(t), "protocol": "AGR-2026-000002", "serviceId": "building-permit", "formId": "f",
+		"formVersion": 1, "channel": "web", "citizenId": "citizen-2", "submittedAt": time.Now().UTC().Format(time.RFC3339Nano)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.publish(t, cancelledEvent(t, late))
+	first := waitProcess(t, url, attendant, requestIDOf(t, late))
+	if first.Status != "cancelled" || len(first.Tasks) != 0 {
+		t.Fatalf("process after an early cancellation = %+v, want cancelled with no task", first)
+	}
+	p.publish(t, late)
+	// Both submissions handled (a positive signal), and still no task.
+	fabrictest.WaitCounter(t, 20*time.Second, url+"/metrics", "fabric_consumer_processed_total",
+		map[string]string{"consumer": requestSubmittedQueue}, 2)
+	if got := processes(t, url, attendant, requestIDOf(t, late)); len(got) != 1 || got[0].Status != "cancelled" || len(got[0].Tasks) != 0 {
+		t.Errorf("process after the late submission = %+v, want still cancelled with no task", got)
 	}
 }

@@ -126,6 +126,40 @@ func (s *Store) StartProcess(ctx context.Context, tx pgx.Tx, tenantID string, su
 	return nil
 }
 
+// CancelProcess stops the process of a request its citizen cancelled,
+// inside the inbox transaction tx: a running process and its open tasks
+// become cancelled and their SLA timers go. A cancellation that arrives
+// before the submission records a cancelled process with no task, so the
+// late start finds the request taken (StartProcess does nothing). A
+// completed process, or one already cancelled, is left as it is. It emits
+// no event: the request service already moved the request to cancelled.
+func (s *Store) CancelProcess(ctx context.Context, tx pgx.Tx, tenantID string, c process.Cancelled, cause envelope.Envelope) error {
+	q := pgdb.New(tx)
+	id, err := newID()
+	if err != nil {
+		return err
+	}
+	now := s.clock()
+	row, err := q.CancelProcess(ctx, pgdb.CancelProcessParams{ID: id, TenantID: tenantID, RequestID: c.RequestID,
+		CitizenID: c.CitizenID, CorrelationID: cause.CorrelationID, Now: now})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cancel the process of request %s: %w", c.RequestID, err)
+	}
+	tasks, err := q.CancelOpenTasks(ctx, pgdb.CancelOpenTasksParams{Now: &now, TenantID: tenantID, ProcessID: row.ID})
+	if err != nil {
+		return fmt.Errorf("cancel the tasks of process %s: %w", row.ID, err)
+	}
+	for _, t := range tasks {
+		if err := q.DeleteTimer(ctx, t); err != nil {
+			return fmt.Errorf("drop the SLA timer of task %s: %w", t, err)
+		}
+	}
+	return nil
+}
+
 // CompleteTask completes task id for a with outcome, enqueues
 // workflow.task-completed.v1, and either opens the next step's task or
 // completes the process (workflow.process-completed.v1), all in one

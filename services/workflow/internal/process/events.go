@@ -8,6 +8,7 @@ const Producer = "workflow-service"
 // Event types.
 const (
 	TypeRequestSubmitted = "request.submitted.v1"
+	TypeRequestCancelled = "request.cancelled.v1"
 	TypeProcessStarted   = "workflow.process-started.v1"
 	TypeTaskCompleted    = "workflow.task-completed.v1"
 	TypeProcessCompleted = "workflow.process-completed.v1"
@@ -16,6 +17,12 @@ const (
 
 // Submitted is what a process needs of a submitted request (read from
 // request.submitted.v1).
+type Cancelled struct {
+	RequestID string
+	CitizenID string // who cancelled: the request's citizen
+}
+
+// Submitted is what starting a process needs from request.submitted.v1.
 type Submitted struct {
 	RequestID string
 	ServiceID string

@@ -25,6 +25,79 @@ func (q *Queries) AdvanceProcess(ctx context.Context, arg AdvanceProcessParams) 
 	return err
 }
 
+const cancelOpenTasks = `-- name: CancelOpenTasks :many
+UPDATE task SET status = 'cancelled', completed_at = $1
+WHERE tenant_id = $2 AND process_id = $3 AND status = 'open'
+RETURNING id
+`
+
+type CancelOpenTasksParams struct {
+	Now       *time.Time
+	TenantID  string
+	ProcessID string
+}
+
+func (q *Queries) CancelOpenTasks(ctx context.Context, arg CancelOpenTasksParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, cancelOpenTasks, arg.Now, arg.TenantID, arg.ProcessID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const cancelProcess = `-- name: CancelProcess :one
+INSERT INTO process_instance (id, tenant_id, request_id, citizen_id, service_id, definition_id,
+                              status, correlation_id, started_at, completed_at)
+VALUES ($1, $2, $3, $4, '', '', 'cancelled', $5, $6, $6)
+ON CONFLICT (tenant_id, request_id) DO UPDATE SET status = 'cancelled', completed_at = $6
+    WHERE process_instance.status = 'running'
+RETURNING id, status
+`
+
+type CancelProcessParams struct {
+	ID            string
+	TenantID      string
+	RequestID     string
+	CitizenID     string
+	CorrelationID string
+	Now           time.Time
+}
+
+type CancelProcessRow struct {
+	ID     string
+	Status string
+}
+
+// The request's process becomes cancelled: a running one stops, and when
+// none exists yet a cancelled one with no task takes the request, so a
+// later start does nothing. A completed or cancelled process stays as it
+// is: then no row comes back.
+func (q *Queries) CancelProcess(ctx context.Context, arg CancelProcessParams) (CancelProcessRow, error) {
+	row := q.db.QueryRow(ctx, cancelProcess,
+		arg.ID,
+		arg.TenantID,
+		arg.RequestID,
+		arg.CitizenID,
+		arg.CorrelationID,
+		arg.Now,
+	)
+	var i CancelProcessRow
+	err := row.Scan(&i.ID, &i.Status)
+	return i, err
+}
+
 const claimTask = `-- name: ClaimTask :one
 UPDATE task SET assignee = $1::text, claimed_at = $2::timestamptz
 WHERE tenant_id = $3 AND id = $4 AND status = 'open' AND assignee IS NULL

@@ -103,3 +103,20 @@ WHERE t.tenant_id = @tenant_id
        OR (t.due_at, t.id) > (sqlc.narg(after_due)::timestamptz, sqlc.narg(after_id)::uuid))
 ORDER BY t.due_at, t.id
 LIMIT @max_rows;
+
+-- name: CancelProcess :one
+-- The request's process becomes cancelled: a running one stops, and when
+-- none exists yet a cancelled one with no task takes the request, so a
+-- later start does nothing. A completed or cancelled process stays as it
+-- is: then no row comes back.
+INSERT INTO process_instance (id, tenant_id, request_id, citizen_id, service_id, definition_id,
+                              status, correlation_id, started_at, completed_at)
+VALUES (@id, @tenant_id, @request_id, @citizen_id, '', '', 'cancelled', @correlation_id, @now, @now)
+ON CONFLICT (tenant_id, request_id) DO UPDATE SET status = 'cancelled', completed_at = @now
+    WHERE process_instance.status = 'running'
+RETURNING id, status;
+
+-- name: CancelOpenTasks :many
+UPDATE task SET status = 'cancelled', completed_at = @now
+WHERE tenant_id = @tenant_id AND process_id = @process_id AND status = 'open'
+RETURNING id;
