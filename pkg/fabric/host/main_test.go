@@ -16,15 +16,16 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/host"
 )
 
-// mainHelperEnv makes the test binary, started again by TestMain*, run
-// host.Main instead of the tests: Main exits the process, so it is watched
-// from outside.
+// mainHelperEnv makes the test binary, started again by TestMainExitCodes,
+// run host.Main instead of the tests: Main exits the process, so it is
+// watched from outside. TestMain does the switch, so no test of the normal
+// run is skipped for it.
 const mainHelperEnv = "HOST_MAIN_HELPER"
 
-func TestMainHelperProcess(t *testing.T) {
+func TestMain(m *testing.M) {
 	mode := os.Getenv(mainHelperEnv)
 	if mode == "" {
-		t.Skip("run by TestMainExitCodes in a child process")
+		os.Exit(m.Run())
 	}
 	host.Main("svc", func(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 		switch mode {
@@ -52,7 +53,7 @@ func TestMainExitCodes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.mode, func(t *testing.T) {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestMainHelperProcess$")
+			cmd := exec.Command(os.Args[0])
 			cmd.Env = append(os.Environ(), mainHelperEnv+"="+tt.mode)
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
