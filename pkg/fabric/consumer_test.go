@@ -3,6 +3,7 @@ package fabric_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -356,6 +357,7 @@ func TestReconnectAfterConnectionsAreClosed(t *testing.T) {
 	// Publish continuously while the broker drops every connection twice.
 	var sent []string
 	var lost int
+	var confirmed atomic.Int32 // read while the publisher runs; sent is read after it stopped
 	stop := make(chan struct{})
 	pubDone := make(chan error, 1)
 	go func() {
@@ -373,6 +375,7 @@ func TestReconnectAfterConnectionsAreClosed(t *testing.T) {
 			switch {
 			case err == nil:
 				sent = append(sent, e.ID)
+				confirmed.Add(1)
 			case errors.Is(err, fabric.ErrConnectionLost):
 				lost++ // not confirmed: the caller knows it must resend
 			default:
@@ -381,15 +384,22 @@ func TestReconnectAfterConnectionsAreClosed(t *testing.T) {
 			}
 		}
 	}()
+	// Each fault and the end wait until the publisher has confirmed more
+	// messages since the last one: publishing goes on across every reconnect.
+	publishing := func(what string) {
+		t.Helper()
+		from := confirmed.Load()
+		fabrictest.Eventually(t, 20*time.Second, what, func() bool { return confirmed.Load() >= from+20 })
+	}
 	for round := 0; round < 2; round++ {
-		time.Sleep(300 * time.Millisecond)
+		publishing(fmt.Sprintf("20 confirms before fault %d", round+1))
 		before := s.Conn.Connects()
 		if n := s.Vhost.CloseConnections(t); n == 0 {
 			t.Fatal("close_all_connections closed nothing")
 		}
 		fabrictest.Eventually(t, 10*time.Second, "reconnect", func() bool { return s.Conn.Connects() > before })
 	}
-	time.Sleep(300 * time.Millisecond)
+	publishing("20 confirms after the last reconnect")
 	close(stop)
 	if err := <-pubDone; err != nil {
 		t.Fatalf("publish during reconnects: %v", err)
