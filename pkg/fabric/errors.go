@@ -84,9 +84,12 @@ var (
 	// ErrNacked: the broker refused the message.
 	ErrNacked = errors.New("fabric: message nacked by broker")
 	// ErrConnectionLost: the channel closed before the confirm arrived.
-	ErrConnectionLost = errors.New("fabric: channel closed before confirm")
+	// Transient: the connection comes back (what the broker said when it
+	// closed the channel, wrapped beside it, may say otherwise).
+	ErrConnectionLost error = transientError("fabric: channel closed before confirm")
 	// ErrConfirmTimeout: no confirm within the publisher's timeout.
-	ErrConfirmTimeout = errors.New("fabric: confirm timed out")
+	// Transient.
+	ErrConfirmTimeout error = transientError("fabric: confirm timed out")
 	// ErrClosed: the publisher was closed.
 	ErrClosed = errors.New("fabric: publisher closed")
 )
@@ -123,3 +126,10 @@ const (
 	ReasonDeliveryLimit    = "DELIVERY_LIMIT"
 	ReasonInboxConflict    = "INBOX_CONFLICT"
 )
+
+// transientError is a publish error a retry may fix; problem.Transient
+// (the HTTP edge's 503) and anyone else can ask it through Transient().
+type transientError string
+
+func (e transientError) Error() string   { return string(e) }
+func (e transientError) Transient() bool { return true }

@@ -8,9 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	amqp "github.com/rabbitmq/amqp091-go"
-
-	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 )
@@ -216,26 +213,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // refusal (a permission, a precondition) does not: 502 with the broker's
 // reason.
 func brokerFailure(w http.ResponseWriter, r *http.Request, err error) {
-	if brokerUnavailable(err) {
+	if problem.Transient(err) {
 		w.Header().Set("Retry-After", "1")
 		problem.Error(w, r, http.StatusServiceUnavailable, "the message broker is briefly unavailable; retry")
 		return
 	}
 	problem.Error(w, r, http.StatusBadGateway, err.Error())
-}
-
-func brokerUnavailable(err error) bool {
-	var aerr *amqp.Error
-	switch {
-	case errors.Is(err, amqp.ErrClosed): // no connection at all (itself an *amqp.Error)
-		return true
-	case errors.As(err, &aerr):
-		// What the broker said decides, even under ErrConnectionLost: a 403
-		// closes the channel too. 320 connection-forced (a broker shutting
-		// down) passes, though the library does not mark it recoverable.
-		return aerr.Recover || aerr.Code == amqp.ConnectionForced
-	case errors.Is(err, fabric.ErrConnectionLost), errors.Is(err, fabric.ErrConfirmTimeout):
-		return true
-	}
-	return problem.Transient(err)
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // Details is an RFC 9457 problem object.
@@ -85,11 +86,28 @@ var transientCodes = map[string]bool{
 
 // Transient reports whether err is a dependency failure a retry may fix:
 // a PostgreSQL connection that could not be made, was lost or timed out,
-// one of transientCodes (or any code of class 08, connection exception),
-// or a deadline that ran out waiting for a dependency.
+// one of transientCodes (or any code of class 08, connection exception);
+// a broker connection that is closed, or a broker error it may recover
+// from (a refusal such as ACCESS_REFUSED is not); an error that says so
+// itself (Transient() bool, as the publisher's lost-confirm errors do); or
+// a deadline that ran out waiting for a dependency.
 func Transient(err error) bool {
 	if err == nil {
 		return false
+	}
+	if errors.Is(err, amqp.ErrClosed) { // no connection at all (itself an *amqp.Error)
+		return true
+	}
+	var amqpErr *amqp.Error
+	if errors.As(err, &amqpErr) {
+		// What the broker said decides, even under a lost confirm: a 403
+		// closes the channel too. 320 connection-forced (a broker shutting
+		// down) passes, though the library does not mark it recoverable.
+		return amqpErr.Recover || amqpErr.Code == amqp.ConnectionForced
+	}
+	var says interface{ Transient() bool }
+	if errors.As(err, &says) {
+		return says.Transient()
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
