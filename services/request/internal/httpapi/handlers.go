@@ -203,9 +203,7 @@ func handleCancel(store Requests, log *slog.Logger) http.Handler {
 			writeError(w, r, log, err)
 			return
 		}
-		httpjson.Write(w, http.StatusOK, listItem{ID: req.ID, Protocol: req.Protocol, Status: req.Status,
-			StatusReason: req.StatusReason, ServiceID: req.ServiceID, Channel: req.Channel, CitizenID: req.CitizenID,
-			SLABreached: req.SLABreachedAt != nil, SubmittedAt: req.SubmittedAt, UpdatedAt: req.UpdatedAt})
+		httpjson.Write(w, http.StatusOK, summary(req))
 	})
 }
 
@@ -228,6 +226,12 @@ type listItem struct {
 	SLABreached  bool           `json:"slaBreached"`
 	SubmittedAt  time.Time      `json:"submittedAt"`
 	UpdatedAt    time.Time      `json:"updatedAt"`
+}
+
+func summary(r request.Request) listItem {
+	return listItem{ID: r.ID, Protocol: r.Protocol, Status: r.Status, StatusReason: r.StatusReason,
+		ServiceID: r.ServiceID, Channel: r.Channel, CitizenID: r.CitizenID, SLABreached: r.SLABreachedAt != nil,
+		SubmittedAt: r.SubmittedAt, UpdatedAt: r.UpdatedAt}
 }
 
 type listPage struct {
@@ -279,9 +283,7 @@ func handleList(store Requests, log *slog.Logger) http.Handler {
 			page.NextCursor = encodeCursor(request.Position{SubmittedAt: last.SubmittedAt, ID: last.ID})
 		}
 		for _, rq := range reqs {
-			page.Items = append(page.Items, listItem{ID: rq.ID, Protocol: rq.Protocol, Status: rq.Status,
-				StatusReason: rq.StatusReason, ServiceID: rq.ServiceID, Channel: rq.Channel, CitizenID: rq.CitizenID,
-				SLABreached: rq.SLABreachedAt != nil, SubmittedAt: rq.SubmittedAt, UpdatedAt: rq.UpdatedAt})
+			page.Items = append(page.Items, summary(rq))
 		}
 		httpjson.Write(w, http.StatusOK, page)
 	})
