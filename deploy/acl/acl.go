@@ -69,13 +69,15 @@ type Service struct {
 // service starts publishing them.
 func PlatformServices() []Service {
 	return []Service{
-		{Name: "request", Publishes: []string{"request.submitted.v1", "request.status-changed.v1", "request.cancelled.v1", "document.uploaded.v1"}},
-		{Name: "workflow", Publishes: []string{"workflow.process-started.v1", "workflow.task-completed.v1", "workflow.process-completed.v1", "task.sla-breached.v1"}},
+		{Name: "request", Publishes: []string{"request.submitted.v1", "request.status-changed.v1", "request.cancelled.v1", "document.uploaded.v1",
+			"workflow.start.v1", "document.process.v1"}},
+		{Name: "workflow", Publishes: []string{"workflow.process-started.v1", "workflow.task-completed.v1", "workflow.process-completed.v1", "task.sla-breached.v1",
+			"integration.sei.register.v1"}},
 		{Name: "communication", Publishes: []string{"communication.notification-sent.v1"}},
 		{Name: "document-worker", Publishes: []string{"document.processed.v1", "ai.knowledge.index.v1"}},
 		{Name: "ai-builder", Publishes: []string{"ai.knowledge-indexed.v1"}},
 		{Name: "datalake-ingestion"},
-		{Name: "analytics"},
+		{Name: "analytics", Publishes: []string{"report.export.v1"}},
 	}
 }
 

@@ -161,7 +161,7 @@ func PlatformExchanges() []Exchange {
 
 // Platform returns the platform's topology: the five exchanges, the six
 // initial consumer queues of docs/architecture.md, the data lake's queue for
-// the other domains' events, communication's command queue and the request
+// the other domains' events, the command and job queues, and the request
 // service's workflow-events queue, all with default retry tiers.
 func Platform() Description {
 	ev := func(keys ...string) []Binding {
@@ -189,6 +189,14 @@ func Platform() Description {
 				"workflow.#", "task.#", "communication.#", "document.#", "ai.#", "citizen.#", "appointment.#")},
 			// Channel adapters (SMS, WhatsApp, email) are fed by commands.
 			{Queue: "communication.send-commands", Service: "communication", Bindings: []Binding{{Exchange: CommandsExchange, Key: "communication.send.v1"}}},
+			// Commands and jobs, each with its competing workers: an operator
+			// reprocesses a document, an integration starts a process, the
+			// workflow registers a decided request in SEI, analytics exports
+			// a report.
+			{Queue: "document.process-commands", Service: "document-worker", Bindings: []Binding{{Exchange: CommandsExchange, Key: "document.process.v1"}}},
+			{Queue: "workflow.start-commands", Service: "workflow", Bindings: []Binding{{Exchange: CommandsExchange, Key: "workflow.start.v1"}}},
+			{Queue: "workflow.sei-register", Service: "workflow", Bindings: []Binding{{Exchange: CommandsExchange, Key: "integration.sei.register.v1"}}},
+			{Queue: "analytics.report-export", Service: "analytics", Bindings: []Binding{{Exchange: WorkExchange, Key: "report.export.v1"}}},
 			// The request service keeps the status a citizen sees current.
 			{Queue: "request.workflow-events", Service: "request", Bindings: []Binding{
 				{Exchange: EventsExchange, Key: "workflow.#"}, {Exchange: EventsExchange, Key: "task.#"}}},
