@@ -44,3 +44,12 @@ func (m ExtractionMethod) Known() bool {
 	}
 	return false
 }
+
+// ProcessDocument is document.process.v1: an operator asks for a stored
+// document to be processed again.
+type ProcessDocument struct {
+	DocumentID string `json:"documentId"`
+}
+
+// MessageType returns the catalog type of the payload.
+func (ProcessDocument) MessageType() string { return "document.process.v1" }

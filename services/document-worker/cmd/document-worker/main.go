@@ -23,7 +23,11 @@ import (
 	"github.com/agora-platform/agora/services/document-worker/migrations"
 )
 
-const queue = "document.processing"
+const (
+	queue = "document.processing"
+	// reprocessQueue carries operators' document.process.v1 commands.
+	reprocessQueue = "document.process-commands"
+)
 
 func main() { host.Main("document-worker", run) }
 
@@ -67,7 +71,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	specs, err := topology.Platform().Lookup(queue)
+	specs, err := topology.Platform().Lookup(queue, reprocessQueue)
 	if err != nil {
 		return err
 	}
@@ -97,6 +101,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err := h.Consume(queue, h.Inbox(queue).Handler(handler.Uploaded), fabric.ConsumerOptions{
 		Concurrency: cfg.concurrency, Prefetch: cfg.concurrency,
 	}); err != nil {
+		return err
+	}
+	if err := h.Consume(reprocessQueue, h.Inbox(reprocessQueue).Handler(handler.Reprocess), fabric.ConsumerOptions{}); err != nil {
 		return err
 	}
 	// No API of its own: every other path is a 404 problem, as on every

@@ -273,7 +273,10 @@ type deadLetter struct {
 }
 
 // deadLetters reads (and requeues) what is in document.processing.dlq.
-func (s *stack) deadLetters() []deadLetter {
+func (s *stack) deadLetters() []deadLetter { return s.deadLettersIn("document.processing.dlq") }
+
+// deadLettersIn reads (and requeues) what is in dlq.
+func (s *stack) deadLettersIn(dlq string) []deadLetter {
 	s.t.Helper()
 	ch, err := s.conn.Channel(context.Background())
 	if err != nil {
@@ -283,7 +286,7 @@ func (s *stack) deadLetters() []deadLetter {
 	var out []deadLetter
 	var last uint64
 	for {
-		d, ok, err := ch.Get("document.processing.dlq", false)
+		d, ok, err := ch.Get(dlq, false)
 		if err != nil {
 			s.t.Fatalf("get dlq: %v", err)
 		}
@@ -307,10 +310,14 @@ func (s *stack) deadLetters() []deadLetter {
 }
 
 func (s *stack) waitDeadLetter(documentID string, timeout time.Duration) deadLetter {
+	return s.waitDeadLetterIn("document.processing.dlq", documentID, timeout)
+}
+
+func (s *stack) waitDeadLetterIn(dlq, documentID string, timeout time.Duration) deadLetter {
 	s.t.Helper()
 	var found deadLetter
-	fabrictest.Eventually(s.t, timeout, "dead letter of "+documentID, func() bool {
-		for _, d := range s.deadLetters() {
+	fabrictest.Eventually(s.t, timeout, "dead letter of "+documentID+" in "+dlq, func() bool {
+		for _, d := range s.deadLettersIn(dlq) {
 			if d.documentID == documentID {
 				found = d
 				return true
@@ -514,5 +521,54 @@ func TestLoadConfigRejects(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: loadConfig error = %v, want one naming %s", c.name, err, c.want)
 		}
+	}
+}
+
+// TestDocumentWorkerReprocessesOnCommand: an operator's document.process.v1
+// makes the worker read a processed document again and announce and index
+// it again, caused by the command. A command of another tenant, or for a
+// document the worker never processed, is dead-lettered at once.
+func TestDocumentWorkerReprocessesOnCommand(t *testing.T) {
+	s := newStack(t)
+	s.start(nil)
+	tenantA, tenantB := "org-a-"+randHex(3), "org-b-"+randHex(3)
+	docID := s.upload(upload{tenant: tenantA, contentType: "text/plain", name: "note.txt", data: []byte("Requerimento de alvará")})
+	fabrictest.Eventually(t, 60*time.Second, "upload processed", func() bool {
+		return len(s.find("document.processed.v1", docID)) == 1
+	})
+	command := func(tenantID, documentID string) envelope.Envelope {
+		e, err := envelope.New("document.process.v1", tenantID, "request-service", map[string]any{"documentId": documentID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.pub.Publish(context.Background(), e); err != nil {
+			t.Fatalf("publish command: %v", err)
+		}
+		return e
+	}
+	cmd := command(tenantA, docID)
+	fabrictest.Eventually(t, 60*time.Second, "document processed again", func() bool {
+		return len(s.find("document.processed.v1", docID)) == 2 && len(s.find("ai.knowledge.index.v1", docID)) == 2
+	})
+	for _, typ := range []string{"document.processed.v1", "ai.knowledge.index.v1"} {
+		if again := s.find(typ, docID)[1]; again.CausationID != cmd.ID || again.TenantID != tenantA {
+			t.Errorf("%s after the command: causation %s tenant %s, want %s and %s", typ, again.CausationID, again.TenantID, cmd.ID, tenantA)
+		}
+	}
+	if got := s.text(tenantA, docID); got != "Requerimento de alvará" {
+		t.Errorf("text after reprocessing = %q", got)
+	}
+
+	for name, c := range map[string]struct{ tenant, doc string }{
+		"another tenant's document": {tenantB, docID},
+		"a document never processed": {tenantA, uuid.NewString()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			command(c.tenant, c.doc)
+			d := s.waitDeadLetterIn("document.process-commands.dlq", c.doc, 60*time.Second)
+			if d.class != string(fabric.ClassPermanent) || !strings.Contains(d.err, "document unknown to the worker") {
+				t.Errorf("dead letter class %q error %q, want permanent, document unknown to the worker", d.class, d.err)
+			}
+		})
 	}
 }

@@ -28,6 +28,12 @@ var (
 	ErrUnsupported = errors.New("unsupported content type")
 	// ErrCorrupt: the bytes are not a readable file of their type.
 	ErrCorrupt = errors.New("corrupt file")
+	// ErrUnknownDocument: a reprocessing command names a document the
+	// worker never processed (its upload is in the DLQ, or never came).
+	ErrUnknownDocument = errors.New("document unknown to the worker")
+	// ErrNotReprocessable: the document was processed before the worker
+	// kept what reading it again needs.
+	ErrNotReprocessable = errors.New("document cannot be reprocessed")
 	// ErrUnavailable: storage or an extraction engine is down, missing or
 	// timed out; trying again later may succeed.
 	ErrUnavailable = errors.New("dependency unavailable")

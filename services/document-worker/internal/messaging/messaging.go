@@ -1,5 +1,6 @@
 // Package messaging is the worker's inbound port: it turns a
-// document.uploaded.v1 envelope into a processed document, records it and
+// document.uploaded.v1 event or a document.process.v1 command into a
+// processed document, records it and
 // enqueues document.processed.v1 and the command ai.knowledge.index.v1 in
 // the inbox transaction, and classifies failures for the fabric.
 package messaging
@@ -29,9 +30,11 @@ type Processor interface {
 	Process(ctx context.Context, tenantID string, u document.Uploaded) (document.Result, error)
 }
 
-// Recorder writes the processed-document row inside tx.
+// Recorder writes the processed-document row inside tx, and reads back the
+// upload a processed document came from.
 type Recorder interface {
 	SaveResult(ctx context.Context, tx pgdb.DBTX, r document.Result, eventID string) error
+	Source(ctx context.Context, tx pgdb.DBTX, tenantID, documentID string) (document.Uploaded, error)
 }
 
 // Enqueuer stores outgoing envelopes in tx.
@@ -39,7 +42,7 @@ type Enqueuer interface {
 	Enqueue(ctx context.Context, tx outbox.Tx, items ...outbox.Item) error
 }
 
-// Handler handles document.uploaded.v1.
+// Handler handles document.uploaded.v1 and document.process.v1.
 type Handler struct {
 	proc Processor
 	rec  Recorder
@@ -65,6 +68,32 @@ func (h *Handler) Uploaded(ctx context.Context, tx pgx.Tx, env envelope.Envelope
 	if err != nil {
 		return Classify(err)
 	}
+	return h.record(ctx, tx, env, tenantID, res)
+}
+
+// Reprocess is the inbox effect of a document.process.v1 command (an
+// inbox.TxHandler): the document is read again from where its upload put
+// it, checked against the checksum it was announced with, and its text
+// stored, announced and indexed again as after the upload.
+func (h *Handler) Reprocess(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
+	tenantID, p, err := fabric.Decode[payload.ProcessDocument](ctx, env)
+	if err != nil {
+		return err
+	}
+	u, err := h.rec.Source(ctx, tx, tenantID, p.DocumentID)
+	if err != nil {
+		return Classify(err)
+	}
+	res, err := h.proc.Process(ctx, tenantID, u)
+	if err != nil {
+		return Classify(err)
+	}
+	return h.record(ctx, tx, env, tenantID, res)
+}
+
+// record saves res and enqueues document.processed.v1 and
+// ai.knowledge.index.v1, both caused by env, inside tx.
+func (h *Handler) record(ctx context.Context, tx pgx.Tx, env envelope.Envelope, tenantID string, res document.Result) error {
 	if err := h.rec.SaveResult(ctx, tx, res, env.ID); err != nil {
 		return fabric.Transient(err)
 	}
@@ -109,7 +138,9 @@ func Classify(err error) error {
 		errors.Is(err, document.ErrChecksum),
 		errors.Is(err, document.ErrNotFound),
 		errors.Is(err, document.ErrUnsupported),
-		errors.Is(err, document.ErrCorrupt):
+		errors.Is(err, document.ErrCorrupt),
+		errors.Is(err, document.ErrUnknownDocument),
+		errors.Is(err, document.ErrNotReprocessable):
 		return fabric.Permanent(err)
 	}
 	return err

@@ -6,7 +6,10 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/agora-platform/agora/services/document-worker/internal/document"
 	"github.com/agora-platform/agora/services/document-worker/internal/postgres/pgdb"
@@ -26,9 +29,30 @@ func (s *Store) SaveResult(ctx context.Context, tx pgdb.DBTX, r document.Result,
 		SourceKey: r.ObjectKey, TextKey: r.TextObjectKey, ContentType: r.ContentType, Method: string(r.Method),
 		Pages: int32(r.Pages), Characters: int32(r.Characters), Language: r.Language,
 		SourceBytes: r.SourceSize, TextBytes: r.TextSize, DurationMs: r.Duration.Milliseconds(),
+		Sha256: r.SHA256, FileName: r.FileName,
 	})
 	if err != nil {
 		return fmt.Errorf("upsert document %s: %w", r.DocumentID, err)
 	}
 	return nil
+}
+
+// Source returns the upload that documentID of tenantID was processed
+// from, inside tx: document.ErrUnknownDocument when the worker never
+// processed it, document.ErrNotReprocessable when it was processed before
+// checksums were kept.
+func (s *Store) Source(ctx context.Context, tx pgdb.DBTX, tenantID, documentID string) (document.Uploaded, error) {
+	row, err := pgdb.New(tx).GetDocumentText(ctx, pgdb.GetDocumentTextParams{TenantID: tenantID, DocumentID: documentID})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return document.Uploaded{}, fmt.Errorf("document %s of %s: %w", documentID, tenantID, document.ErrUnknownDocument)
+	}
+	if err != nil {
+		return document.Uploaded{}, fmt.Errorf("document %s: %w", documentID, err)
+	}
+	if row.Sha256 == "" {
+		return document.Uploaded{}, fmt.Errorf("document %s: processed before checksums were kept; replay its upload event: %w",
+			documentID, document.ErrNotReprocessable)
+	}
+	return document.Uploaded{DocumentID: row.DocumentID, RequestID: row.RequestID, ObjectKey: row.SourceKey,
+		FileName: row.FileName, ContentType: row.ContentType, Size: row.SourceBytes, SHA256: row.Sha256}, nil
 }

@@ -10,7 +10,7 @@ import (
 )
 
 const getDocumentText = `-- name: GetDocumentText :one
-SELECT tenant_id, document_id, request_id, event_id, source_key, text_key, content_type, method, pages, characters, language, source_bytes, text_bytes, duration_ms, processed_at FROM document_text WHERE tenant_id = $1 AND document_id = $2
+SELECT tenant_id, document_id, request_id, event_id, source_key, text_key, content_type, method, pages, characters, language, source_bytes, text_bytes, duration_ms, processed_at, sha256, file_name FROM document_text WHERE tenant_id = $1 AND document_id = $2
 `
 
 type GetDocumentTextParams struct {
@@ -37,6 +37,8 @@ func (q *Queries) GetDocumentText(ctx context.Context, arg GetDocumentTextParams
 		&i.TextBytes,
 		&i.DurationMs,
 		&i.ProcessedAt,
+		&i.Sha256,
+		&i.FileName,
 	)
 	return i, err
 }
@@ -44,17 +46,18 @@ func (q *Queries) GetDocumentText(ctx context.Context, arg GetDocumentTextParams
 const upsertDocumentText = `-- name: UpsertDocumentText :exec
 INSERT INTO document_text (
     tenant_id, document_id, request_id, event_id, source_key, text_key, content_type, method,
-    pages, characters, language, source_bytes, text_bytes, duration_ms
+    pages, characters, language, source_bytes, text_bytes, duration_ms, sha256, file_name
 ) VALUES (
     $1, $2, $3, $4, $5, $6, $7, $8,
-    $9, $10, $11, $12, $13, $14
+    $9, $10, $11, $12, $13, $14, $15, $16
 )
 ON CONFLICT (tenant_id, document_id) DO UPDATE SET
     request_id = EXCLUDED.request_id, event_id = EXCLUDED.event_id, source_key = EXCLUDED.source_key,
     text_key = EXCLUDED.text_key, content_type = EXCLUDED.content_type, method = EXCLUDED.method,
     pages = EXCLUDED.pages, characters = EXCLUDED.characters, language = EXCLUDED.language,
     source_bytes = EXCLUDED.source_bytes, text_bytes = EXCLUDED.text_bytes,
-    duration_ms = EXCLUDED.duration_ms, processed_at = now()
+    duration_ms = EXCLUDED.duration_ms, sha256 = EXCLUDED.sha256, file_name = EXCLUDED.file_name,
+    processed_at = now()
 `
 
 type UpsertDocumentTextParams struct {
@@ -72,6 +75,8 @@ type UpsertDocumentTextParams struct {
 	SourceBytes int64
 	TextBytes   int64
 	DurationMs  int64
+	Sha256      string
+	FileName    string
 }
 
 // A re-upload of the same document id replaces what was known about it.
@@ -91,6 +96,8 @@ func (q *Queries) UpsertDocumentText(ctx context.Context, arg UpsertDocumentText
 		arg.SourceBytes,
 		arg.TextBytes,
 		arg.DurationMs,
+		arg.Sha256,
+		arg.FileName,
 	)
 	return err
 }

@@ -24,4 +24,6 @@ type DocumentText struct {
 	TextBytes   int64
 	DurationMs  int64
 	ProcessedAt pgtype.Timestamptz
+	Sha256      string
+	FileName    string
 }
