@@ -12,7 +12,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 
-// Observer watches events on platform.events through a private,
+// Observer watches messages on a platform exchange through a private,
 // auto-deleted queue, keeping every envelope it has read.
 type Observer struct {
 	ch    *amqp.Channel
@@ -25,6 +25,13 @@ type Observer struct {
 // patterns such as "workflow.#"); it goes away with the test.
 func Observe(t testing.TB, conn *broker.Conn, keys ...string) *Observer {
 	t.Helper()
+	return ObserveExchange(t, conn, topology.EventsExchange, keys...)
+}
+
+// ObserveExchange is Observe on exchange: commands and jobs travel on
+// direct exchanges, where each key is one type.
+func ObserveExchange(t testing.TB, conn *broker.Conn, exchange string, keys ...string) *Observer {
+	t.Helper()
 	ch, err := conn.Channel(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +42,7 @@ func Observe(t testing.TB, conn *broker.Conn, keys ...string) *Observer {
 		t.Fatal(err)
 	}
 	for _, k := range keys {
-		if err := ch.QueueBind(q.Name, k, topology.EventsExchange, false, nil); err != nil {
+		if err := ch.QueueBind(q.Name, k, exchange, false, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

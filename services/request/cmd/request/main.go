@@ -93,7 +93,7 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 		return err
 	}
 	routes := httpapi.NewHandler(httpapi.Deps{
-		Auth: h.Verifier, Requests: store, Log: h.Log,
+		Auth: h.Verifier, Requests: store, Operations: store, Log: h.Log,
 		Documents:      request.NewDocuments(store, blobs, cfg.DocumentsBucket, time.Now),
 		MaxUploadBytes: cfg.MaxUploadBytes,
 	})

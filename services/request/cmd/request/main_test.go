@@ -533,9 +533,10 @@ func (s *testService) publishEnvelope(t *testing.T, env envelope.Envelope) {
 }
 
 type requestView struct {
-	Status       string `json:"status"`
-	StatusReason string `json:"statusReason"`
-	SLABreached  bool   `json:"slaBreached"`
+	CorrelationID string `json:"correlationId"`
+	Status        string `json:"status"`
+	StatusReason  string `json:"statusReason"`
+	SLABreached   bool   `json:"slaBreached"`
 }
 
 func (s *testService) view(t *testing.T, tenant, id string) requestView {

@@ -1,6 +1,7 @@
 package main
 
-// The citizen portal's own views: "my requests" and cancelling one.
+// The citizen portal's own views: "my requests", cancelling one, its
+// timeline; and the operators' command paths.
 
 import (
 	"context"
@@ -13,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 
 type listed struct {
@@ -191,4 +194,159 @@ func TestCancelRequest(t *testing.T) {
 		}
 		expectProblem(t, cancel(maria, done.ID, ""), http.StatusConflict)
 	})
+}
+
+type timeline struct {
+	RequestID string
+	Entries   []struct {
+		EventID, Type, Status, Summary string
+		CitizenVisible                 bool
+	}
+}
+
+func (s *testService) timeline(t *testing.T, token, id string) timeline {
+	t.Helper()
+	resp := s.do(t, http.MethodGet, "/v1/requests/"+id+"/timeline", token, nil, nil)
+	if resp.status != http.StatusOK {
+		t.Fatalf("GET timeline of %s = %d %s, want 200", id, resp.status, resp.body)
+	}
+	var tl timeline
+	resp.json(t, &tl)
+	return tl
+}
+
+// GET /v1/requests/{id}/timeline: staff see every event about the request
+// in order, the citizen the ones marked visible to them; nobody else sees
+// it.
+func TestTimeline(t *testing.T) {
+	s := start(t, nil)
+	maria := s.token(t, "org-a", "citizen-maria", "citizen")
+	staff := s.token(t, "org-a", "attendant-1", "attendant")
+	rc := mustSubmit(t, s, maria)
+	processID, taskID := newUUID(t), newUUID(t)
+	waitStaffEntries := func(n int) timeline {
+		var tl timeline
+		fabrictest.Eventually(t, 15*time.Second, "timeline entries", func() bool {
+			tl = s.timeline(t, staff, rc.ID)
+			return len(tl.Entries) >= n
+		})
+		return tl
+	}
+	s.publish(t, "org-a", "workflow.process-started.v1", map[string]any{"processId": processID, "requestId": rc.ID, "definitionId": "alvara"})
+	waitStaffEntries(3) // submitted, process started, status in progress
+	s.publish(t, "org-a", "workflow.task-completed.v1", map[string]any{"processId": processID, "taskId": taskID,
+		"requestId": rc.ID, "step": "review", "outcome": "approved", "completedBy": "attendant-1"})
+	waitStaffEntries(4)
+	s.publish(t, "org-a", "workflow.process-completed.v1", map[string]any{"processId": processID, "requestId": rc.ID, "outcome": "approved"})
+	tl := waitStaffEntries(6)
+
+	type entry struct {
+		typ, status string
+		visible     bool
+	}
+	var got []entry
+	for _, e := range tl.Entries {
+		got = append(got, entry{e.Type, e.Status, e.CitizenVisible})
+	}
+	want := []entry{
+		{"request.submitted.v1", "submitted", true},
+		{"workflow.process-started.v1", "", false},
+		{"request.status-changed.v1", "in_progress", true},
+		{"workflow.task-completed.v1", "", false},
+		{"workflow.process-completed.v1", "", false},
+		{"request.status-changed.v1", "completed", true},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("staff timeline = %+v, want %+v", got, want)
+	}
+	if s := tl.Entries[3].Summary; s != "Task review completed: approved" {
+		t.Errorf("task entry summary = %q", s)
+	}
+
+	mine := s.timeline(t, maria, rc.ID)
+	var visible []string
+	for _, e := range mine.Entries {
+		if !e.CitizenVisible {
+			t.Errorf("the citizen sees a staff entry: %+v", e)
+		}
+		visible = append(visible, e.Status)
+	}
+	if !slices.Equal(visible, []string{"submitted", "in_progress", "completed"}) {
+		t.Errorf("citizen timeline statuses = %v, want submitted, in_progress, completed", visible)
+	}
+
+	for _, tc := range []struct {
+		name, token string
+		status      int
+	}{
+		{"another citizen of the tenant", s.token(t, "org-a", "citizen-joao", "citizen"), 404},
+		{"the same subject in another tenant", s.token(t, "org-b", "citizen-maria", "citizen"), 404},
+		{"staff of another tenant", s.token(t, "org-b", "attendant-1", "attendant"), 404},
+		{"no token", "", 401},
+	} {
+		t.Run(tc.name+" may not", func(t *testing.T) {
+			expectProblem(t, s.do(t, http.MethodGet, "/v1/requests/"+rc.ID+"/timeline", tc.token, nil, nil), tc.status)
+		})
+	}
+}
+
+// The operators' command paths: POST /v1/requests/{id}/workflow sends
+// workflow.start.v1, POST …/documents/{documentId}/reprocess sends
+// document.process.v1; only an operator of the request's tenant may.
+func TestOperatorCommands(t *testing.T) {
+	s := start(t, nil)
+	tenant := "org-" + randHex(3)
+	obs := fabrictest.ObserveExchange(t, s.conn, topology.CommandsExchange, "workflow.start.v1", "document.process.v1")
+	owner := s.token(t, tenant, "citizen-1", "citizen")
+	operator := s.token(t, tenant, "operator-1", "operator")
+	rc := mustSubmit(t, s, owner)
+	up := s.upload(t, owner, rc.ID, "file", "rg.png", pngBytes(t))
+	if up.status != http.StatusCreated {
+		t.Fatalf("upload = %d %s", up.status, up.body)
+	}
+	var doc struct{ ID string }
+	up.json(t, &doc)
+	startPath := "/v1/requests/" + rc.ID + "/workflow"
+	reprocessPath := "/v1/requests/" + rc.ID + "/documents/" + doc.ID + "/reprocess"
+
+	for _, path := range []string{startPath, reprocessPath} {
+		for _, tc := range []struct {
+			name, token string
+			status      int
+		}{
+			{"the citizen", owner, 403},
+			{"an attendant", s.token(t, tenant, "attendant-1", "attendant"), 403},
+			{"an operator of another tenant", s.token(t, "org-other", "operator-1", "operator"), 404},
+		} {
+			t.Run(tc.name+" may not POST "+path, func(t *testing.T) {
+				expectProblem(t, s.do(t, http.MethodPost, path, tc.token, nil, nil), tc.status)
+			})
+		}
+	}
+	expectProblem(t, s.do(t, http.MethodPost, "/v1/requests/"+rc.ID+"/documents/"+newUUID(t)+"/reprocess", operator, nil, nil), 404)
+
+	var accepted struct{ CommandID, Type string }
+	resp := s.do(t, http.MethodPost, startPath, operator, nil, nil)
+	if resp.status != http.StatusAccepted {
+		t.Fatalf("POST %s = %d %s, want 202", startPath, resp.status, resp.body)
+	}
+	resp.json(t, &accepted)
+	start := obs.Next(t, "workflow.start.v1", ofType("workflow.start.v1", rc.ID))
+	var sp struct{ RequestID, ServiceID string }
+	if err := json.Unmarshal(start.Payload, &sp); err != nil || start.ID != accepted.CommandID || start.TenantID != tenant || sp.ServiceID == "" {
+		t.Errorf("workflow.start.v1 = %s %s (%v), want command %s of %s naming the service", start.ID, start.Payload, err, accepted.CommandID, tenant)
+	}
+	if start.CorrelationID != s.view(t, tenant, rc.ID).CorrelationID {
+		t.Errorf("workflow.start.v1 correlation %s, want the request's", start.CorrelationID)
+	}
+
+	resp = s.do(t, http.MethodPost, reprocessPath, operator, nil, nil)
+	if resp.status != http.StatusAccepted {
+		t.Fatalf("POST %s = %d %s, want 202", reprocessPath, resp.status, resp.body)
+	}
+	resp.json(t, &accepted)
+	cmd := obs.Next(t, "document.process.v1", func(e envelope.Envelope) bool { return e.Type == "document.process.v1" })
+	if cmd.ID != accepted.CommandID || !strings.Contains(string(cmd.Payload), doc.ID) || cmd.TenantID != tenant {
+		t.Errorf("document.process.v1 = %s %s of %s, want %s naming %s of %s", cmd.ID, cmd.Payload, cmd.TenantID, accepted.CommandID, doc.ID, tenant)
+	}
 }

@@ -17,6 +17,7 @@ type Deps struct {
 	Auth      *auth.Verifier
 	Requests  Requests
 	Documents Uploader
+	Operations Operations
 	Log       *slog.Logger
 	// MaxUploadBytes limits one uploaded file (413 beyond).
 	MaxUploadBytes int64
@@ -32,6 +33,7 @@ func NewHandler(d Deps) http.Handler {
 	citizen := d.Auth.Require(auth.RoleCitizen)
 	staffOrOwner := d.Auth.Require(auth.RoleCitizen, auth.RoleAttendant, auth.RoleOperator)
 	uploaders := d.Auth.Require(auth.RoleCitizen, auth.RoleAttendant)
+	operator := d.Auth.Require(auth.RoleOperator)
 
 	r.With(citizen).Method(http.MethodPost, "/v1/requests", handleSubmit(d.Requests, d.Log))
 	r.With(staffOrOwner).Method(http.MethodGet, "/v1/requests", handleList(d.Requests, d.Log))
@@ -39,6 +41,9 @@ func NewHandler(d Deps) http.Handler {
 	r.With(citizen).Method(http.MethodPost, "/v1/requests/{id}/cancel", handleCancel(d.Requests, d.Log))
 	r.With(uploaders).Method(http.MethodPost, "/v1/requests/{id}/documents", handleUpload(d.Documents, d.MaxUploadBytes, d.Log))
 	r.With(staffOrOwner).Method(http.MethodGet, "/v1/requests/{id}/documents", handleListDocuments(d.Requests, d.Log))
+	r.With(staffOrOwner).Method(http.MethodGet, "/v1/requests/{id}/timeline", handleTimeline(d.Operations, d.Log))
+	r.With(operator).Method(http.MethodPost, "/v1/requests/{id}/workflow", handleStartWorkflow(d.Operations, d.Log))
+	r.With(operator).Method(http.MethodPost, "/v1/requests/{id}/documents/{documentId}/reprocess", handleReprocessDocument(d.Operations, d.Log))
 	return r
 }
 

@@ -23,7 +23,8 @@ type Applier interface {
 
 // WorkflowEvents handles queue request.workflow-events: process started →
 // in_progress, process completed → completed or rejected, SLA breached →
-// flagged. Other workflow and task events are acknowledged and ignored.
+// flagged, task completed → the timeline only. Other workflow and task
+// events are acknowledged and ignored.
 // An event about a request the tenant does not have is a permanent failure
 // (dead-lettered, never retried).
 func WorkflowEvents(a Applier) inbox.TxHandler {

@@ -192,8 +192,8 @@ func (s *Store) submit(ctx context.Context, a request.Actor, sub request.Submiss
 		}); err != nil {
 			return fmt.Errorf("insert request %s: %w", r.ID, err)
 		}
-		if err := s.outbox.Enqueue(ctx, tx, outbox.Item{Aggregate: aggregate(r.ID), Envelope: env}); err != nil {
-			return fmt.Errorf("enqueue %s for %s: %w", env.Type, r.ID, err)
+		if err := s.enqueue(ctx, tx, q, r.ID, env); err != nil {
+			return err
 		}
 		rc = request.Receipt{ID: r.ID, Protocol: r.Protocol, Status: r.Status, SubmittedAt: r.SubmittedAt}
 		if key == "" {
@@ -311,7 +311,7 @@ func (s *Store) AddDocument(ctx context.Context, a request.Actor, r request.Requ
 		if err := s.outbox.Enqueue(ctx, tx, outbox.Item{Aggregate: outbox.Aggregate{Type: "document", ID: d.ID}, Envelope: env}); err != nil {
 			return fmt.Errorf("enqueue %s for document %s: %w", env.Type, d.ID, err)
 		}
-		return nil
+		return appendTimeline(ctx, q, r.TenantID, r.ID, env)
 	})
 }
 
@@ -387,11 +387,7 @@ func (s *Store) Cancel(ctx context.Context, a request.Actor, id, reason string) 
 		if err != nil {
 			return err
 		}
-		if err := s.outbox.Enqueue(ctx, tx, outbox.Item{Aggregate: aggregate(r.ID), Envelope: cancelled},
-			outbox.Item{Aggregate: aggregate(r.ID), Envelope: changed}); err != nil {
-			return fmt.Errorf("enqueue the cancellation of %s: %w", r.ID, err)
-		}
-		return nil
+		return s.enqueue(ctx, tx, q, r.ID, cancelled, changed)
 	})
 	if err != nil {
 		return request.Request{}, err
@@ -414,6 +410,9 @@ func (s *Store) ApplyWorkflowChange(ctx context.Context, tx pgx.Tx, tenantID str
 		return fmt.Errorf("lock request %s: %w", c.RequestID, err)
 	}
 	r := fromRow(row)
+	if err := appendTimeline(ctx, q, tenantID, r.ID, cause); err != nil {
+		return err
+	}
 	now := s.now().UTC().Truncate(time.Microsecond)
 	if c.SLABreached {
 		if _, err := q.MarkSLABreached(ctx, pgdb.MarkSLABreachedParams{TenantID: tenantID, ID: r.ID, BreachedAt: &now}); err != nil {
@@ -437,8 +436,126 @@ func (s *Store) ApplyWorkflowChange(ctx context.Context, tx pgx.Tx, tenantID str
 	if err != nil {
 		return err
 	}
-	if err := s.outbox.Enqueue(ctx, tx, outbox.Item{Aggregate: aggregate(r.ID), Envelope: env}); err != nil {
-		return fmt.Errorf("enqueue %s for %s: %w", env.Type, r.ID, err)
+	return s.enqueue(ctx, tx, q, r.ID, env)
+}
+
+// enqueue stores envs, events about request requestID, in the outbox and
+// in the request's timeline, inside tx.
+func (s *Store) enqueue(ctx context.Context, tx pgx.Tx, q *pgdb.Queries, requestID string, envs ...envelope.Envelope) error {
+	items := make([]outbox.Item, len(envs))
+	for i, env := range envs {
+		items[i] = outbox.Item{Aggregate: aggregate(requestID), Envelope: env}
+	}
+	if err := s.outbox.Enqueue(ctx, tx, items...); err != nil {
+		return fmt.Errorf("enqueue %s for %s: %w", envs[0].Type, requestID, err)
+	}
+	return appendTimeline(ctx, q, envs[0].TenantID, requestID, envs...)
+}
+
+// appendTimeline records envs in request requestID's timeline; types the
+// timeline does not show are skipped.
+func appendTimeline(ctx context.Context, q *pgdb.Queries, tenantID, requestID string, envs ...envelope.Envelope) error {
+	for _, env := range envs {
+		e, ok, err := request.EntryOf(env)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		var st *string
+		if e.Status != "" {
+			v := string(e.Status)
+			st = &v
+		}
+		if err := q.AppendTimeline(ctx, pgdb.AppendTimelineParams{TenantID: tenantID, EventID: e.EventID,
+			RequestID: requestID, Type: e.Type, OccurredAt: e.OccurredAt, Status: st, Summary: e.Summary,
+			CitizenVisible: e.CitizenVisible}); err != nil {
+			return fmt.Errorf("timeline of request %s: %w", requestID, err)
+		}
 	}
 	return nil
+}
+
+// Timeline returns the timeline of request id as a may see it (see
+// request.ForActor), or request.ErrNotFound.
+func (s *Store) Timeline(ctx context.Context, a request.Actor, id string) ([]request.Entry, error) {
+	r, err := s.Get(ctx, a, id)
+	if err != nil {
+		return nil, err
+	}
+	var entries []request.Entry
+	err = s.inTenant(ctx, a.TenantID, func(_ pgx.Tx, q *pgdb.Queries) error {
+		rows, err := q.ListTimeline(ctx, pgdb.ListTimelineParams{TenantID: a.TenantID, RequestID: r.ID})
+		if err != nil {
+			return fmt.Errorf("timeline of request %s: %w", r.ID, err)
+		}
+		for _, row := range rows {
+			e := request.Entry{EventID: row.EventID, Type: row.Type, OccurredAt: row.OccurredAt,
+				Summary: row.Summary, CitizenVisible: row.CitizenVisible}
+			if row.Status != nil {
+				e.Status = request.Status(*row.Status)
+			}
+			entries = append(entries, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return request.ForActor(a, r, entries), nil
+}
+
+// StartWorkflow sends workflow.start.v1 for request id, which a (staff)
+// may see, and returns the command's id. The workflow starts at most one
+// process per request, so a repeated command changes nothing there.
+func (s *Store) StartWorkflow(ctx context.Context, a request.Actor, id string) (string, error) {
+	r, err := s.Get(ctx, a, id)
+	if err != nil {
+		return "", err
+	}
+	env, err := request.StartWorkflowCommand(r)
+	if err != nil {
+		return "", err
+	}
+	return env.ID, s.inTenant(ctx, a.TenantID, func(tx pgx.Tx, _ *pgdb.Queries) error {
+		if err := s.outbox.Enqueue(ctx, tx, outbox.Item{Aggregate: aggregate(r.ID), Envelope: env}); err != nil {
+			return fmt.Errorf("enqueue %s for %s: %w", env.Type, r.ID, err)
+		}
+		return nil
+	})
+}
+
+// ReprocessDocument sends document.process.v1 for document documentID of
+// request requestID and returns the command's id, or request.ErrNotFound
+// when a's tenant has no such document.
+func (s *Store) ReprocessDocument(ctx context.Context, a request.Actor, requestID, documentID string) (string, error) {
+	r, err := s.Get(ctx, a, requestID)
+	if err != nil {
+		return "", err
+	}
+	u, err := uuid.Parse(documentID)
+	if err != nil {
+		return "", request.ErrNotFound
+	}
+	var cmd string
+	err = s.inTenant(ctx, a.TenantID, func(tx pgx.Tx, q *pgdb.Queries) error {
+		row, err := q.GetDocument(ctx, pgdb.GetDocumentParams{TenantID: a.TenantID, RequestID: r.ID, ID: u.String()})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return request.ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("document %s: %w", u, err)
+		}
+		env, err := request.ProcessDocumentCommand(r, request.Document{ID: row.ID, RequestID: row.RequestID})
+		if err != nil {
+			return err
+		}
+		cmd = env.ID
+		if err := s.outbox.Enqueue(ctx, tx, outbox.Item{Aggregate: outbox.Aggregate{Type: "document", ID: row.ID}, Envelope: env}); err != nil {
+			return fmt.Errorf("enqueue %s for document %s: %w", env.Type, row.ID, err)
+		}
+		return nil
+	})
+	return cmd, err
 }

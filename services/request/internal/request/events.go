@@ -18,6 +18,9 @@ const (
 	TypeProcessStarted   = "workflow.process-started.v1"
 	TypeProcessCompleted = "workflow.process-completed.v1"
 	TypeSLABreached      = "task.sla-breached.v1"
+	// Commands this service sends.
+	TypeStartWorkflow   = "workflow.start.v1"
+	TypeProcessDocument = "document.process.v1"
 )
 
 // SubmittedEvent returns the root envelope announcing r. Its id becomes
@@ -42,24 +45,41 @@ func StatusChangedEvent(cause envelope.Envelope, r Request, previous Status) (en
 // CancelledEvent announces that by cancelled r (now cancelled, updated at
 // the moment of cancellation), correlated with its submission.
 func CancelledEvent(r Request, previous Status, by string) (envelope.Envelope, error) {
-	env, err := envelope.New(TypeCancelled, r.TenantID, Producer, payload.RequestCancelled{
+	return inConversation(r, TypeCancelled, payload.RequestCancelled{
 		RequestID: r.ID, PreviousStatus: string(previous), CancelledBy: by, Reason: r.StatusReason, CancelledAt: r.UpdatedAt,
 	})
-	if err != nil {
-		return env, err
-	}
-	if r.CorrelationID != "" {
-		env.CorrelationID = r.CorrelationID
-	}
-	return env, nil
 }
 
 // UploadedEvent announces d, correlated with its request's submission.
 func UploadedEvent(r Request, d Document) (envelope.Envelope, error) {
-	env, err := envelope.New(TypeDocumentUploaded, r.TenantID, Producer, payload.DocumentUploaded{
+	return inConversation(r, TypeDocumentUploaded, payload.DocumentUploaded{
 		DocumentID: d.ID, RequestID: d.RequestID, Bucket: d.Bucket, ObjectKey: d.ObjectKey,
 		FileName: d.FileName, ContentType: d.ContentType, Size: d.Size, SHA256: d.SHA256,
 	})
+}
+
+// startWorkflow is workflow.start.v1.
+type startWorkflow struct {
+	RequestID string `json:"requestId"`
+	ServiceID string `json:"serviceId"`
+}
+
+// StartWorkflowCommand asks the workflow to start r's process (it starts at
+// most one per request), in r's conversation.
+func StartWorkflowCommand(r Request) (envelope.Envelope, error) {
+	return inConversation(r, TypeStartWorkflow, startWorkflow{RequestID: r.ID, ServiceID: r.ServiceID})
+}
+
+// ProcessDocumentCommand asks the document worker to process d, a document
+// of r, again.
+func ProcessDocumentCommand(r Request, d Document) (envelope.Envelope, error) {
+	return inConversation(r, TypeProcessDocument, payload.ProcessDocument{DocumentID: d.ID})
+}
+
+// inConversation returns a new envelope of typ about r, correlated with
+// its submission.
+func inConversation(r Request, typ string, p any) (envelope.Envelope, error) {
+	env, err := envelope.New(typ, r.TenantID, Producer, p)
 	if err != nil {
 		return env, err
 	}
@@ -76,6 +96,8 @@ type WorkflowChange struct {
 	Status Status
 	Reason string
 	// SLABreached marks that a task of the request's process missed its SLA.
+	// A change with neither status nor breach is only recorded in the
+	// request's timeline.
 	SLABreached bool
 }
 
@@ -106,6 +128,13 @@ func ChangeFromWorkflow(env envelope.Envelope) (c WorkflowChange, ok bool, err e
 		if p.Outcome == "rejected" {
 			c.Status = StatusRejected
 		}
+	case TypeTaskCompleted:
+		// No status moves, but the request's timeline records it.
+		var p payload.TaskCompleted
+		if err := decode(&p); err != nil {
+			return c, false, err
+		}
+		c.RequestID = p.RequestID
 	case TypeSLABreached:
 		var p payload.SLABreached
 		if err := decode(&p); err != nil {

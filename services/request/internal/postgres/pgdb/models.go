@@ -56,3 +56,15 @@ type Request struct {
 	SubmittedAt   time.Time
 	UpdatedAt     time.Time
 }
+
+type TimelineEntry struct {
+	TenantID       string
+	EventID        string
+	RequestID      string
+	Seq            *int64
+	Type           string
+	OccurredAt     time.Time
+	Status         *string
+	Summary        string
+	CitizenVisible bool
+}

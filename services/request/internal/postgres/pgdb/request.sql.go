@@ -10,6 +10,38 @@ import (
 	"time"
 )
 
+const appendTimeline = `-- name: AppendTimeline :exec
+INSERT INTO timeline_entry (tenant_id, event_id, request_id, type, occurred_at, status, summary, citizen_visible)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT (tenant_id, event_id) DO NOTHING
+`
+
+type AppendTimelineParams struct {
+	TenantID       string
+	EventID        string
+	RequestID      string
+	Type           string
+	OccurredAt     time.Time
+	Status         *string
+	Summary        string
+	CitizenVisible bool
+}
+
+// A redelivered event adds nothing: its id is already there.
+func (q *Queries) AppendTimeline(ctx context.Context, arg AppendTimelineParams) error {
+	_, err := q.db.Exec(ctx, appendTimeline,
+		arg.TenantID,
+		arg.EventID,
+		arg.RequestID,
+		arg.Type,
+		arg.OccurredAt,
+		arg.Status,
+		arg.Summary,
+		arg.CitizenVisible,
+	)
+	return err
+}
+
 const claimIdempotencyKey = `-- name: ClaimIdempotencyKey :execrows
 INSERT INTO idempotency_key (tenant_id, citizen_id, key, body_hash, request_id, status_code, response)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -42,6 +74,35 @@ func (q *Queries) ClaimIdempotencyKey(ctx context.Context, arg ClaimIdempotencyK
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const getDocument = `-- name: GetDocument :one
+SELECT id, tenant_id, request_id, bucket, object_key, file_name, content_type, size_bytes, sha256, uploaded_by, uploaded_at FROM document WHERE tenant_id = $1 AND request_id = $2 AND id = $3
+`
+
+type GetDocumentParams struct {
+	TenantID  string
+	RequestID string
+	ID        string
+}
+
+func (q *Queries) GetDocument(ctx context.Context, arg GetDocumentParams) (Document, error) {
+	row := q.db.QueryRow(ctx, getDocument, arg.TenantID, arg.RequestID, arg.ID)
+	var i Document
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.RequestID,
+		&i.Bucket,
+		&i.ObjectKey,
+		&i.FileName,
+		&i.ContentType,
+		&i.SizeBytes,
+		&i.Sha256,
+		&i.UploadedBy,
+		&i.UploadedAt,
+	)
+	return i, err
 }
 
 const getIdempotencyKey = `-- name: GetIdempotencyKey :one
@@ -305,6 +366,54 @@ func (q *Queries) ListRequests(ctx context.Context, arg ListRequestsParams) ([]R
 			&i.CorrelationID,
 			&i.SubmittedAt,
 			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listTimeline = `-- name: ListTimeline :many
+SELECT event_id, type, occurred_at, status, summary, citizen_visible FROM timeline_entry
+WHERE tenant_id = $1 AND request_id = $2
+ORDER BY occurred_at, seq
+LIMIT 1000
+`
+
+type ListTimelineParams struct {
+	TenantID  string
+	RequestID string
+}
+
+type ListTimelineRow struct {
+	EventID        string
+	Type           string
+	OccurredAt     time.Time
+	Status         *string
+	Summary        string
+	CitizenVisible bool
+}
+
+func (q *Queries) ListTimeline(ctx context.Context, arg ListTimelineParams) ([]ListTimelineRow, error) {
+	rows, err := q.db.Query(ctx, listTimeline, arg.TenantID, arg.RequestID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListTimelineRow
+	for rows.Next() {
+		var i ListTimelineRow
+		if err := rows.Scan(
+			&i.EventID,
+			&i.Type,
+			&i.OccurredAt,
+			&i.Status,
+			&i.Summary,
+			&i.CitizenVisible,
 		); err != nil {
 			return nil, err
 		}

@@ -58,3 +58,18 @@ WHERE tenant_id = @tenant_id
        OR (submitted_at, id) < (sqlc.narg(after_at)::timestamptz, sqlc.narg(after_id)::uuid))
 ORDER BY submitted_at DESC, id DESC
 LIMIT @max_rows;
+
+-- name: AppendTimeline :exec
+-- A redelivered event adds nothing: its id is already there.
+INSERT INTO timeline_entry (tenant_id, event_id, request_id, type, occurred_at, status, summary, citizen_visible)
+VALUES (@tenant_id, @event_id, @request_id, @type, @occurred_at, @status, @summary, @citizen_visible)
+ON CONFLICT (tenant_id, event_id) DO NOTHING;
+
+-- name: ListTimeline :many
+SELECT event_id, type, occurred_at, status, summary, citizen_visible FROM timeline_entry
+WHERE tenant_id = @tenant_id AND request_id = @request_id
+ORDER BY occurred_at, seq
+LIMIT 1000;
+
+-- name: GetDocument :one
+SELECT * FROM document WHERE tenant_id = @tenant_id AND request_id = @request_id AND id = @id;
