@@ -10,6 +10,9 @@ import (
 	"io"
 	"strconv"
 	"time"
+	// Quiet hours are kept in the citizen's zone; the slim runtime image
+	// has no zoneinfo of its own.
+	_ "time/tzdata"
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/host"
@@ -38,6 +41,9 @@ type config struct {
 	host        host.Config
 	smtp        mail.Config
 	concurrency int
+	// heldInterval is how often notifications held for quiet hours are
+	// looked at (HELD_CHECK_INTERVAL).
+	heldInterval time.Duration
 }
 
 func loadConfig(getenv func(string) string) (config, error) {
@@ -51,7 +57,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		HeloName: getenv("SMTP_HELO"),
 		Username: getenv("SMTP_USERNAME"),
 		Password: getenv("SMTP_PASSWORD"),
-	}, concurrency: 4}
+	}, concurrency: 4, heldInterval: 30 * time.Second}
 	if c.smtp.Addr == "" {
 		c.smtp.Addr = "127.0.0.1:1025"
 	}
@@ -61,6 +67,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if v := getenv("SMTP_STARTTLS"); v != "" {
 		if c.smtp.StartTLS, err = strconv.ParseBool(v); err != nil {
 			return c, fmt.Errorf("SMTP_STARTTLS: %w", err)
+		}
+	}
+	if v := getenv("HELD_CHECK_INTERVAL"); v != "" {
+		if c.heldInterval, err = time.ParseDuration(v); err != nil || c.heldInterval <= 0 {
+			return c, fmt.Errorf("HELD_CHECK_INTERVAL %q: want a positive duration like 30s", v)
 		}
 	}
 	if v := getenv("SMTP_TIMEOUT"); v != "" {
@@ -104,5 +115,11 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	if err := h.ConsumeTx(commandQueue, d.HandleSend, opts); err != nil {
 		return err
 	}
+	// The dispatcher stops with the consumers, before the relay: a batch in
+	// flight rolls back and its notifications stay held.
+	h.Go("held-notifications", func(ctx context.Context) error {
+		d.WatchHeld(ctx, cfg.heldInterval, 100)
+		return nil
+	})
 	return h.Serve(ctx, httpapi.NewHandler(store, h.Verifier, h.Log), nil)
 }

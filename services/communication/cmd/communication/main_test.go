@@ -169,7 +169,7 @@ func (s *stack) call(t *testing.T, method, path, token string, body any, out any
 	return resp
 }
 
-func (s *stack) putContact(t *testing.T, tenantID, citizen string, body map[string]string) {
+func (s *stack) putContact(t *testing.T, tenantID, citizen string, body any) {
 	t.Helper()
 	tok := s.token(t, tenantID, "attendant-1", auth.RoleAttendant)
 	if resp := s.call(t, http.MethodPut, "/v1/contacts/"+citizen, tok, body, nil); resp.StatusCode != http.StatusOK {
@@ -584,4 +584,81 @@ func TestConcurrentDeliveriesWithASmallPool(t *testing.T) {
 		}
 		s.waitStatus(t, tenantID, id, "sent")
 	}
+}
+
+// TestConsentAndQuietHours: a citizen who withdrew consent gets no progress
+// notice but still the confirmation of their own submission; an SMS in the
+// citizen's quiet hours is held, held again while they last, and sent once
+// they are over. The test moves the hold's due time instead of waiting for
+// the clock.
+func TestConsentAndQuietHours(t *testing.T) {
+	s := startStack(t, "HELD_CHECK_INTERVAL", "100ms")
+	ctx := context.Background()
+	db, err := pgx.Connect(ctx, s.database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close(context.Background()) })
+
+	// Consent withdrawn in org-a only.
+	s.putContact(t, "org-a", "citizen-ana", map[string]any{"email": "ana@example.org", "progressNotices": false})
+	s.putContact(t, "org-b", "citizen-ana", map[string]any{"email": "ana.b@example.org"})
+	withheld, elsewhere := uuid.NewString(), uuid.NewString()
+	for _, e := range []envelope.Envelope{
+		statusChangedEvent(t, "org-a", "citizen-ana", withheld, "AG-2026-700001", "in_progress"),
+		statusChangedEvent(t, "org-b", "citizen-ana", elsewhere, "AG-2026-700002", "in_progress"),
+	} {
+		if err := s.pub.Publish(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := s.waitStatus(t, "org-a", withheld, "withheld"); n.FailureReason != "no-consent" {
+		t.Errorf("withheld notice: failureReason = %q, want no-consent", n.FailureReason)
+	}
+	s.waitStatus(t, "org-b", elsewhere, "sent")
+	confirmed := uuid.NewString()
+	if err := s.pub.Publish(ctx, submittedEvent(t, "org-a", "citizen-ana", confirmed, "AG-2026-700003")); err != nil {
+		t.Fatal(err)
+	}
+	s.waitStatus(t, "org-a", confirmed, "sent")
+	if got := s.mails(t, "AG-2026-700001"); len(got) != 0 {
+		t.Errorf("mails about the withheld notice: %d, want none", len(got))
+	}
+
+	// Quiet hours around now, in UTC.
+	now := time.Now().UTC()
+	quiet := map[string]any{"start": now.Add(-time.Hour).Format("15:04"), "end": now.Add(2 * time.Hour).Format("15:04"), "timeZone": "UTC"}
+	bia := map[string]any{"phone": "+5511977776666", "preferredChannel": "sms", "quietHours": quiet}
+	s.putContact(t, "org-a", "citizen-bia", bia)
+	held := uuid.NewString()
+	if err := s.pub.Publish(ctx, statusChangedEvent(t, "org-a", "citizen-bia", held, "AG-2026-700004", "completed")); err != nil {
+		t.Fatal(err)
+	}
+	n := s.waitStatus(t, "org-a", held, "held")
+	dueIn := func() time.Duration {
+		var due time.Time
+		if err := db.QueryRow(ctx, "SELECT not_before FROM "+s.schema+".notification_hold WHERE notification_id = $1", n.ID).Scan(&due); err != nil {
+			t.Fatalf("hold of %s: %v", n.ID, err)
+		}
+		return time.Until(due)
+	}
+	if d := dueIn(); d < time.Hour || d > 2*time.Hour {
+		t.Errorf("held until %v from now, want the end of the quiet hours, 1–2 h away", d)
+	}
+	makeDue := func() {
+		if _, err := db.Exec(ctx, "UPDATE "+s.schema+".notification_hold SET not_before = now() - interval '1 second' WHERE notification_id = $1", n.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Due while the quiet hours still last: held again until their end.
+	makeDue()
+	fabrictest.Eventually(t, 10*time.Second, "held again until the quiet hours end", func() bool { return dueIn() > time.Hour })
+	// The quiet hours end (the citizen drops them): sent.
+	delete(bia, "quietHours")
+	s.putContact(t, "org-a", "citizen-bia", bia)
+	makeDue()
+	s.waitStatus(t, "org-a", held, "sent")
+	fabrictest.Eventually(t, 10*time.Second, "notification-sent.v1 of the held notice", func() bool {
+		return s.sentEvents(t)[n.ID] == "sent"
+	})
 }

@@ -39,9 +39,11 @@ func mayActFor(c auth.Claims, citizenID string) bool {
 }
 
 type contactBody struct {
-	Email            string `json:"email"`
-	Phone            string `json:"phone"`
-	PreferredChannel string `json:"preferredChannel"`
+	Email            string             `json:"email"`
+	Phone            string             `json:"phone"`
+	PreferredChannel string             `json:"preferredChannel"`
+	ProgressNotices  *bool              `json:"progressNotices"`
+	QuietHours       *notify.QuietHours `json:"quietHours"`
 }
 
 func handlePutContact(store Store, log *slog.Logger) http.HandlerFunc {
@@ -60,7 +62,8 @@ func handlePutContact(store Store, log *slog.Logger) http.HandlerFunc {
 			problem.Error(w, r, http.StatusBadRequest, fmt.Sprintf("body is not a contact: %v", err))
 			return
 		}
-		c := notify.Contact{CitizenID: citizenID, Email: b.Email, Phone: b.Phone, Preferred: notify.Channel(b.PreferredChannel)}
+		c := notify.Contact{CitizenID: citizenID, Email: b.Email, Phone: b.Phone, Preferred: notify.Channel(b.PreferredChannel),
+			ProgressNotices: b.ProgressNotices, QuietHours: b.QuietHours}
 		if err := c.Validate(); err != nil {
 			fail(w, r, log, err)
 			return

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -42,6 +43,10 @@ type Store interface {
 	ContactTx(ctx context.Context, tx pgx.Tx, tenantID, citizenID string) (notify.Contact, error)
 	MarkSentTx(ctx context.Context, tx pgx.Tx, tenantID, id string) error
 	MarkFailedTx(ctx context.Context, tx pgx.Tx, tenantID, id, reason, lastError string, attempted bool) error
+	MarkWithheldTx(ctx context.Context, tx pgx.Tx, tenantID, id, reason string) error
+	MarkHeldTx(ctx context.Context, tx pgx.Tx, tenantID, id string, until time.Time, params map[string]string, cause envelope.Envelope) error
+	DispatchDue(ctx context.Context, now time.Time, limit int, fn func(ctx context.Context, tx pgx.Tx, h notify.HeldNotice) error) (int, error)
+	PostponeTx(ctx context.Context, tx pgx.Tx, tenantID, id, lastError string, until time.Time) error
 }
 
 // Enqueuer stores events in the caller's transaction; *outbox.Outbox does.
@@ -55,13 +60,18 @@ type Deliverer struct {
 	outbox  Enqueuer
 	senders map[notify.Channel]Sender
 	log     *slog.Logger
+	now     func() time.Time
 }
 
 // New returns a Deliverer sending through senders (a channel without one
 // records its notifications as failed with reason no-adapter).
 func New(store Store, ob Enqueuer, senders map[notify.Channel]Sender, log *slog.Logger) *Deliverer {
-	return &Deliverer{store: store, outbox: ob, senders: senders, log: log}
+	return &Deliverer{store: store, outbox: ob, senders: senders, log: log, now: time.Now}
 }
+
+// RetryHeldAfter is how long a held notification whose channel failed
+// waits before its next attempt.
+const RetryHeldAfter = time.Minute
 
 // job is one notification to make, whatever message asked for it.
 type job struct {
@@ -160,46 +170,128 @@ func (d *Deliverer) deliver(ctx context.Context, tx pgx.Tx, env envelope.Envelop
 	if n.Status != notify.Pending {
 		return nil // settled by an earlier delivery of this message
 	}
+	var c *notify.Contact
+	if found {
+		c = &contact
+	}
+	sendErr, err := d.settle(ctx, tx, tenantID, n, c, j.params, env)
+	if err != nil {
+		return fabric.Transient(err)
+	}
+	if sendErr == nil {
+		return nil
+	}
+	// Roll back first: the transaction holds the notification row and a
+	// pool connection; recording the attempt needs neither held. The
+	// inbox's own deferred rollback is then a no-op.
+	if rerr := tx.Rollback(ctx); rerr != nil {
+		return fabric.Transient(fmt.Errorf("send notification %s over %s: %w (rollback: %v)", n.ID, n.Channel, sendErr, rerr))
+	}
+	if rerr := d.store.RecordFailure(context.WithoutCancel(ctx), tenantID, env.ID, n, sendErr.Error()); rerr != nil {
+		d.log.Error("record delivery attempt", "notification", n.ID, "err", rerr)
+	}
+	return fabric.Transient(fmt.Errorf("send notification %s over %s: %w", n.ID, n.Channel, sendErr))
+}
+
+// settle applies the citizen's rules to n and sends it when they allow,
+// recording in tx whatever becomes of it: sent, failed, withheld or held.
+// contact is nil when the citizen has none. A channel's temporary failure
+// is returned as sendErr, for the caller to retry; err is a database
+// error.
+func (d *Deliverer) settle(ctx context.Context, tx pgx.Tx, tenantID string, n notify.Notification, contact *notify.Contact,
+	params map[string]string, cause envelope.Envelope) (sendErr, err error) {
 	fail := func(reason, lastError string, attempted bool) error {
 		if err := d.store.MarkFailedTx(ctx, tx, tenantID, n.ID, reason, lastError, attempted); err != nil {
-			return fabric.Transient(fmt.Errorf("mark notification %s failed: %w", n.ID, err))
+			return fmt.Errorf("mark notification %s failed: %w", n.ID, err)
 		}
 		d.log.Warn("notification failed", "notification", n.ID, "reason", reason, "err", lastError)
-		return d.emit(ctx, tx, env, n, notify.Failed)
+		return d.emit(ctx, tx, cause, n, notify.Failed)
 	}
-	to, ok := contact.Address(ch)
-	if !found || !ok {
-		return fail(notify.ReasonNoContact, fmt.Sprintf("no %s address for the citizen", ch), false)
+	if contact == nil {
+		return nil, fail(notify.ReasonNoContact, "the citizen has no contact", false)
 	}
-	subject, body, err := notify.Render(j.template, j.params)
+	to, ok := contact.Address(n.Channel)
+	if !ok {
+		return nil, fail(notify.ReasonNoContact, fmt.Sprintf("no %s address for the citizen", n.Channel), false)
+	}
+	subject, body, err := notify.Render(n.Template, params)
 	if err != nil {
-		return fail(notify.ReasonUnknownTemplate, err.Error(), false)
+		return nil, fail(notify.ReasonUnknownTemplate, err.Error(), false)
 	}
-	sender := d.senders[ch]
+	sender := d.senders[n.Channel]
 	if sender == nil {
-		return fail(notify.ReasonNoAdapter, "no adapter for channel "+string(ch), false)
+		return nil, fail(notify.ReasonNoAdapter, "no adapter for channel "+string(n.Channel), false)
 	}
-	err = sender.Send(ctx, notify.Message{NotificationID: n.ID, RequestID: j.requestID, Channel: ch,
+	switch verdict, until := notify.Decide(*contact, n.Channel, n.Template, d.now()); verdict {
+	case notify.Withhold:
+		d.log.Info("notification withheld: no consent to progress notices", "notification", n.ID)
+		return nil, d.store.MarkWithheldTx(ctx, tx, tenantID, n.ID, notify.ReasonNoConsent)
+	case notify.Hold:
+		d.log.Info("notification held for quiet hours", "notification", n.ID, "until", until)
+		return nil, d.store.MarkHeldTx(ctx, tx, tenantID, n.ID, until, params, cause)
+	}
+	err = sender.Send(ctx, notify.Message{NotificationID: n.ID, RequestID: n.RequestID, Channel: n.Channel,
 		To: to, Subject: subject, Body: body})
 	switch {
 	case err == nil:
 		if err := d.store.MarkSentTx(ctx, tx, tenantID, n.ID); err != nil {
-			return fabric.Transient(fmt.Errorf("mark notification %s sent: %w", n.ID, err))
+			return nil, fmt.Errorf("mark notification %s sent: %w", n.ID, err)
 		}
-		return d.emit(ctx, tx, env, n, notify.Sent)
+		return nil, d.emit(ctx, tx, cause, n, notify.Sent)
 	case errors.Is(err, notify.ErrRejected):
-		return fail(notify.ReasonRejected, err.Error(), true)
+		return nil, fail(notify.ReasonRejected, err.Error(), true)
 	default:
-		// Roll back first: the transaction holds the notification row and
-		// a pool connection; recording the attempt needs neither held.
-		// The inbox's own deferred rollback is then a no-op.
-		if rerr := tx.Rollback(ctx); rerr != nil {
-			return fabric.Transient(fmt.Errorf("send notification %s over %s: %w (rollback: %v)", n.ID, ch, err, rerr))
+		return err, nil
+	}
+}
+
+// DispatchHeld sends up to limit held notifications whose quiet hours are
+// over, and returns how many it handled. The rules are applied again: the
+// citizen may have withdrawn consent or moved their quiet hours meanwhile.
+// A channel's temporary failure holds the notification RetryHeldAfter
+// more; a database error aborts the batch, and every notification in it
+// stays held.
+func (d *Deliverer) DispatchHeld(ctx context.Context, limit int) (int, error) {
+	return d.store.DispatchDue(ctx, d.now(), limit, func(ctx context.Context, tx pgx.Tx, h notify.HeldNotice) error {
+		contact, err := d.store.ContactTx(ctx, tx, h.TenantID, h.Notification.CitizenID)
+		var c *notify.Contact
+		switch {
+		case err == nil:
+			c = &contact
+		case !errors.Is(err, notify.ErrNotFound):
+			return err
 		}
-		if rerr := d.store.RecordFailure(context.WithoutCancel(ctx), tenantID, env.ID, n, err.Error()); rerr != nil {
-			d.log.Error("record delivery attempt", "notification", n.ID, "err", rerr)
+		sendErr, err := d.settle(ctx, tx, h.TenantID, h.Notification, c, h.Params, h.Cause)
+		if err != nil || sendErr == nil {
+			return err
 		}
-		return fabric.Transient(fmt.Errorf("send notification %s over %s: %w", n.ID, ch, err))
+		d.log.Warn("held notification not sent; holding it again", "notification", h.Notification.ID, "err", sendErr)
+		return d.store.PostponeTx(ctx, tx, h.TenantID, h.Notification.ID, sendErr.Error(), d.now().Add(RetryHeldAfter))
+	})
+}
+
+// WatchHeld runs DispatchHeld every interval until ctx ends.
+func (d *Deliverer) WatchHeld(ctx context.Context, interval time.Duration, limit int) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for {
+			n, err := d.DispatchHeld(ctx, limit)
+			if err != nil {
+				if ctx.Err() == nil {
+					d.log.Error("dispatch held notifications", "err", err)
+				}
+				break
+			}
+			if n < limit {
+				break
+			}
+		}
 	}
 }
 

@@ -37,8 +37,12 @@ type Status string
 // Notification statuses.
 const (
 	Pending Status = "pending"
-	Sent    Status = "sent"
-	Failed  Status = "failed"
+	// Held: waiting for the end of the citizen's quiet hours.
+	Held   Status = "held"
+	Sent   Status = "sent"
+	Failed Status = "failed"
+	// Withheld: not sent, for want of the citizen's consent.
+	Withheld Status = "withheld"
 )
 
 // Failure reasons recorded on failed notifications.
@@ -66,11 +70,16 @@ var (
 // communication service is the only owner of these addresses: events carry
 // the citizen id, never the address.
 type Contact struct {
-	CitizenID string    `json:"citizenId"`
-	Email     string    `json:"email,omitempty"`
-	Phone     string    `json:"phone,omitempty"`
-	Preferred Channel   `json:"preferredChannel"`
-	UpdatedAt time.Time `json:"updatedAt"`
+	CitizenID string  `json:"citizenId"`
+	Email     string  `json:"email,omitempty"`
+	Phone     string  `json:"phone,omitempty"`
+	Preferred Channel `json:"preferredChannel"`
+	// ProgressNotices is the citizen's consent to notices about their
+	// requests' progress; nil means given (see WantsProgressNotices).
+	ProgressNotices *bool `json:"progressNotices,omitempty"`
+	// QuietHours, when set, hold SMS and WhatsApp back (see Decide).
+	QuietHours *QuietHours `json:"quietHours,omitempty"`
+	UpdatedAt  time.Time   `json:"updatedAt"`
 }
 
 var phonePattern = regexp.MustCompile(`^\+[1-9][0-9]{6,14}$`)
@@ -100,6 +109,9 @@ func (c *Contact) Validate() error {
 	}
 	if _, ok := c.Address(c.Preferred); !ok {
 		return fmt.Errorf("%w: preferredChannel %s has no address", ErrInvalid, c.Preferred)
+	}
+	if c.QuietHours != nil {
+		return c.QuietHours.Validate()
 	}
 	return nil
 }

@@ -6,12 +6,15 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/services/communication/internal/notify"
 	"github.com/agora-platform/agora/services/communication/internal/postgres/pgdb"
@@ -45,8 +48,12 @@ func deref(s *string) string {
 }
 
 func contactOf(c pgdb.Contact) notify.Contact {
-	return notify.Contact{CitizenID: c.CitizenID, Email: deref(c.Email), Phone: deref(c.Phone),
-		Preferred: notify.Channel(c.PreferredChannel), UpdatedAt: c.UpdatedAt}
+	out := notify.Contact{CitizenID: c.CitizenID, Email: deref(c.Email), Phone: deref(c.Phone),
+		Preferred: notify.Channel(c.PreferredChannel), ProgressNotices: &c.ProgressNotices, UpdatedAt: c.UpdatedAt}
+	if c.QuietStart != nil {
+		out.QuietHours = &notify.QuietHours{Start: *c.QuietStart, End: deref(c.QuietEnd), TimeZone: deref(c.QuietTimeZone)}
+	}
+	return out
 }
 
 func notificationOf(n pgdb.Notification) notify.Notification {
@@ -60,8 +67,13 @@ func notificationOf(n pgdb.Notification) notify.Notification {
 func (s *Store) PutContact(ctx context.Context, tenantID string, c notify.Contact, by string) (notify.Contact, error) {
 	var out notify.Contact
 	err := s.inTenant(ctx, tenantID, func(q *pgdb.Queries) error {
-		row, err := q.UpsertContact(ctx, pgdb.UpsertContactParams{TenantID: tenantID, CitizenID: c.CitizenID,
-			Email: opt(c.Email), Phone: opt(c.Phone), PreferredChannel: string(c.Preferred), UpdatedBy: by})
+		p := pgdb.UpsertContactParams{TenantID: tenantID, CitizenID: c.CitizenID, Email: opt(c.Email),
+			Phone: opt(c.Phone), PreferredChannel: string(c.Preferred), UpdatedBy: by,
+			ProgressNotices: c.WantsProgressNotices()}
+		if q := c.QuietHours; q != nil {
+			p.QuietStart, p.QuietEnd, p.QuietTimeZone = &q.Start, &q.End, &q.TimeZone
+		}
+		row, err := q.UpsertContact(ctx, p)
 		out = contactOf(row)
 		return err
 	})
@@ -157,4 +169,97 @@ func (s *Store) Notifications(ctx context.Context, tenantID, requestID, citizenI
 		return nil, fmt.Errorf("notifications of request %s: %w", requestID, err)
 	}
 	return out, nil
+}
+
+// MarkWithheldTx records inside tx that notification id is not sent for
+// reason.
+func (s *Store) MarkWithheldTx(ctx context.Context, tx pgx.Tx, tenantID, id, reason string) error {
+	return pgdb.New(tx).MarkWithheld(ctx, pgdb.MarkWithheldParams{TenantID: tenantID, ID: id, FailureReason: &reason})
+}
+
+// MarkHeldTx holds notification id until until inside tx, keeping what
+// sending it then needs.
+func (s *Store) MarkHeldTx(ctx context.Context, tx pgx.Tx, tenantID, id string, until time.Time, params map[string]string, cause envelope.Envelope) error {
+	ps, err := json.Marshal(params)
+	if err != nil {
+		return fmt.Errorf("hold notification %s: %w", id, err)
+	}
+	cause.Payload = json.RawMessage("{}") // the header is what a derived event needs
+	c, err := json.Marshal(cause)
+	if err != nil {
+		return fmt.Errorf("hold notification %s: %w", id, err)
+	}
+	q := pgdb.New(tx)
+	if err := q.MarkHeld(ctx, pgdb.MarkHeldParams{TenantID: tenantID, ID: id, NotBefore: &until, Params: ps, Cause: c}); err != nil {
+		return fmt.Errorf("hold notification %s: %w", id, err)
+	}
+	if err := q.PutHold(ctx, pgdb.PutHoldParams{NotificationID: id, TenantID: tenantID, NotBefore: until}); err != nil {
+		return fmt.Errorf("hold notification %s: %w", id, err)
+	}
+	return nil
+}
+
+// DispatchDue hands each held notification due at now (at most limit) to
+// fn inside one transaction, scoped to the notification's tenant in turn,
+// and commits. Its hold is gone unless fn puts it back (PostponeTx); fn's
+// error aborts the batch and keeps every hold. It returns how many
+// notifications fn got.
+func (s *Store) DispatchDue(ctx context.Context, now time.Time, limit int, fn func(ctx context.Context, tx pgx.Tx, h notify.HeldNotice) error) (int, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("dispatch held: begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	q := pgdb.New(tx)
+	holds, err := q.DueHolds(ctx, pgdb.DueHoldsParams{Now: now, MaxRows: int32(limit)})
+	if err != nil {
+		return 0, fmt.Errorf("dispatch held: due: %w", err)
+	}
+	n := 0
+	for _, h := range holds {
+		if err := tenant.Set(ctx, tx, h.TenantID); err != nil {
+			return 0, err
+		}
+		if err := q.DeleteHold(ctx, h.NotificationID); err != nil {
+			return 0, fmt.Errorf("dispatch held: release %s: %w", h.NotificationID, err)
+		}
+		row, err := q.GetNotification(ctx, pgdb.GetNotificationParams{TenantID: h.TenantID, ID: h.NotificationID})
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // erased with its citizen's data meanwhile
+		}
+		if err != nil {
+			return 0, fmt.Errorf("dispatch held: notification %s: %w", h.NotificationID, err)
+		}
+		if notify.Status(row.Status) != notify.Held {
+			continue
+		}
+		held := notify.HeldNotice{TenantID: h.TenantID, Notification: notificationOf(row)}
+		if err := json.Unmarshal(row.Params, &held.Params); err != nil {
+			return 0, fmt.Errorf("dispatch held: params of %s: %w", row.ID, err)
+		}
+		if err := json.Unmarshal(row.Cause, &held.Cause); err != nil {
+			return 0, fmt.Errorf("dispatch held: cause of %s: %w", row.ID, err)
+		}
+		if err := fn(ctx, tx, held); err != nil {
+			return 0, err
+		}
+		n++
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("dispatch held: commit: %w", err)
+	}
+	return n, nil
+}
+
+// PostponeTx counts a failed attempt to send held notification id and
+// holds it again until until.
+func (s *Store) PostponeTx(ctx context.Context, tx pgx.Tx, tenantID, id, lastError string, until time.Time) error {
+	q := pgdb.New(tx)
+	if err := q.PostponeHeld(ctx, pgdb.PostponeHeldParams{TenantID: tenantID, ID: id, LastError: &lastError, NotBefore: &until}); err != nil {
+		return fmt.Errorf("postpone notification %s: %w", id, err)
+	}
+	if err := q.PutHold(ctx, pgdb.PutHoldParams{NotificationID: id, TenantID: tenantID, NotBefore: until}); err != nil {
+		return fmt.Errorf("postpone notification %s: %w", id, err)
+	}
+	return nil
 }

@@ -7,13 +7,55 @@ package pgdb
 
 import (
 	"context"
+	"time"
 )
+
+const deleteHold = `-- name: DeleteHold :exec
+DELETE FROM notification_hold WHERE notification_id = $1
+`
+
+func (q *Queries) DeleteHold(ctx context.Context, notificationID string) error {
+	_, err := q.db.Exec(ctx, deleteHold, notificationID)
+	return err
+}
+
+const dueHolds = `-- name: DueHolds :many
+SELECT notification_id, tenant_id, not_before FROM notification_hold WHERE not_before <= $1
+ORDER BY not_before LIMIT $2
+FOR UPDATE SKIP LOCKED
+`
+
+type DueHoldsParams struct {
+	Now     time.Time
+	MaxRows int32
+}
+
+// SKIP LOCKED: instances dispatching at once take different notifications.
+func (q *Queries) DueHolds(ctx context.Context, arg DueHoldsParams) ([]NotificationHold, error) {
+	rows, err := q.db.Query(ctx, dueHolds, arg.Now, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []NotificationHold
+	for rows.Next() {
+		var i NotificationHold
+		if err := rows.Scan(&i.NotificationID, &i.TenantID, &i.NotBefore); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
 
 const ensureNotification = `-- name: EnsureNotification :one
 INSERT INTO notification (id, tenant_id, source_event_id, request_id, citizen_id, channel, template, status)
 VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending')
 ON CONFLICT (tenant_id, source_event_id) DO UPDATE SET updated_at = now()
-RETURNING id, tenant_id, source_event_id, request_id, citizen_id, channel, template, status, attempts, last_error, failure_reason, created_at, updated_at, sent_at
+RETURNING id, tenant_id, source_event_id, request_id, citizen_id, channel, template, status, attempts, last_error, failure_reason, created_at, updated_at, sent_at, params, cause, not_before
 `
 
 type EnsureNotificationParams struct {
@@ -54,12 +96,15 @@ func (q *Queries) EnsureNotification(ctx context.Context, arg EnsureNotification
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.SentAt,
+		&i.Params,
+		&i.Cause,
+		&i.NotBefore,
 	)
 	return i, err
 }
 
 const getContact = `-- name: GetContact :one
-SELECT tenant_id, citizen_id, email, phone, preferred_channel, updated_by, updated_at FROM contact WHERE tenant_id = $1 AND citizen_id = $2
+SELECT tenant_id, citizen_id, email, phone, preferred_channel, updated_by, updated_at, progress_notices, quiet_start, quiet_end, quiet_time_zone FROM contact WHERE tenant_id = $1 AND citizen_id = $2
 `
 
 type GetContactParams struct {
@@ -78,12 +123,50 @@ func (q *Queries) GetContact(ctx context.Context, arg GetContactParams) (Contact
 		&i.PreferredChannel,
 		&i.UpdatedBy,
 		&i.UpdatedAt,
+		&i.ProgressNotices,
+		&i.QuietStart,
+		&i.QuietEnd,
+		&i.QuietTimeZone,
+	)
+	return i, err
+}
+
+const getNotification = `-- name: GetNotification :one
+SELECT id, tenant_id, source_event_id, request_id, citizen_id, channel, template, status, attempts, last_error, failure_reason, created_at, updated_at, sent_at, params, cause, not_before FROM notification WHERE tenant_id = $1 AND id = $2
+`
+
+type GetNotificationParams struct {
+	TenantID string
+	ID       string
+}
+
+func (q *Queries) GetNotification(ctx context.Context, arg GetNotificationParams) (Notification, error) {
+	row := q.db.QueryRow(ctx, getNotification, arg.TenantID, arg.ID)
+	var i Notification
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.SourceEventID,
+		&i.RequestID,
+		&i.CitizenID,
+		&i.Channel,
+		&i.Template,
+		&i.Status,
+		&i.Attempts,
+		&i.LastError,
+		&i.FailureReason,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.SentAt,
+		&i.Params,
+		&i.Cause,
+		&i.NotBefore,
 	)
 	return i, err
 }
 
 const listNotifications = `-- name: ListNotifications :many
-SELECT id, tenant_id, source_event_id, request_id, citizen_id, channel, template, status, attempts, last_error, failure_reason, created_at, updated_at, sent_at FROM notification
+SELECT id, tenant_id, source_event_id, request_id, citizen_id, channel, template, status, attempts, last_error, failure_reason, created_at, updated_at, sent_at, params, cause, not_before FROM notification
 WHERE tenant_id = $1 AND request_id = $2
   AND ($3::text IS NULL OR citizen_id = $3)
 ORDER BY created_at, id
@@ -120,6 +203,9 @@ func (q *Queries) ListNotifications(ctx context.Context, arg ListNotificationsPa
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.SentAt,
+			&i.Params,
+			&i.Cause,
+			&i.NotBefore,
 		); err != nil {
 			return nil, err
 		}
@@ -156,6 +242,30 @@ func (q *Queries) MarkFailed(ctx context.Context, arg MarkFailedParams) error {
 	return err
 }
 
+const markHeld = `-- name: MarkHeld :exec
+UPDATE notification SET status = 'held', not_before = $3, params = $4, cause = $5, updated_at = now()
+WHERE tenant_id = $1 AND id = $2
+`
+
+type MarkHeldParams struct {
+	TenantID  string
+	ID        string
+	NotBefore *time.Time
+	Params    []byte
+	Cause     []byte
+}
+
+func (q *Queries) MarkHeld(ctx context.Context, arg MarkHeldParams) error {
+	_, err := q.db.Exec(ctx, markHeld,
+		arg.TenantID,
+		arg.ID,
+		arg.NotBefore,
+		arg.Params,
+		arg.Cause,
+	)
+	return err
+}
+
 const markSent = `-- name: MarkSent :exec
 UPDATE notification SET status = 'sent', attempts = attempts + 1, last_error = NULL, sent_at = now(), updated_at = now()
 WHERE tenant_id = $1 AND id = $2
@@ -168,6 +278,61 @@ type MarkSentParams struct {
 
 func (q *Queries) MarkSent(ctx context.Context, arg MarkSentParams) error {
 	_, err := q.db.Exec(ctx, markSent, arg.TenantID, arg.ID)
+	return err
+}
+
+const markWithheld = `-- name: MarkWithheld :exec
+UPDATE notification SET status = 'withheld', failure_reason = $3, updated_at = now()
+WHERE tenant_id = $1 AND id = $2
+`
+
+type MarkWithheldParams struct {
+	TenantID      string
+	ID            string
+	FailureReason *string
+}
+
+func (q *Queries) MarkWithheld(ctx context.Context, arg MarkWithheldParams) error {
+	_, err := q.db.Exec(ctx, markWithheld, arg.TenantID, arg.ID, arg.FailureReason)
+	return err
+}
+
+const postponeHeld = `-- name: PostponeHeld :exec
+UPDATE notification SET attempts = attempts + 1, last_error = $3, not_before = $4, updated_at = now()
+WHERE tenant_id = $1 AND id = $2
+`
+
+type PostponeHeldParams struct {
+	TenantID  string
+	ID        string
+	LastError *string
+	NotBefore *time.Time
+}
+
+// A failed attempt to send a held notification: it waits again.
+func (q *Queries) PostponeHeld(ctx context.Context, arg PostponeHeldParams) error {
+	_, err := q.db.Exec(ctx, postponeHeld,
+		arg.TenantID,
+		arg.ID,
+		arg.LastError,
+		arg.NotBefore,
+	)
+	return err
+}
+
+const putHold = `-- name: PutHold :exec
+INSERT INTO notification_hold (notification_id, tenant_id, not_before) VALUES ($1, $2, $3)
+ON CONFLICT (notification_id) DO UPDATE SET not_before = EXCLUDED.not_before
+`
+
+type PutHoldParams struct {
+	NotificationID string
+	TenantID       string
+	NotBefore      time.Time
+}
+
+func (q *Queries) PutHold(ctx context.Context, arg PutHoldParams) error {
+	_, err := q.db.Exec(ctx, putHold, arg.NotificationID, arg.TenantID, arg.NotBefore)
 	return err
 }
 
@@ -206,12 +371,14 @@ func (q *Queries) RecordAttemptFailure(ctx context.Context, arg RecordAttemptFai
 }
 
 const upsertContact = `-- name: UpsertContact :one
-INSERT INTO contact (tenant_id, citizen_id, email, phone, preferred_channel, updated_by)
-VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO contact (tenant_id, citizen_id, email, phone, preferred_channel, updated_by,
+                     progress_notices, quiet_start, quiet_end, quiet_time_zone)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (tenant_id, citizen_id) DO UPDATE
 SET email = EXCLUDED.email, phone = EXCLUDED.phone, preferred_channel = EXCLUDED.preferred_channel,
-    updated_by = EXCLUDED.updated_by, updated_at = now()
-RETURNING tenant_id, citizen_id, email, phone, preferred_channel, updated_by, updated_at
+    updated_by = EXCLUDED.updated_by, updated_at = now(), progress_notices = EXCLUDED.progress_notices,
+    quiet_start = EXCLUDED.quiet_start, quiet_end = EXCLUDED.quiet_end, quiet_time_zone = EXCLUDED.quiet_time_zone
+RETURNING tenant_id, citizen_id, email, phone, preferred_channel, updated_by, updated_at, progress_notices, quiet_start, quiet_end, quiet_time_zone
 `
 
 type UpsertContactParams struct {
@@ -221,6 +388,10 @@ type UpsertContactParams struct {
 	Phone            *string
 	PreferredChannel string
 	UpdatedBy        string
+	ProgressNotices  bool
+	QuietStart       *string
+	QuietEnd         *string
+	QuietTimeZone    *string
 }
 
 func (q *Queries) UpsertContact(ctx context.Context, arg UpsertContactParams) (Contact, error) {
@@ -231,6 +402,10 @@ func (q *Queries) UpsertContact(ctx context.Context, arg UpsertContactParams) (C
 		arg.Phone,
 		arg.PreferredChannel,
 		arg.UpdatedBy,
+		arg.ProgressNotices,
+		arg.QuietStart,
+		arg.QuietEnd,
+		arg.QuietTimeZone,
 	)
 	var i Contact
 	err := row.Scan(
@@ -241,6 +416,10 @@ func (q *Queries) UpsertContact(ctx context.Context, arg UpsertContactParams) (C
 		&i.PreferredChannel,
 		&i.UpdatedBy,
 		&i.UpdatedAt,
+		&i.ProgressNotices,
+		&i.QuietStart,
+		&i.QuietEnd,
+		&i.QuietTimeZone,
 	)
 	return i, err
 }

@@ -16,6 +16,10 @@ type Contact struct {
 	PreferredChannel string
 	UpdatedBy        string
 	UpdatedAt        time.Time
+	ProgressNotices  bool
+	QuietStart       *string
+	QuietEnd         *string
+	QuietTimeZone    *string
 }
 
 type Notification struct {
@@ -33,4 +37,13 @@ type Notification struct {
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 	SentAt        *time.Time
+	Params        []byte
+	Cause         []byte
+	NotBefore     *time.Time
+}
+
+type NotificationHold struct {
+	NotificationID string
+	TenantID       string
+	NotBefore      time.Time
 }

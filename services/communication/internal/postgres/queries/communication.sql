@@ -1,9 +1,11 @@
 -- name: UpsertContact :one
-INSERT INTO contact (tenant_id, citizen_id, email, phone, preferred_channel, updated_by)
-VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO contact (tenant_id, citizen_id, email, phone, preferred_channel, updated_by,
+                     progress_notices, quiet_start, quiet_end, quiet_time_zone)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (tenant_id, citizen_id) DO UPDATE
 SET email = EXCLUDED.email, phone = EXCLUDED.phone, preferred_channel = EXCLUDED.preferred_channel,
-    updated_by = EXCLUDED.updated_by, updated_at = now()
+    updated_by = EXCLUDED.updated_by, updated_at = now(), progress_notices = EXCLUDED.progress_notices,
+    quiet_start = EXCLUDED.quiet_start, quiet_end = EXCLUDED.quiet_end, quiet_time_zone = EXCLUDED.quiet_time_zone
 RETURNING *;
 
 -- name: GetContact :one
@@ -40,3 +42,32 @@ SELECT * FROM notification
 WHERE tenant_id = $1 AND request_id = $2
   AND (sqlc.narg(citizen_id)::text IS NULL OR citizen_id = sqlc.narg(citizen_id))
 ORDER BY created_at, id;
+
+-- name: MarkWithheld :exec
+UPDATE notification SET status = 'withheld', failure_reason = $3, updated_at = now()
+WHERE tenant_id = $1 AND id = $2;
+
+-- name: MarkHeld :exec
+UPDATE notification SET status = 'held', not_before = $3, params = $4, cause = $5, updated_at = now()
+WHERE tenant_id = $1 AND id = $2;
+
+-- name: PutHold :exec
+INSERT INTO notification_hold (notification_id, tenant_id, not_before) VALUES ($1, $2, $3)
+ON CONFLICT (notification_id) DO UPDATE SET not_before = EXCLUDED.not_before;
+
+-- name: DueHolds :many
+-- SKIP LOCKED: instances dispatching at once take different notifications.
+SELECT * FROM notification_hold WHERE not_before <= sqlc.arg(now)
+ORDER BY not_before LIMIT sqlc.arg(max_rows)
+FOR UPDATE SKIP LOCKED;
+
+-- name: DeleteHold :exec
+DELETE FROM notification_hold WHERE notification_id = $1;
+
+-- name: GetNotification :one
+SELECT * FROM notification WHERE tenant_id = $1 AND id = $2;
+
+-- name: PostponeHeld :exec
+-- A failed attempt to send a held notification: it waits again.
+UPDATE notification SET attempts = attempts + 1, last_error = $3, not_before = $4, updated_at = now()
+WHERE tenant_id = $1 AND id = $2;
