@@ -114,6 +114,24 @@ func TestDocumentFlow(t *testing.T) {
 		if len(a.Citations) == 0 || a.Citations[0].DocumentID != good {
 			t.Errorf("citations = %+v, want the note %s first", a.Citations, good)
 		}
+
+		t.Run("an operator has it processed again (document.process.v1)", func(t *testing.T) {
+			path := h.URL("request") + "/v1/requests/" + reqID + "/documents/" + good + "/reprocess"
+			for _, tc := range []struct {
+				name, token string
+				want        int
+			}{
+				{"an attendant", attendantA, http.StatusForbidden},
+				{"an operator of another tenant", h.Token(tenantB, "operator-b", "operator"), http.StatusNotFound},
+				{"an operator of the tenant", h.Token(tenantA, "operator-a", "operator"), http.StatusAccepted},
+			} {
+				req, _ := http.NewRequest(http.MethodPost, path, nil)
+				if status, body := do(t, req, tc.token); status != tc.want {
+					t.Fatalf("%s: POST reprocess = %d %s, want %d", tc.name, status, body, tc.want)
+				}
+			}
+			indexed.waitTimes(t, good, 2, 2*time.Minute)
+		})
 	})
 }
 
@@ -126,8 +144,9 @@ func randHex(n int) string {
 // indexedWatch collects ai.knowledge-indexed.v1 from a queue of the test's
 // own, bound before any service publishes.
 type indexedWatch struct {
-	mu   sync.Mutex
-	docs map[string]int // documentId → chunks
+	mu    sync.Mutex
+	docs  map[string]int // documentId → chunks
+	times map[string]int // documentId → how often indexed
 }
 
 func watchIndexed(t *testing.T, h *harness.Harness) *indexedWatch {
@@ -151,7 +170,7 @@ func watchIndexed(t *testing.T, h *harness.Harness) *indexedWatch {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &indexedWatch{docs: map[string]int{}}
+	w := &indexedWatch{docs: map[string]int{}, times: map[string]int{}}
 	go func() {
 		for d := range deliveries {
 			e, err := envelope.Decode(d.Body, 0)
@@ -165,6 +184,7 @@ func watchIndexed(t *testing.T, h *harness.Harness) *indexedWatch {
 			if json.Unmarshal(e.Payload, &p) == nil {
 				w.mu.Lock()
 				w.docs[p.DocumentID] = p.Chunks
+				w.times[p.DocumentID]++
 				w.mu.Unlock()
 			}
 		}
@@ -174,11 +194,17 @@ func watchIndexed(t *testing.T, h *harness.Harness) *indexedWatch {
 
 func (w *indexedWatch) wait(t *testing.T, documentID string, timeout time.Duration) {
 	t.Helper()
-	fabrictest.Eventually(t, timeout, "ai.knowledge-indexed.v1 of "+documentID, func() bool {
+	w.waitTimes(t, documentID, 1, timeout)
+}
+
+// waitTimes waits until documentID has been indexed, with chunks, at least
+// n times.
+func (w *indexedWatch) waitTimes(t *testing.T, documentID string, n int, timeout time.Duration) {
+	t.Helper()
+	fabrictest.Eventually(t, timeout, fmt.Sprintf("ai.knowledge-indexed.v1 of %s, %d times", documentID, n), func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		n, ok := w.docs[documentID]
-		return ok && n > 0
+		return w.docs[documentID] > 0 && w.times[documentID] >= n
 	})
 }
 
