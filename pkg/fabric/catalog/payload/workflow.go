@@ -21,6 +21,9 @@ type TaskCompleted struct {
 	Step        string `json:"step"`
 	Outcome     string `json:"outcome,omitempty"`
 	CompletedBy string `json:"completedBy,omitempty"`
+	// Reason explains the decision (required by the workflow API when the
+	// outcome is rejected); at most 1000 characters.
+	Reason string `json:"reason,omitempty"`
 }
 
 // MessageType returns the catalog type of the payload.

@@ -72,6 +72,9 @@ func FuzzHTTP(f *testing.F) {
 		"/v1/tasks",
 		"/v1/tasks/" + taskID + "/claim",
 		"/v1/tasks/" + taskID + "/release",
+		// Appended, so the route indices of saved inputs keep their meaning.
+		"/v1/dlq/" + startCommandsQueue,
+		"/v1/dlq/" + seiRegisterQueue,
 	}
 	const (
 		rProcesses = iota
@@ -86,6 +89,8 @@ func FuzzHTTP(f *testing.F) {
 		rWorklist
 		rClaim
 		rRelease
+		rStartDLQ
+		rSEIDLQ
 	)
 	const ctJSON = "application/json"
 	add := func(in httpfuzz.Input) { ft.Add(f, in) }
@@ -120,6 +125,12 @@ func FuzzHTTP(f *testing.F) {
 	add(httpfuzz.Input{Method: "POST", Route: rRelease, Authn: httpfuzz.AuthnOperator})
 	add(httpfuzz.Input{Method: "POST", Route: rTasks, Tail: uuid.NewString() + "/claim", Authn: httpfuzz.AuthnAll})
 	add(httpfuzz.Input{Method: "POST", Route: rTasks, Tail: uuid.NewString() + "/release", Authn: httpfuzz.AuthnAll})
+	add(httpfuzz.Input{Method: "POST", Route: rComplete, Authn: httpfuzz.AuthnOperator, ContentType: ctJSON, Body: []byte(`{"outcome":"rejected"}`)})
+	add(httpfuzz.Input{Method: "POST", Route: rComplete, Authn: httpfuzz.AuthnAttendant, ContentType: ctJSON, Body: []byte(`{"outcome":"approved","reason":"documentos conferidos"}`)})
+	add(httpfuzz.Input{Method: "GET", Route: rStartDLQ, Authn: httpfuzz.AuthnOperator})
+	add(httpfuzz.Input{Method: "GET", Route: rSEIDLQ, Authn: httpfuzz.AuthnOperator})
+	add(httpfuzz.Input{Method: "POST", Route: rSEIDLQ, Tail: "/replay", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
+		Body: []byte(`{"filter":{"all":true},"reason":"fuzz","dryRun":true}`)})
 
 	// Tokens and methods the routes refuse.
 	for a := range uint8(httpfuzz.AuthnCount) {
@@ -173,7 +184,13 @@ func FuzzHTTP(f *testing.F) {
 	}
 	for _, body := range []string{"", "null", "[]", `"x"`, "{", `{"outcome":"done"}{}`, `{"outcome":"done","x":1}`,
 		"{\"outcome\":\"a\x00\"}", "{\"outcome\":\"\xff\"}", `{"outcome":"\ud800"}`, `{"outcome":1e400}`, `{"outcome":null}`,
-		`{"outcome":"` + strings.Repeat("o", 20000) + `"}`, strings.Repeat("[", 10000), `{"outcome":` + strings.Repeat("[", 5000) + `}`} {
+		`{"outcome":"` + strings.Repeat("o", 20000) + `"}`, strings.Repeat("[", 10000), `{"outcome":` + strings.Repeat("[", 5000) + `}`,
+		// Reasons: missing, blank, at and over the limit in characters
+		// (not bytes), not a string, NUL, invalid UTF-8, a lone surrogate.
+		`{"outcome":"rejected","reason":""}`, `{"outcome":"rejected","reason":" \u00a0\t"}`, `{"outcome":"rejected","reason":null}`,
+		`{"outcome":"rejected","reason":"` + strings.Repeat("é", 1000) + `"}`, `{"outcome":"done","reason":"` + strings.Repeat("é", 1001) + `"}`,
+		`{"outcome":"rejected","reason":["x"]}`, `{"reason":"só o motivo"}`, "{\"outcome\":\"rejected\",\"reason\":\"a\x00\"}",
+		"{\"outcome\":\"rejected\",\"reason\":\"\xff\"}", `{"outcome":"rejected","reason":"\ud800"}`} {
 		add(httpfuzz.Input{Method: "POST", Route: rComplete, Authn: httpfuzz.AuthnAll, ContentType: ctJSON, Body: []byte(body)})
 	}
 	for _, ctype := range []string{"", "text/plain", "application/json; charset=latin1", "application/problem+json",

@@ -1,6 +1,7 @@
 // Command workflow runs the workflow service: a process instance per
-// submitted request, from definitions kept as data, with SLA timers and
-// task completion.
+// submitted request (or per workflow.start.v1 command), from definitions
+// kept as data, with SLA timers, task completion, and the registration of
+// approved requests in SEI.
 package main
 
 import (
@@ -18,6 +19,7 @@ import (
 	"github.com/agora-platform/agora/services/workflow/internal/messaging"
 	"github.com/agora-platform/agora/services/workflow/internal/postgres"
 	"github.com/agora-platform/agora/services/workflow/internal/process"
+	"github.com/agora-platform/agora/services/workflow/internal/sei"
 	"github.com/agora-platform/agora/services/workflow/migrations"
 )
 
@@ -27,6 +29,10 @@ const (
 	requestSubmittedQueue = "workflow.request-submitted"
 	// requestCancelledQueue stops the processes of cancelled requests.
 	requestCancelledQueue = "workflow.request-cancelled"
+	// startCommandsQueue starts processes integrations ask for.
+	startCommandsQueue = "workflow.start-commands"
+	// seiRegisterQueue registers approved requests in SEI.
+	seiRegisterQueue = "workflow.sei-register"
 )
 
 type config struct {
@@ -36,6 +42,9 @@ type config struct {
 	SLABatch    int
 	// DueSoon is the worklist's due-soon window (GET /v1/tasks?sla=due_soon).
 	DueSoon time.Duration
+	// SEI is the SEI gateway (SEI_URL, SEI_TIMEOUT); nil when SEI_URL is
+	// unset: registration is then off (see run).
+	SEI *sei.Client
 }
 
 func loadConfig(getenv func(string) string) (config, error) {
@@ -68,6 +77,17 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return config{}, fmt.Errorf("SLA_DUE_SOON %q: want a positive duration like 4h", v)
 		}
 	}
+	timeout := sei.DefaultTimeout
+	if v := getenv("SEI_TIMEOUT"); v != "" {
+		if timeout, err = time.ParseDuration(v); err != nil || timeout <= 0 {
+			return config{}, fmt.Errorf("SEI_TIMEOUT %q: want a positive duration like 5s", v)
+		}
+	}
+	if v := getenv("SEI_URL"); v != "" {
+		if c.SEI, err = sei.New(v, timeout); err != nil {
+			return config{}, fmt.Errorf("SEI_URL: %w", err)
+		}
+	}
 	return c, nil
 }
 
@@ -76,7 +96,9 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	specs, err := topology.Platform().Lookup(requestSubmittedQueue, requestCancelledQueue)
+	// The SEI queue is declared even when registration is off, so the
+	// commands approvals enqueue are routed and wait there.
+	specs, err := topology.Platform().Lookup(requestSubmittedQueue, requestCancelledQueue, startCommandsQueue, seiRegisterQueue)
 	if err != nil {
 		return err
 	}
@@ -94,6 +116,22 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	}
 	if err := h.ConsumeTx(requestCancelledQueue, messaging.RequestCancelled(store), fabric.ConsumerOptions{}); err != nil {
 		return err
+	}
+	if err := h.ConsumeTx(startCommandsQueue, messaging.StartCommand(store), fabric.ConsumerOptions{}); err != nil {
+		return err
+	}
+	if cfg.SEI != nil {
+		// One message per handler, outside any transaction: each waits on
+		// SEI for up to SEI_TIMEOUT.
+		if err := h.Consume(seiRegisterQueue, messaging.RegisterInSEI(store, cfg.SEI, h.Log), fabric.ConsumerOptions{}); err != nil {
+			return err
+		}
+	} else {
+		// Off rather than a refusal to start: nothing is lost. Approvals
+		// still record a pending registration and enqueue its command,
+		// which waits in the queue until an instance with SEI_URL drains
+		// it.
+		h.Log.Warn("SEI registration is off (SEI_URL is unset): approved requests wait, pending, in queue " + seiRegisterQueue)
 	}
 	routes := httpapi.NewHandler(httpapi.Deps{Auth: h.Verifier, Processes: store, Log: h.Log})
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ type taskView struct {
 	CreatedAt    time.Time `json:"createdAt"`
 	SLABreached  bool      `json:"slaBreached"`
 	CompletedBy  string    `json:"completedBy"`
+	Reason       string    `json:"reason"`
 }
 
 type processView struct {
@@ -35,6 +37,16 @@ type processView struct {
 	Status       string     `json:"status"`
 	Outcome      string     `json:"outcome"`
 	Tasks        []taskView `json:"tasks"`
+	SEI          *seiView   `json:"seiRegistration"`
+}
+
+type seiView struct {
+	Status       string     `json:"status"`
+	Number       string     `json:"seiNumber"`
+	Unit         string     `json:"unit"`
+	Attempts     int        `json:"attempts"`
+	LastError    string     `json:"lastError"`
+	RegisteredAt *time.Time `json:"registeredAt"`
 }
 
 func processes(t *testing.T, url, token, requestID string) []processView {
@@ -66,6 +78,20 @@ func complete(t *testing.T, url, token, taskID, body string) response {
 		h["Content-Type"] = "application/json"
 	}
 	return do(t, http.MethodPost, url+"/v1/tasks/"+taskID+"/complete", token, strings.NewReader(body), h)
+}
+
+// wantReason is the reason a completion body gives, as stored: without
+// surrounding blanks.
+func wantReason(t *testing.T, body string) string {
+	t.Helper()
+	if body == "" {
+		return ""
+	}
+	var b struct{ Reason string }
+	if err := json.Unmarshal([]byte(body), &b); err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(b.Reason)
 }
 
 func TestRequestSubmittedStartsProcess(t *testing.T) {
@@ -157,7 +183,8 @@ func TestTaskCompletionChain(t *testing.T) {
 	}{
 		{"approved through three steps", "building-permit", []string{``, `{"outcome":"done"}`, `{"outcome":"approved"}`},
 			[]string{"document-check", "technical-review", "decision"}, "approved"},
-		{"rejected at the second step", "building-permit", []string{`{"outcome":"approved"}`, `{"outcome":"rejected"}`},
+		{"rejected at the second step", "building-permit", []string{`{"outcome":"approved","reason":"documents complete"}`,
+			`{"outcome":"rejected","reason":"  a planta não tem assinatura  "}`},
 			[]string{"document-check", "technical-review"}, "rejected"},
 		{"single step done", "iptu-segunda-via", []string{``}, []string{"issue"}, "completed"},
 	}
@@ -184,12 +211,28 @@ func TestTaskCompletionChain(t *testing.T) {
 			if proc.Status != "completed" || proc.Outcome != tc.outcome || len(proc.Tasks) != len(tc.steps) {
 				t.Errorf("process = %+v, want completed %s with %d tasks", proc, tc.outcome, len(tc.steps))
 			}
-			for _, task := range proc.Tasks {
+			for i, task := range proc.Tasks {
 				if task.Status != "completed" || task.CompletedBy == "" {
 					t.Errorf("task %+v, want completed with its completer", task)
 				}
+				if want := wantReason(t, tc.decisions[i]); task.Reason != want {
+					t.Errorf("task %s reason = %q, want %q", task.Step, task.Reason, want)
+				}
+			}
+			if seen := processes(t, url, attendant, requestID)[0]; seen.Tasks[len(seen.Tasks)-1].Reason != proc.Tasks[len(proc.Tasks)-1].Reason {
+				t.Errorf("GET /v1/processes shows reason %q, the completion returned %q", seen.Tasks[len(seen.Tasks)-1].Reason, proc.Tasks[len(proc.Tasks)-1].Reason)
 			}
 			done := obs.WaitFor(t, len(tc.steps), "task-completed events", about("workflow.task-completed.v1", requestID))
+			for _, e := range done {
+				var ev struct{ Step, Reason string }
+				if err := json.Unmarshal(e.Payload, &ev); err != nil {
+					t.Fatal(err)
+				}
+				i := slices.Index(tc.steps, ev.Step)
+				if want := wantReason(t, tc.decisions[i]); ev.Reason != want {
+					t.Errorf("task-completed of %s carries reason %q, want %q", ev.Step, ev.Reason, want)
+				}
+			}
 			final := obs.WaitFor(t, 1, "process-completed", about("workflow.process-completed.v1", requestID))
 			if !strings.Contains(string(final[0].Payload), `"outcome":"`+tc.outcome+`"`) {
 				t.Errorf("process-completed payload = %s, want outcome %s", final[0].Payload, tc.outcome)
@@ -216,6 +259,7 @@ func TestCompleteTaskRejects(t *testing.T) {
 	proc = processes(t, url, attendant, requestIDOf(t, sub))[0]
 	operatorStep := proc.Tasks[1].ID // technical-review, assigned to operators
 
+	operator := p.token(t, "org-a", "operator-1", "operator")
 	tests := []struct {
 		name   string
 		token  string
@@ -231,10 +275,14 @@ func TestCompleteTaskRejects(t *testing.T) {
 		{"not a task id", attendant, "nope", "", "", 404},
 		{"unknown task", attendant, newUUID(t), "", "", 404},
 		{"already completed", attendant, first, "", "", 409},
-		{"bad outcome", p.token(t, "org-a", "operator-1", "operator"), operatorStep, `{"outcome":"maybe"}`, "application/json", 422},
+		{"bad outcome", operator, operatorStep, `{"outcome":"maybe"}`, "application/json", 422},
 		{"malformed JSON", attendant, operatorStep, `{"outcome":`, "application/json", 400},
 		{"unknown field", attendant, operatorStep, `{"verdict":"approved"}`, "application/json", 400},
 		{"not JSON", attendant, operatorStep, `outcome=approved`, "application/x-www-form-urlencoded", 400},
+		{"rejected without a reason", operator, operatorStep, `{"outcome":"rejected"}`, "application/json", 400},
+		{"rejected with a blank reason", operator, operatorStep, `{"outcome":"rejected","reason":" \t\n "}`, "application/json", 400},
+		{"a reason over 1000 characters", operator, operatorStep, `{"outcome":"done","reason":"` + strings.Repeat("é", 1001) + `"}`, "application/json", 400},
+		{"a reason that is no string", operator, operatorStep, `{"outcome":"rejected","reason":1}`, "application/json", 400},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -244,6 +292,15 @@ func TestCompleteTaskRejects(t *testing.T) {
 			}
 			resp := do(t, http.MethodPost, url+"/v1/tasks/"+tc.task+"/complete", tc.token, strings.NewReader(tc.body), h)
 			expectProblem(t, resp, tc.status)
+			if strings.Contains(tc.name, "reason") && !strings.Contains(tc.name, "no string") {
+				var p struct {
+					Errors map[string]string `json:"errors"`
+				}
+				resp.json(t, &p)
+				if p.Errors["reason"] == "" {
+					t.Errorf("problem %s does not name the reason", resp.body)
+				}
+			}
 		})
 	}
 	if got := processes(t, url, attendant, requestIDOf(t, sub))[0].Tasks[1].Status; got != "open" {
@@ -363,7 +420,18 @@ func TestRowLevelSecurity(t *testing.T) {
 	p := newPlatform(t)
 	url := p.start(t, nil)
 	requestID := requestIDOf(t, p.submitted(t, "org-a", "citizen-1", "svc"))
-	waitProcess(t, url, p.token(t, "org-a", "attendant-1", "attendant"), requestID)
+	attendant := p.token(t, "org-a", "attendant-1", "attendant")
+	// Approved through both steps of standard-review: an SEI registration
+	// row too (pending: SEI is off here).
+	for _, body := range []string{``, `{"outcome":"approved"}`} {
+		proc := waitProcess(t, url, attendant, requestID)
+		if resp := complete(t, url, attendant, proc.Tasks[len(proc.Tasks)-1].ID, body); resp.status != http.StatusOK {
+			t.Fatalf("complete = %d %s", resp.status, resp.body)
+		}
+	}
+	if sei := processes(t, url, attendant, requestID)[0].SEI; sei == nil || sei.Status != "pending" {
+		t.Fatalf("SEI registration after the approval = %+v, want pending", sei)
+	}
 	ctx := context.Background()
 	role := "rls_probe_" + randHex(4)
 	schema := pgx.Identifier{p.schema}.Sanitize()
@@ -382,9 +450,9 @@ func TestRowLevelSecurity(t *testing.T) {
 		_, _ = p.pool.Exec(ctx, "DROP ROLE "+role)
 	})
 	tests := []struct {
-		tenant         string
-		process, tasks int
-	}{{"org-a", 1, 1}, {"org-b", 0, 0}, {"", 0, 0}}
+		tenant              string
+		process, tasks, sei int
+	}{{"org-a", 1, 2, 1}, {"org-b", 0, 0, 0}, {"", 0, 0, 0}}
 	for _, tc := range tests {
 		t.Run("tenant="+tc.tenant, func(t *testing.T) {
 			tx, err := p.pool.Begin(ctx)
@@ -398,14 +466,16 @@ func TestRowLevelSecurity(t *testing.T) {
 			if _, err := tx.Exec(ctx, "SELECT set_config('app.tenant_id', $1, true)", tc.tenant); err != nil {
 				t.Fatal(err)
 			}
-			var procs, tasks int
+			var procs, tasks, sei int
 			// No tenant filter on purpose: only the policies filter.
 			if err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM process_instance WHERE request_id = $1),
-				(SELECT count(*) FROM task t JOIN process_instance p ON p.id = t.process_id WHERE p.request_id = $1)`, requestID).Scan(&procs, &tasks); err != nil {
+				(SELECT count(*) FROM task t JOIN process_instance p ON p.id = t.process_id WHERE p.request_id = $1),
+				(SELECT count(*) FROM sei_registration WHERE request_id = $1)`, requestID).Scan(&procs, &tasks, &sei); err != nil {
 				t.Fatal(err)
 			}
-			if procs != tc.process || tasks != tc.tasks {
-				t.Errorf("visible to %q: %d processes, %d tasks; want %d, %d", tc.tenant, procs, tasks, tc.process, tc.tasks)
+			if procs != tc.process || tasks != tc.tasks || sei != tc.sei {
+				t.Errorf("visible to %q: %d processes, %d tasks, %d SEI registrations; want %d, %d, %d",
+					tc.tenant, procs, tasks, sei, tc.process, tc.tasks, tc.sei)
 			}
 		})
 	}

@@ -23,7 +23,7 @@ import (
 // Processes is the process store the handlers use.
 type Processes interface {
 	Processes(ctx context.Context, a process.Actor, requestID string) ([]process.Instance, error)
-	CompleteTask(ctx context.Context, a process.Actor, id, outcome string) (process.Instance, error)
+	CompleteTask(ctx context.Context, a process.Actor, id string, d process.Decision) (process.Instance, error)
 	Worklist(ctx context.Context, a process.Actor, q process.TaskQuery) ([]process.WorkItem, error)
 	ClaimTask(ctx context.Context, a process.Actor, id string) (process.Task, error)
 	ReleaseTask(ctx context.Context, a process.Actor, id string) (process.Task, error)
@@ -56,6 +56,9 @@ func handleListProcesses(store Processes, log *slog.Logger) http.Handler {
 
 type completeBody struct {
 	Outcome string `json:"outcome"`
+	// Reason explains the decision: required for a rejection, at most
+	// process.MaxReasonLen characters.
+	Reason string `json:"reason"`
 }
 
 func handleCompleteTask(store Processes, log *slog.Logger) http.Handler {
@@ -65,7 +68,7 @@ func handleCompleteTask(store Processes, log *slog.Logger) http.Handler {
 			writeError(w, r, log, err)
 			return
 		}
-		p, err := store.CompleteTask(r.Context(), actor(r), chi.URLParam(r, "id"), body.Outcome)
+		p, err := store.CompleteTask(r.Context(), actor(r), chi.URLParam(r, "id"), process.Decision{Outcome: body.Outcome, Reason: body.Reason})
 		if err != nil {
 			writeError(w, r, log, err)
 			return
@@ -122,6 +125,9 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	case errors.Is(err, process.ErrInvalidOutcome):
 		problem.Write(w, r, problem.Details{Status: http.StatusUnprocessableEntity, Detail: err.Error(),
 			Errors: map[string]any{"outcome": "must be one of done, approved, rejected"}})
+	case errors.Is(err, process.ErrInvalidReason):
+		problem.Write(w, r, problem.Details{Status: http.StatusBadRequest, Detail: err.Error(),
+			Errors: map[string]any{"reason": fmt.Sprintf("required when the outcome is rejected; at most %d characters", process.MaxReasonLen)}})
 	case errors.Is(err, process.ErrNotFound):
 		problem.Error(w, r, http.StatusNotFound, "no such task")
 	case errors.Is(err, process.ErrForbidden):

@@ -38,6 +38,30 @@ func RequestSubmitted(s Starter) inbox.TxHandler {
 	}
 }
 
+// StartCommand handles queue workflow.start-commands: a workflow.start.v1
+// command (an integration asking for a process for one of its requests)
+// starts the process exactly as request.submitted.v1 does, through the same
+// StartProcess: one process per tenant and request, so a repeated command,
+// or one for a request whose submission already started its process,
+// starts nothing, and a cancelled request's tombstone keeps it from
+// starting. A serviceId no definition lists takes the default definition,
+// as for a submission. Without a citizenId no citizen sees the process.
+func StartCommand(s Starter) inbox.TxHandler {
+	return func(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
+		if env.Type != process.TypeStart {
+			return fabric.Invalid(fmt.Errorf("unexpected %s %s on workflow.start-commands", env.Type, env.ID))
+		}
+		tenantID, p, err := fabric.Decode[process.Start](ctx, env)
+		if err != nil {
+			return err
+		}
+		if _, err := uuid.Parse(p.RequestID); err != nil {
+			return fabric.Invalid(fmt.Errorf("%s %s: requestId %q: %w", env.Type, env.ID, p.RequestID, err))
+		}
+		return s.StartProcess(ctx, tx, tenantID, process.Submitted{RequestID: p.RequestID, ServiceID: p.ServiceID, CitizenID: p.CitizenID}, env)
+	}
+}
+
 // Canceller stops a cancelled request's process inside the inbox transaction.
 type Canceller interface {
 	CancelProcess(ctx context.Context, tx pgx.Tx, tenantID string, c process.Cancelled, cause envelope.Envelope) error

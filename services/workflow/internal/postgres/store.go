@@ -160,23 +160,28 @@ func (s *Store) CancelProcess(ctx context.Context, tx pgx.Tx, tenantID string, c
 	return nil
 }
 
-// CompleteTask completes task id for a with outcome, enqueues
+// CompleteTask completes task id for a with decision d, enqueues
 // workflow.task-completed.v1, and either opens the next step's task or
 // completes the process (workflow.process-completed.v1), all in one
-// transaction. It returns process.ErrNotFound (no such task in a's tenant),
-// process.ErrForbidden (a lacks the assignee role), process.ErrTaskClosed,
-// a *process.ClaimedError (the task is claimed by someone else: operators
-// release it first), or process.ErrInvalidOutcome.
-func (s *Store) CompleteTask(ctx context.Context, a process.Actor, id, outcome string) (process.Instance, error) {
-	if err := process.CheckOutcome(outcome); err != nil {
+// transaction. A process completed as approved also gets its SEI
+// registration: a pending sei_registration row and the
+// integration.sei.register.v1 command, in the same transaction. It returns
+// process.ErrNotFound (no such task in a's tenant), process.ErrForbidden (a
+// lacks the assignee role), process.ErrTaskClosed, a *process.ClaimedError
+// (the task is claimed by someone else: operators release it first),
+// process.ErrInvalidOutcome or process.ErrInvalidReason.
+func (s *Store) CompleteTask(ctx context.Context, a process.Actor, id string, d process.Decision) (process.Instance, error) {
+	d, err := d.Check()
+	if err != nil {
 		return process.Instance{}, err
 	}
+	outcome := d.Outcome
 	id, ok := canonicalID(id)
 	if !ok {
 		return process.Instance{}, process.ErrNotFound
 	}
 	var processID string
-	err := s.inTenant(ctx, a.TenantID, func(tx pgx.Tx, q *pgdb.Queries) error {
+	err = s.inTenant(ctx, a.TenantID, func(tx pgx.Tx, q *pgdb.Queries) error {
 		t, err := q.GetTaskForUpdate(ctx, pgdb.GetTaskForUpdateParams{TenantID: a.TenantID, ID: id})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return process.ErrNotFound
@@ -212,14 +217,14 @@ func (s *Store) CompleteTask(ctx context.Context, a process.Actor, id, outcome s
 			stored = &outcome
 		}
 		if err := q.CompleteTask(ctx, pgdb.CompleteTaskParams{TenantID: a.TenantID, ID: t.ID, Outcome: stored,
-			CompletedAt: &now, CompletedBy: &a.Subject}); err != nil {
+			Reason: optional(d.Reason), CompletedAt: &now, CompletedBy: &a.Subject}); err != nil {
 			return fmt.Errorf("complete task %s: %w", t.ID, err)
 		}
 		if err := q.DeleteTimer(ctx, t.ID); err != nil {
 			return fmt.Errorf("delete SLA timer of task %s: %w", t.ID, err)
 		}
 		done, err := process.Event(p, process.TypeTaskCompleted, payload.TaskCompleted{ProcessID: p.ID, TaskID: t.ID,
-			RequestID: p.RequestID, Step: t.Step, Outcome: outcome, CompletedBy: a.Subject})
+			RequestID: p.RequestID, Step: t.Step, Outcome: outcome, CompletedBy: a.Subject, Reason: d.Reason})
 		if err != nil {
 			return err
 		}
@@ -235,6 +240,13 @@ func (s *Store) CompleteTask(ctx context.Context, a process.Actor, id, outcome s
 				return err
 			}
 			items = append(items, outbox.Item{Aggregate: aggregate(p.ID), Envelope: env})
+			if final == process.OutcomeApproved {
+				reg, err := s.registerInSEI(ctx, q, p, def, now)
+				if err != nil {
+					return err
+				}
+				items = append(items, reg)
+			}
 		} else {
 			if _, err := s.openTask(ctx, q, p, def.Steps[next], next, now); err != nil {
 				return err
@@ -252,6 +264,22 @@ func (s *Store) CompleteTask(ctx context.Context, a process.Actor, id, outcome s
 		return process.Instance{}, err
 	}
 	return s.instance(ctx, a.TenantID, processID)
+}
+
+// registerInSEI records p's SEI registration as pending and returns the
+// integration.sei.register.v1 command for it, for the transaction that
+// approves p: an approval is never without its registration, and the
+// command is only sent if the approval commits.
+func (s *Store) registerInSEI(ctx context.Context, q *pgdb.Queries, p process.Instance, def process.Definition, now time.Time) (outbox.Item, error) {
+	if err := q.InsertSEIPending(ctx, pgdb.InsertSEIPendingParams{TenantID: p.TenantID, RequestID: p.RequestID,
+		Unit: optional(def.SEIUnit), Now: now}); err != nil {
+		return outbox.Item{}, fmt.Errorf("record the SEI registration of request %s: %w", p.RequestID, err)
+	}
+	env, err := process.Event(p, process.TypeSEIRegister, process.SEIRegister{RequestID: p.RequestID, Unit: def.SEIUnit})
+	if err != nil {
+		return outbox.Item{}, err
+	}
+	return outbox.Item{Aggregate: aggregate(p.ID), Envelope: env}, nil
 }
 
 func (s *Store) instance(ctx context.Context, tenantID, id string) (process.Instance, error) {
@@ -293,7 +321,18 @@ func (s *Store) Processes(ctx context.Context, a process.Actor, requestID string
 			return nil
 		}
 		out, err = withTasks(ctx, q, a.TenantID, visible)
-		return err
+		if err != nil {
+			return err
+		}
+		if !a.Staff() {
+			// SEI's error texts are for staff, not the citizen.
+			for _, p := range out {
+				if p.SEI != nil {
+					p.SEI.LastError = ""
+				}
+			}
+		}
+		return nil
 	})
 	return out, err
 }
@@ -313,6 +352,24 @@ func withTasks(ctx context.Context, q *pgdb.Queries, tenantID string, rows []pgd
 	for _, t := range tasks {
 		i := index[t.ProcessID]
 		out[i].Tasks = append(out[i].Tasks, fromTaskRow(t))
+	}
+	requests := make([]string, len(rows))
+	for i, r := range rows {
+		requests[i] = r.RequestID
+	}
+	regs, err := q.ListSEIRegistrations(ctx, pgdb.ListSEIRegistrationsParams{TenantID: tenantID, RequestIds: requests})
+	if err != nil {
+		return nil, fmt.Errorf("list SEI registrations: %w", err)
+	}
+	byRequest := map[string]pgdb.SeiRegistration{}
+	for _, r := range regs {
+		byRequest[r.RequestID] = r
+	}
+	for i := range out {
+		if r, ok := byRequest[out[i].RequestID]; ok {
+			reg := fromSEIRow(r)
+			out[i].SEI = &reg
+		}
 	}
 	return out, nil
 }
@@ -336,6 +393,9 @@ func fromTaskRow(r pgdb.Task) process.Task {
 	}
 	if r.CompletedBy != nil {
 		t.CompletedBy = *r.CompletedBy
+	}
+	if r.Reason != nil {
+		t.Reason = *r.Reason
 	}
 	if r.Assignee != nil {
 		t.Assignee, t.ClaimedAt = *r.Assignee, r.ClaimedAt

@@ -57,7 +57,7 @@ func (s *Store) Worklist(ctx context.Context, a process.Actor, q process.TaskQue
 			t := fromTaskRow(pgdb.Task{ID: r.ID, TenantID: r.TenantID, ProcessID: r.ProcessID, StepIndex: r.StepIndex,
 				Step: r.Step, AssigneeRole: r.AssigneeRole, Status: r.Status, Outcome: r.Outcome, DueAt: r.DueAt,
 				BreachedAt: r.BreachedAt, CreatedAt: r.CreatedAt, CompletedAt: r.CompletedAt, CompletedBy: r.CompletedBy,
-				Assignee: r.Assignee, ClaimedAt: r.ClaimedAt})
+				Assignee: r.Assignee, ClaimedAt: r.ClaimedAt, Reason: r.Reason})
 			out = append(out, process.WorkItem{Task: t, RequestID: r.RequestID, ServiceID: r.ServiceID, SLAState: r.SlaState})
 		}
 		return nil

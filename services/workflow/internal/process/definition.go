@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -30,6 +31,10 @@ type Definition struct {
 	ID       string   `json:"id"`
 	Services []string `json:"services"`
 	Steps    []Step   `json:"steps"`
+	// SEIUnit is the SEI unit an approved request of this definition is
+	// registered under (integration.sei.register.v1's unit); empty lets
+	// SEI choose.
+	SEIUnit string `json:"seiUnit,omitempty"`
 }
 
 // Catalog picks a definition by serviceId, falling back to its default.
@@ -39,18 +44,23 @@ type Catalog struct {
 	def       string
 }
 
+// maxSEIUnit bounds a definition's seiUnit (SEI unit codes are short).
+const maxSEIUnit = 100
+
 // AssigneeRoles are the roles a step may be assigned to.
 var AssigneeRoles = []string{"attendant", "operator"}
 
 // ParseCatalog reads the JSON catalogue format of definitions.json and
 // checks it: unique ids, a default that exists, at least one step per
-// definition, known roles, positive SLAs, no service in two definitions.
+// definition, known roles, positive SLAs, no service in two definitions, a
+// trimmed seiUnit.
 func ParseCatalog(data []byte) (*Catalog, error) {
 	var raw struct {
 		Default     string `json:"default"`
 		Definitions []struct {
 			ID       string   `json:"id"`
 			Services []string `json:"services"`
+			SEIUnit  string   `json:"seiUnit"`
 			Steps    []struct {
 				Name         string `json:"name"`
 				AssigneeRole string `json:"assigneeRole"`
@@ -64,13 +74,16 @@ func ParseCatalog(data []byte) (*Catalog, error) {
 	c := &Catalog{byID: map[string]Definition{}, byService: map[string]string{}, def: raw.Default}
 	var errs []error
 	for _, rd := range raw.Definitions {
-		d := Definition{ID: rd.ID, Services: rd.Services}
+		d := Definition{ID: rd.ID, Services: rd.Services, SEIUnit: rd.SEIUnit}
 		if d.ID == "" {
 			errs = append(errs, errors.New("a definition has no id"))
 			continue
 		}
 		if _, dup := c.byID[d.ID]; dup {
 			errs = append(errs, fmt.Errorf("definition %s: duplicate id", d.ID))
+		}
+		if rd.SEIUnit != strings.TrimSpace(rd.SEIUnit) || len(rd.SEIUnit) > maxSEIUnit {
+			errs = append(errs, fmt.Errorf("definition %s: seiUnit %q: want no surrounding blanks and at most %d bytes", d.ID, rd.SEIUnit, maxSEIUnit))
 		}
 		if len(rd.Steps) == 0 {
 			errs = append(errs, fmt.Errorf("definition %s: no steps", d.ID))

@@ -1,6 +1,8 @@
 package process
 
 import (
+	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -67,5 +69,70 @@ func TestAdvance(t *testing.T) {
 		if next != tc.next || done != tc.done || out != tc.finalOut {
 			t.Errorf("Advance(%d, %q) = %d %v %q, want %d %v %q", tc.step, tc.outcome, next, done, out, tc.next, tc.done, tc.finalOut)
 		}
+	}
+}
+
+func TestSEIUnit(t *testing.T) {
+	tests := []struct {
+		name, unit string
+		ok         bool
+	}{
+		{"none", ``, true},
+		{"a unit", `"SEMURB-LIC"`, true},
+		{"blank around", `" SEMURB"`, false},
+		{"too long", `"` + strings.Repeat("u", 101) + `"`, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			unit := ""
+			if tc.unit != "" {
+				unit = `"seiUnit":` + tc.unit + `,`
+			}
+			c, err := ParseCatalog([]byte(`{"default":"a","definitions":[{"id":"a",` + unit +
+				`"steps":[{"name":"s","assigneeRole":"attendant","sla":"1h"}]}]}`))
+			if (err == nil) != tc.ok {
+				t.Fatalf("ParseCatalog = %v, want ok %v", err, tc.ok)
+			}
+			if tc.ok {
+				var want string
+				if tc.unit != "" {
+					_ = json.Unmarshal([]byte(tc.unit), &want)
+				}
+				if got := c.For("x").SEIUnit; got != want {
+					t.Errorf("SEIUnit = %q, want %q", got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestDecisionCheck(t *testing.T) {
+	long := strings.Repeat("é", MaxReasonLen) // 1000 characters, 2000 bytes
+	tests := []struct {
+		name       string
+		d          Decision
+		err        error
+		wantReason string
+	}{
+		{"done without reason", Decision{Outcome: "done"}, nil, ""},
+		{"no outcome", Decision{}, nil, ""},
+		{"approved with reason", Decision{Outcome: "approved", Reason: " ok "}, nil, "ok"},
+		{"rejected with reason", Decision{Outcome: "rejected", Reason: "missing deed"}, nil, "missing deed"},
+		{"rejected at the limit", Decision{Outcome: "rejected", Reason: long}, nil, long},
+		{"rejected without reason", Decision{Outcome: "rejected"}, ErrInvalidReason, ""},
+		{"rejected with blanks", Decision{Outcome: "rejected", Reason: " \t\n"}, ErrInvalidReason, ""},
+		{"reason too long", Decision{Outcome: "done", Reason: long + "x"}, ErrInvalidReason, ""},
+		{"unknown outcome first", Decision{Outcome: "maybe"}, ErrInvalidOutcome, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.d.Check()
+			if !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
+				t.Fatalf("Check() = %v, want %v", err, tc.err)
+			}
+			if err == nil && got.Reason != tc.wantReason {
+				t.Errorf("reason = %q, want %q", got.Reason, tc.wantReason)
+			}
+		})
 	}
 }

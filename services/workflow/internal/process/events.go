@@ -13,16 +13,21 @@ const (
 	TypeTaskCompleted    = "workflow.task-completed.v1"
 	TypeProcessCompleted = "workflow.process-completed.v1"
 	TypeSLABreached      = "task.sla-breached.v1"
+	// TypeStart is the command an integration sends to start a process.
+	TypeStart = "workflow.start.v1"
+	// TypeSEIRegister is the command that registers an approved request in
+	// SEI, the public administration's protocol system.
+	TypeSEIRegister = "integration.sei.register.v1"
 )
 
-// Submitted is what a process needs of a submitted request (read from
-// request.submitted.v1).
+// Cancelled is what stopping a process needs from request.cancelled.v1.
 type Cancelled struct {
 	RequestID string
 	CitizenID string // who cancelled: the request's citizen
 }
 
-// Submitted is what starting a process needs from request.submitted.v1.
+// Submitted is what starting a process needs from request.submitted.v1
+// or workflow.start.v1.
 type Submitted struct {
 	RequestID string
 	ServiceID string
@@ -41,4 +46,22 @@ func Event(p Instance, typ string, payload any) (envelope.Envelope, error) {
 		env.CorrelationID = p.CorrelationID
 	}
 	return env, nil
+}
+
+// Start is the payload of workflow.start.v1. The catalog's payload package
+// has no type for it yet, so it lives here, checked against the schema by
+// TestPayloadsMatchTheirSchemas. CitizenID is optional: without it no
+// citizen sees the process (staff do).
+type Start struct {
+	RequestID string `json:"requestId"`
+	ServiceID string `json:"serviceId"`
+	CitizenID string `json:"citizenId,omitempty"`
+}
+
+// SEIRegister is the payload of integration.sei.register.v1 (kept here for
+// the same reason as Start). Unit is the SEI unit the request is filed
+// under (Definition.SEIUnit); empty leaves it to SEI.
+type SEIRegister struct {
+	RequestID string `json:"requestId"`
+	Unit      string `json:"unit,omitempty"`
 }

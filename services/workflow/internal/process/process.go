@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Errors the adapters return; httpapi maps them to status codes.
@@ -19,6 +21,9 @@ var (
 	ErrInvalidOutcome = errors.New("invalid outcome")
 	// ErrClaimed: the task is claimed by someone else (see ClaimedError).
 	ErrClaimed = errors.New("task claimed by someone else")
+	// ErrInvalidReason: a rejection without a reason, or a reason longer
+	// than MaxReasonLen.
+	ErrInvalidReason = errors.New("invalid reason")
 )
 
 // ClaimedError is ErrClaimed with the subject who holds the claim.
@@ -39,12 +44,34 @@ const (
 // TaskOutcomes are what an assignee may decide; empty means "done".
 var TaskOutcomes = []string{"", "done", OutcomeApproved, OutcomeRejected}
 
-// CheckOutcome returns ErrInvalidOutcome for an unknown task outcome.
-func CheckOutcome(o string) error {
-	if !slices.Contains(TaskOutcomes, o) {
-		return fmt.Errorf("%w %q: want one of done, approved, rejected", ErrInvalidOutcome, o)
+// MaxReasonLen is the most characters (not bytes) a decision's reason may
+// have; the catalog's workflow.task-completed.v1 schema says the same.
+const MaxReasonLen = 1000
+
+// Decision is what an assignee decides when completing a task: an outcome
+// (one of TaskOutcomes) and why.
+type Decision struct {
+	Outcome string
+	// Reason explains the decision: required for a rejection (the citizen
+	// and SEI are told why), optional otherwise.
+	Reason string
+}
+
+// Check normalises d (the reason without surrounding blanks) and returns
+// ErrInvalidOutcome for an unknown outcome, then ErrInvalidReason for a
+// rejection without a reason or a reason over MaxReasonLen characters.
+func (d Decision) Check() (Decision, error) {
+	if !slices.Contains(TaskOutcomes, d.Outcome) {
+		return d, fmt.Errorf("%w %q: want one of done, approved, rejected", ErrInvalidOutcome, d.Outcome)
 	}
-	return nil
+	d.Reason = strings.TrimSpace(d.Reason)
+	switch {
+	case d.Outcome == OutcomeRejected && d.Reason == "":
+		return d, fmt.Errorf("%w: a rejection needs a reason", ErrInvalidReason)
+	case utf8.RuneCountInString(d.Reason) > MaxReasonLen:
+		return d, fmt.Errorf("%w: at most %d characters", ErrInvalidReason, MaxReasonLen)
+	}
+	return d, nil
 }
 
 // Advance says what follows completing step (an index of d.Steps) with
@@ -95,19 +122,22 @@ func (a Actor) VisibleRoles() []string {
 
 // Instance is a running or finished process.
 type Instance struct {
-	ID            string     `json:"id"`
-	RequestID     string     `json:"requestId"`
-	ServiceID     string     `json:"serviceId"`
-	DefinitionID  string     `json:"definitionId"`
-	Status        string     `json:"status"`
-	Outcome       string     `json:"outcome,omitempty"`
-	CurrentStep   int        `json:"currentStep"`
-	StartedAt     time.Time  `json:"startedAt"`
-	CompletedAt   *time.Time `json:"completedAt,omitempty"`
-	Tasks         []Task     `json:"tasks"`
-	TenantID      string     `json:"-"`
-	CitizenID     string     `json:"-"`
-	CorrelationID string     `json:"-"`
+	ID           string     `json:"id"`
+	RequestID    string     `json:"requestId"`
+	ServiceID    string     `json:"serviceId"`
+	DefinitionID string     `json:"definitionId"`
+	Status       string     `json:"status"`
+	Outcome      string     `json:"outcome,omitempty"`
+	CurrentStep  int        `json:"currentStep"`
+	StartedAt    time.Time  `json:"startedAt"`
+	CompletedAt  *time.Time `json:"completedAt,omitempty"`
+	Tasks        []Task     `json:"tasks"`
+	// SEI is the request's registration in SEI, once the process was
+	// approved; nil before.
+	SEI           *SEIRegistration `json:"seiRegistration,omitempty"`
+	TenantID      string           `json:"-"`
+	CitizenID     string           `json:"-"`
+	CorrelationID string           `json:"-"`
 }
 
 // Task is one step's work item.
@@ -125,8 +155,43 @@ type Task struct {
 	CreatedAt    time.Time  `json:"createdAt"`
 	CompletedAt  *time.Time `json:"completedAt,omitempty"`
 	CompletedBy  string     `json:"completedBy,omitempty"`
+	// Reason is why the task was decided as it was (see Decision).
+	Reason string `json:"reason,omitempty"`
 	// Assignee is the subject who claimed the task (kept once completed),
 	// empty while nobody holds it.
 	Assignee  string     `json:"assignee,omitempty"`
 	ClaimedAt *time.Time `json:"claimedAt,omitempty"`
+}
+
+// SEI registration statuses.
+const (
+	// SEIPending: the registration is enqueued or being retried.
+	SEIPending = "pending"
+	// SEIRegistered: SEI gave the request a number.
+	SEIRegistered = "registered"
+	// SEIRejected: SEI refused it; a human has to look (the command is
+	// dead-lettered, LastError says why).
+	SEIRejected = "rejected"
+)
+
+// SEIRegistration is where a request's registration in SEI stands.
+type SEIRegistration struct {
+	Status string `json:"status"`
+	// Number is the process number SEI assigned (registered only).
+	Number string `json:"seiNumber,omitempty"`
+	Unit   string `json:"unit,omitempty"`
+	// Attempts counts calls to SEI so far.
+	Attempts int `json:"attempts"`
+	// LastError is the last failure, or SEI's reason for a rejection. Only
+	// staff see it.
+	LastError    string     `json:"lastError,omitempty"`
+	RegisteredAt *time.Time `json:"registeredAt,omitempty"`
+	UpdatedAt    time.Time  `json:"updatedAt"`
+}
+
+// SEIResult is the outcome of one call to SEI, to be recorded.
+type SEIResult struct {
+	Status string // SEIRegistered, SEIRejected, or SEIPending (a failure worth retrying)
+	Number string // when registered
+	Error  string // when not registered
 }

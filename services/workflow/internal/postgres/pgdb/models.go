@@ -23,6 +23,19 @@ type ProcessInstance struct {
 	CompletedAt   *time.Time
 }
 
+type SeiRegistration struct {
+	TenantID     string
+	RequestID    string
+	Status       string
+	Unit         *string
+	SeiNumber    *string
+	Attempts     int32
+	LastError    *string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	RegisteredAt *time.Time
+}
+
 type SlaTimer struct {
 	TaskID   string
 	TenantID string
@@ -45,4 +58,5 @@ type Task struct {
 	CompletedBy  *string
 	Assignee     *string
 	ClaimedAt    *time.Time
+	Reason       *string
 }

@@ -102,7 +102,7 @@ const claimTask = `-- name: ClaimTask :one
 UPDATE task SET assignee = $1::text, claimed_at = $2::timestamptz
 WHERE tenant_id = $3 AND id = $4 AND status = 'open' AND assignee IS NULL
   AND ($5::text[] IS NULL OR assignee_role = ANY ($5::text[]))
-RETURNING id, tenant_id, process_id, step_index, step, assignee_role, status, outcome, due_at, breached_at, created_at, completed_at, completed_by, assignee, claimed_at
+RETURNING id, tenant_id, process_id, step_index, step, assignee_role, status, outcome, due_at, breached_at, created_at, completed_at, completed_by, assignee, claimed_at, reason
 `
 
 type ClaimTaskParams struct {
@@ -143,6 +143,7 @@ func (q *Queries) ClaimTask(ctx context.Context, arg ClaimTaskParams) (Task, err
 		&i.CompletedBy,
 		&i.Assignee,
 		&i.ClaimedAt,
+		&i.Reason,
 	)
 	return i, err
 }
@@ -170,12 +171,14 @@ func (q *Queries) CompleteProcess(ctx context.Context, arg CompleteProcessParams
 }
 
 const completeTask = `-- name: CompleteTask :exec
-UPDATE task SET status = 'completed', outcome = $1, completed_at = $2, completed_by = $3
-WHERE tenant_id = $4 AND id = $5
+UPDATE task SET status = 'completed', outcome = $1, reason = $2, completed_at = $3,
+                completed_by = $4
+WHERE tenant_id = $5 AND id = $6
 `
 
 type CompleteTaskParams struct {
 	Outcome     *string
+	Reason      *string
 	CompletedAt *time.Time
 	CompletedBy *string
 	TenantID    string
@@ -185,6 +188,7 @@ type CompleteTaskParams struct {
 func (q *Queries) CompleteTask(ctx context.Context, arg CompleteTaskParams) error {
 	_, err := q.db.Exec(ctx, completeTask,
 		arg.Outcome,
+		arg.Reason,
 		arg.CompletedAt,
 		arg.CompletedBy,
 		arg.TenantID,
@@ -295,8 +299,35 @@ func (q *Queries) GetProcessForUpdate(ctx context.Context, arg GetProcessForUpda
 	return i, err
 }
 
+const getSEIRegistration = `-- name: GetSEIRegistration :one
+SELECT tenant_id, request_id, status, unit, sei_number, attempts, last_error, created_at, updated_at, registered_at FROM sei_registration WHERE tenant_id = $1 AND request_id = $2
+`
+
+type GetSEIRegistrationParams struct {
+	TenantID  string
+	RequestID string
+}
+
+func (q *Queries) GetSEIRegistration(ctx context.Context, arg GetSEIRegistrationParams) (SeiRegistration, error) {
+	row := q.db.QueryRow(ctx, getSEIRegistration, arg.TenantID, arg.RequestID)
+	var i SeiRegistration
+	err := row.Scan(
+		&i.TenantID,
+		&i.RequestID,
+		&i.Status,
+		&i.Unit,
+		&i.SeiNumber,
+		&i.Attempts,
+		&i.LastError,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.RegisteredAt,
+	)
+	return i, err
+}
+
 const getTask = `-- name: GetTask :one
-SELECT id, tenant_id, process_id, step_index, step, assignee_role, status, outcome, due_at, breached_at, created_at, completed_at, completed_by, assignee, claimed_at FROM task WHERE tenant_id = $1 AND id = $2
+SELECT id, tenant_id, process_id, step_index, step, assignee_role, status, outcome, due_at, breached_at, created_at, completed_at, completed_by, assignee, claimed_at, reason FROM task WHERE tenant_id = $1 AND id = $2
 `
 
 type GetTaskParams struct {
@@ -323,12 +354,13 @@ func (q *Queries) GetTask(ctx context.Context, arg GetTaskParams) (Task, error) 
 		&i.CompletedBy,
 		&i.Assignee,
 		&i.ClaimedAt,
+		&i.Reason,
 	)
 	return i, err
 }
 
 const getTaskForUpdate = `-- name: GetTaskForUpdate :one
-SELECT id, tenant_id, process_id, step_index, step, assignee_role, status, outcome, due_at, breached_at, created_at, completed_at, completed_by, assignee, claimed_at FROM task WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT id, tenant_id, process_id, step_index, step, assignee_role, status, outcome, due_at, breached_at, created_at, completed_at, completed_by, assignee, claimed_at, reason FROM task WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type GetTaskForUpdateParams struct {
@@ -355,6 +387,7 @@ func (q *Queries) GetTaskForUpdate(ctx context.Context, arg GetTaskForUpdatePara
 		&i.CompletedBy,
 		&i.Assignee,
 		&i.ClaimedAt,
+		&i.Reason,
 	)
 	return i, err
 }
@@ -392,6 +425,32 @@ func (q *Queries) InsertProcess(ctx context.Context, arg InsertProcessParams) (i
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const insertSEIPending = `-- name: InsertSEIPending :exec
+INSERT INTO sei_registration (tenant_id, request_id, unit, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $4)
+ON CONFLICT (tenant_id, request_id) DO NOTHING
+`
+
+type InsertSEIPendingParams struct {
+	TenantID  string
+	RequestID string
+	Unit      *string
+	Now       time.Time
+}
+
+// The approval's registration is pending until the consumer records SEI's
+// answer. A row already there (a second approval cannot happen, but a
+// command re-sent by hand can) is left as it is.
+func (q *Queries) InsertSEIPending(ctx context.Context, arg InsertSEIPendingParams) error {
+	_, err := q.db.Exec(ctx, insertSEIPending,
+		arg.TenantID,
+		arg.RequestID,
+		arg.Unit,
+		arg.Now,
+	)
+	return err
 }
 
 const insertTask = `-- name: InsertTask :exec
@@ -481,8 +540,48 @@ func (q *Queries) ListProcessesByRequest(ctx context.Context, arg ListProcessesB
 	return items, nil
 }
 
+const listSEIRegistrations = `-- name: ListSEIRegistrations :many
+SELECT tenant_id, request_id, status, unit, sei_number, attempts, last_error, created_at, updated_at, registered_at FROM sei_registration WHERE tenant_id = $1 AND request_id = ANY($2::uuid[])
+`
+
+type ListSEIRegistrationsParams struct {
+	TenantID   string
+	RequestIds []string
+}
+
+func (q *Queries) ListSEIRegistrations(ctx context.Context, arg ListSEIRegistrationsParams) ([]SeiRegistration, error) {
+	rows, err := q.db.Query(ctx, listSEIRegistrations, arg.TenantID, arg.RequestIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SeiRegistration
+	for rows.Next() {
+		var i SeiRegistration
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.RequestID,
+			&i.Status,
+			&i.Unit,
+			&i.SeiNumber,
+			&i.Attempts,
+			&i.LastError,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.RegisteredAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listTasks = `-- name: ListTasks :many
-SELECT id, tenant_id, process_id, step_index, step, assignee_role, status, outcome, due_at, breached_at, created_at, completed_at, completed_by, assignee, claimed_at FROM task WHERE tenant_id = $1 AND process_id = ANY($2::uuid[]) ORDER BY process_id, step_index
+SELECT id, tenant_id, process_id, step_index, step, assignee_role, status, outcome, due_at, breached_at, created_at, completed_at, completed_by, assignee, claimed_at, reason FROM task WHERE tenant_id = $1 AND process_id = ANY($2::uuid[]) ORDER BY process_id, step_index
 `
 
 type ListTasksParams struct {
@@ -515,6 +614,7 @@ func (q *Queries) ListTasks(ctx context.Context, arg ListTasksParams) ([]Task, e
 			&i.CompletedBy,
 			&i.Assignee,
 			&i.ClaimedAt,
+			&i.Reason,
 		); err != nil {
 			return nil, err
 		}
@@ -527,7 +627,7 @@ func (q *Queries) ListTasks(ctx context.Context, arg ListTasksParams) ([]Task, e
 }
 
 const listWorklist = `-- name: ListWorklist :many
-SELECT t.id, t.tenant_id, t.process_id, t.step_index, t.step, t.assignee_role, t.status, t.outcome, t.due_at, t.breached_at, t.created_at, t.completed_at, t.completed_by, t.assignee, t.claimed_at, p.request_id, p.service_id,
+SELECT t.id, t.tenant_id, t.process_id, t.step_index, t.step, t.assignee_role, t.status, t.outcome, t.due_at, t.breached_at, t.created_at, t.completed_at, t.completed_by, t.assignee, t.claimed_at, t.reason, p.request_id, p.service_id,
        (CASE WHEN t.breached_at IS NOT NULL THEN 'breached'
              WHEN t.status = 'open' AND t.due_at <= $1::timestamptz THEN 'due_soon'
              ELSE 'on_time' END)::text AS sla_state
@@ -577,6 +677,7 @@ type ListWorklistRow struct {
 	CompletedBy  *string
 	Assignee     *string
 	ClaimedAt    *time.Time
+	Reason       *string
 	RequestID    string
 	ServiceID    string
 	SlaState     string
@@ -625,6 +726,7 @@ func (q *Queries) ListWorklist(ctx context.Context, arg ListWorklistParams) ([]L
 			&i.CompletedBy,
 			&i.Assignee,
 			&i.ClaimedAt,
+			&i.Reason,
 			&i.RequestID,
 			&i.ServiceID,
 			&i.SlaState,
@@ -642,7 +744,7 @@ func (q *Queries) ListWorklist(ctx context.Context, arg ListWorklistParams) ([]L
 const markBreached = `-- name: MarkBreached :one
 UPDATE task SET breached_at = $1
 WHERE tenant_id = $2 AND id = $3 AND status = 'open' AND breached_at IS NULL
-RETURNING id, tenant_id, process_id, step_index, step, assignee_role, status, outcome, due_at, breached_at, created_at, completed_at, completed_by, assignee, claimed_at
+RETURNING id, tenant_id, process_id, step_index, step, assignee_role, status, outcome, due_at, breached_at, created_at, completed_at, completed_by, assignee, claimed_at, reason
 `
 
 type MarkBreachedParams struct {
@@ -670,6 +772,64 @@ func (q *Queries) MarkBreached(ctx context.Context, arg MarkBreachedParams) (Tas
 		&i.CompletedBy,
 		&i.Assignee,
 		&i.ClaimedAt,
+		&i.Reason,
+	)
+	return i, err
+}
+
+const recordSEIAttempt = `-- name: RecordSEIAttempt :one
+INSERT INTO sei_registration AS r (tenant_id, request_id, status, unit, sei_number, attempts, last_error,
+                                   created_at, updated_at, registered_at)
+VALUES ($1, $2, $3::text, $4, $5, 1, $6,
+        $7, $7, CASE WHEN $3::text = 'registered' THEN $7::timestamptz END)
+ON CONFLICT (tenant_id, request_id) DO UPDATE SET
+    attempts      = r.attempts + 1,
+    updated_at    = EXCLUDED.updated_at,
+    unit          = COALESCE(EXCLUDED.unit, r.unit),
+    status        = CASE WHEN r.status = 'registered' THEN r.status ELSE EXCLUDED.status END,
+    sei_number    = CASE WHEN r.status = 'registered' THEN r.sei_number ELSE EXCLUDED.sei_number END,
+    registered_at = CASE WHEN r.status = 'registered' THEN r.registered_at ELSE EXCLUDED.registered_at END,
+    last_error    = CASE WHEN r.status = 'registered' THEN r.last_error ELSE EXCLUDED.last_error END
+RETURNING tenant_id, request_id, status, unit, sei_number, attempts, last_error, created_at, updated_at, registered_at
+`
+
+type RecordSEIAttemptParams struct {
+	TenantID  string
+	RequestID string
+	Status    string
+	Unit      *string
+	SeiNumber *string
+	LastError *string
+	Now       time.Time
+}
+
+// One call to SEI and its result: registered (with the number), rejected,
+// or still pending after a failure worth retrying. A registration never
+// goes back: once registered, a late or concurrent attempt only counts.
+// The row is created if the approval did not write it (a command sent by
+// hand).
+func (q *Queries) RecordSEIAttempt(ctx context.Context, arg RecordSEIAttemptParams) (SeiRegistration, error) {
+	row := q.db.QueryRow(ctx, recordSEIAttempt,
+		arg.TenantID,
+		arg.RequestID,
+		arg.Status,
+		arg.Unit,
+		arg.SeiNumber,
+		arg.LastError,
+		arg.Now,
+	)
+	var i SeiRegistration
+	err := row.Scan(
+		&i.TenantID,
+		&i.RequestID,
+		&i.Status,
+		&i.Unit,
+		&i.SeiNumber,
+		&i.Attempts,
+		&i.LastError,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.RegisteredAt,
 	)
 	return i, err
 }
@@ -678,7 +838,7 @@ const releaseTask = `-- name: ReleaseTask :one
 UPDATE task SET assignee = NULL, claimed_at = NULL
 WHERE tenant_id = $1 AND id = $2 AND status = 'open' AND assignee IS NOT NULL
   AND (assignee = $3::text OR $4::boolean)
-RETURNING id, tenant_id, process_id, step_index, step, assignee_role, status, outcome, due_at, breached_at, created_at, completed_at, completed_by, assignee, claimed_at
+RETURNING id, tenant_id, process_id, step_index, step, assignee_role, status, outcome, due_at, breached_at, created_at, completed_at, completed_by, assignee, claimed_at, reason
 `
 
 type ReleaseTaskParams struct {
@@ -714,6 +874,7 @@ func (q *Queries) ReleaseTask(ctx context.Context, arg ReleaseTaskParams) (Task,
 		&i.CompletedBy,
 		&i.Assignee,
 		&i.ClaimedAt,
+		&i.Reason,
 	)
 	return i, err
 }

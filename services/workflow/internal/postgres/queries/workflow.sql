@@ -24,7 +24,8 @@ SELECT * FROM process_instance WHERE tenant_id = @tenant_id AND id = @id FOR UPD
 SELECT * FROM process_instance WHERE tenant_id = @tenant_id AND id = @id;
 
 -- name: CompleteTask :exec
-UPDATE task SET status = 'completed', outcome = @outcome, completed_at = @completed_at, completed_by = @completed_by
+UPDATE task SET status = 'completed', outcome = @outcome, reason = @reason, completed_at = @completed_at,
+                completed_by = @completed_by
 WHERE tenant_id = @tenant_id AND id = @id;
 
 -- name: AdvanceProcess :exec
@@ -120,3 +121,37 @@ RETURNING id, status;
 UPDATE task SET status = 'cancelled', completed_at = @now
 WHERE tenant_id = @tenant_id AND process_id = @process_id AND status = 'open'
 RETURNING id;
+
+-- name: InsertSEIPending :exec
+-- The approval's registration is pending until the consumer records SEI's
+-- answer. A row already there (a second approval cannot happen, but a
+-- command re-sent by hand can) is left as it is.
+INSERT INTO sei_registration (tenant_id, request_id, unit, created_at, updated_at)
+VALUES (@tenant_id, @request_id, sqlc.narg(unit), @now, @now)
+ON CONFLICT (tenant_id, request_id) DO NOTHING;
+
+-- name: GetSEIRegistration :one
+SELECT * FROM sei_registration WHERE tenant_id = @tenant_id AND request_id = @request_id;
+
+-- name: RecordSEIAttempt :one
+-- One call to SEI and its result: registered (with the number), rejected,
+-- or still pending after a failure worth retrying. A registration never
+-- goes back: once registered, a late or concurrent attempt only counts.
+-- The row is created if the approval did not write it (a command sent by
+-- hand).
+INSERT INTO sei_registration AS r (tenant_id, request_id, status, unit, sei_number, attempts, last_error,
+                                   created_at, updated_at, registered_at)
+VALUES (@tenant_id, @request_id, @status::text, sqlc.narg(unit), sqlc.narg(sei_number), 1, sqlc.narg(last_error),
+        @now, @now, CASE WHEN @status::text = 'registered' THEN @now::timestamptz END)
+ON CONFLICT (tenant_id, request_id) DO UPDATE SET
+    attempts      = r.attempts + 1,
+    updated_at    = EXCLUDED.updated_at,
+    unit          = COALESCE(EXCLUDED.unit, r.unit),
+    status        = CASE WHEN r.status = 'registered' THEN r.status ELSE EXCLUDED.status END,
+    sei_number    = CASE WHEN r.status = 'registered' THEN r.sei_number ELSE EXCLUDED.sei_number END,
+    registered_at = CASE WHEN r.status = 'registered' THEN r.registered_at ELSE EXCLUDED.registered_at END,
+    last_error    = CASE WHEN r.status = 'registered' THEN r.last_error ELSE EXCLUDED.last_error END
+RETURNING *;
+
+-- name: ListSEIRegistrations :many
+SELECT * FROM sei_registration WHERE tenant_id = @tenant_id AND request_id = ANY(@request_ids::uuid[]);
