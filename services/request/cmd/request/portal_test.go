@@ -332,9 +332,9 @@ func TestOperatorCommands(t *testing.T) {
 	}
 	resp.json(t, &accepted)
 	start := obs.Next(t, "workflow.start.v1", ofType("workflow.start.v1", rc.ID))
-	var sp struct{ RequestID, ServiceID string }
-	if err := json.Unmarshal(start.Payload, &sp); err != nil || start.ID != accepted.CommandID || start.TenantID != tenant || sp.ServiceID == "" {
-		t.Errorf("workflow.start.v1 = %s %s (%v), want command %s of %s naming the service", start.ID, start.Payload, err, accepted.CommandID, tenant)
+	var sp struct{ RequestID, ServiceID, CitizenID string }
+	if err := json.Unmarshal(start.Payload, &sp); err != nil || start.ID != accepted.CommandID || start.TenantID != tenant || sp.ServiceID == "" || sp.CitizenID != "citizen-1" {
+		t.Errorf("workflow.start.v1 = %s %s (%v), want command %s of %s naming the service and the citizen", start.ID, start.Payload, err, accepted.CommandID, tenant)
 	}
 	if start.CorrelationID != s.view(t, tenant, rc.ID).CorrelationID {
 		t.Errorf("workflow.start.v1 correlation %s, want the request's", start.CorrelationID)

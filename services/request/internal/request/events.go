@@ -62,12 +62,14 @@ func UploadedEvent(r Request, d Document) (envelope.Envelope, error) {
 type startWorkflow struct {
 	RequestID string `json:"requestId"`
 	ServiceID string `json:"serviceId"`
+	// CitizenID lets the citizen see the process the command starts.
+	CitizenID string `json:"citizenId,omitempty"`
 }
 
 // StartWorkflowCommand asks the workflow to start r's process (it starts at
 // most one per request), in r's conversation.
 func StartWorkflowCommand(r Request) (envelope.Envelope, error) {
-	return inConversation(r, TypeStartWorkflow, startWorkflow{RequestID: r.ID, ServiceID: r.ServiceID})
+	return inConversation(r, TypeStartWorkflow, startWorkflow{RequestID: r.ID, ServiceID: r.ServiceID, CitizenID: r.CitizenID})
 }
 
 // ProcessDocumentCommand asks the document worker to process d, a document
