@@ -211,7 +211,7 @@ func TestComposeInfrastructure(t *testing.T) {
 		t.Fatal(err)
 	}
 	script := strings.Join(buckets.Command, " ")
-	for _, b := range []string{"agora/datalake", "agora/documents"} {
+	for _, b := range []string{"agora/datalake", "agora/documents", "agora/reports"} {
 		if !strings.Contains(script, b) {
 			t.Errorf("minio-buckets does not create %s", b)
 		}

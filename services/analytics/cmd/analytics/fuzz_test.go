@@ -14,8 +14,8 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest/httpfuzz"
 )
 
-// FuzzHTTP sends the analytics service's REST API (the report, the DLQ API,
-// the host's routes) arbitrary requests (method, path under its routes,
+// FuzzHTTP sends the analytics service's REST API (the report, the report
+// exports, the DLQ API, the host's routes) arbitrary requests (method, path under its routes,
 // query, Content-Type, body, and a token from a fixed set: none, garbage,
 // each role, another tenant's, expired) and fails on any 5xx (503 included:
 // the database is up here) and on any 4xx that is not an RFC 9457 problem.
@@ -46,12 +46,29 @@ func FuzzHTTP(f *testing.F) {
 		status, _, body := ft.Send(httpfuzz.Input{Method: "GET", Query: q, Authn: httpfuzz.AuthnAttendant})
 		return status == http.StatusOK && strings.Contains(string(body), `"requests":1`)
 	})
+	// One export of the fuzz tenant, done, so GET has a link to sign.
+	const ctJSON = "application/json"
+	ft.Routes = []string{"/v1/reports/exports"}
+	status, header, body := ft.Send(httpfuzz.Input{Method: "POST", Authn: httpfuzz.AuthnAttendant, ContentType: ctJSON,
+		Body: []byte(`{"from":"` + today + `","to":"` + today + `"}`)})
+	if status != http.StatusAccepted {
+		f.Fatalf("POST /v1/reports/exports = %d %s", status, body)
+	}
+	exportID := strings.TrimPrefix(header.Get("Location"), "/v1/reports/exports/")
+	ft.Routes = []string{"/v1/reports/exports/" + exportID}
+	fabrictest.Eventually(f, 30*time.Second, "the fuzz tenant's export done", func() bool {
+		status, _, body := ft.Send(httpfuzz.Input{Method: "GET", Authn: httpfuzz.AuthnAttendant})
+		return status == http.StatusOK && strings.Contains(string(body), `"status":"done"`)
+	})
 	ft.Routes = []string{
 		"/v1/analytics/requests",
 		"/v1/analytics/",
 		"/v1/dlq/",
 		"/v1/dlq/" + queue,
 		"/healthz", "/readyz", "/metrics", "/",
+		"/v1/reports/exports",
+		"/v1/reports/exports/",
+		"/v1/dlq/" + exportQueue,
 	}
 	const (
 		rReport = iota
@@ -62,8 +79,10 @@ func FuzzHTTP(f *testing.F) {
 		rReadyz
 		rMetrics
 		rRoot
+		rExports
+		rExport
+		rExportQueue
 	)
-	const ctJSON = "application/json"
 	add := func(in httpfuzz.Input) { ft.Add(f, in) }
 
 	// Every route, as it is meant to be called.
@@ -79,11 +98,23 @@ func FuzzHTTP(f *testing.F) {
 	add(httpfuzz.Input{Method: "GET", Route: rHealthz})
 	add(httpfuzz.Input{Method: "GET", Route: rReadyz})
 	add(httpfuzz.Input{Method: "GET", Route: rMetrics})
+	add(httpfuzz.Input{Method: "POST", Route: rExports, Authn: httpfuzz.AuthnAttendant, ContentType: ctJSON,
+		Body: []byte(`{"from":"2026-01-01","to":"2026-01-31","format":"parquet"}`)})
+	add(httpfuzz.Input{Method: "GET", Route: rExport, Tail: exportID, Authn: httpfuzz.AuthnOperator})
+	add(httpfuzz.Input{Method: "GET", Route: rExportQueue, Authn: httpfuzz.AuthnOperator})
 
 	// Tokens and methods the routes refuse.
 	for a := range uint8(httpfuzz.AuthnCount) {
 		add(httpfuzz.Input{Method: "GET", Route: rReport, Query: q, Authn: a})
 		add(httpfuzz.Input{Method: "GET", Route: rQueue, Authn: a})
+	}
+	for a := range uint8(httpfuzz.AuthnCount) {
+		add(httpfuzz.Input{Method: "GET", Route: rExport, Tail: exportID, Authn: a})
+		add(httpfuzz.Input{Method: "POST", Route: rExports, Authn: a, ContentType: ctJSON, Body: []byte(`{"from":"` + today + `","to":"` + today + `"}`)})
+	}
+	for _, m := range []string{"PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "TRACE", "CONNECT", "PROPFIND"} {
+		add(httpfuzz.Input{Method: m, Route: rExports, Authn: httpfuzz.AuthnAll, ContentType: ctJSON, Body: []byte(`{}`)})
+		add(httpfuzz.Input{Method: m, Route: rExport, Tail: exportID, Authn: httpfuzz.AuthnAll})
 	}
 	for _, m := range []string{"POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "TRACE", "CONNECT", "PROPFIND"} {
 		add(httpfuzz.Input{Method: m, Route: rReport, Query: q, Authn: httpfuzz.AuthnAll, ContentType: ctJSON, Body: []byte(`{}`)})
@@ -109,6 +140,21 @@ func FuzzHTTP(f *testing.F) {
 	add(httpfuzz.Input{Method: "POST", Route: rQueue, Tail: "/purge", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
 		Body: []byte(`{"filter":{"reason":"x"},"reason":"r","dryRun":1e999}`)})
 	add(httpfuzz.Input{Method: "GET", Route: rRoot, Tail: strings.Repeat("x/", 2000)})
+	for _, body := range []string{"", "{}", "null", "[]", `"x"`, "{", `{"from":"0000-01-01","to":"0000-01-31"}`,
+		`{"from":"9999-12-01","to":"9999-12-31","format":"parquet"}`, `{"from":"0001-01-01","to":"0001-01-01"}`,
+		`{"from":"2026-01-01","to":"2026-01-02","format":""}`, `{"from":"2026-01-01","to":"2026-01-02","format":null}`,
+		`{"from":"2026-01-01","to":"2026-01-02","format":"PARQUET"}`, `{"from":"2026-01-01","to":"2026-01-02","format":"csv\u0000"}`,
+		`{"from":"2026-01-01","to":"2026-01-02"}{"x":1}`, `{"from":"2026-01-01","from":"2026-01-05","to":"2026-01-02"}`,
+		`{"from":"２０２６-01-01","to":"2026-01-02"}`, `{"from":"` + strings.Repeat("9", 5000) + `","to":"2026-01-02"}`,
+		`{"from":"2026-01-01","to":"2026-01-02","extra":true}`, "\x00\xff"} {
+		add(httpfuzz.Input{Method: "POST", Route: rExports, Authn: httpfuzz.AuthnAttendant, ContentType: ctJSON, Body: []byte(body)})
+	}
+	add(httpfuzz.Input{Method: "POST", Route: rExports, Authn: httpfuzz.AuthnAttendant, ContentType: "text/csv", Body: []byte(`{"from":"2026-01-01","to":"2026-01-02"}`)})
+	add(httpfuzz.Input{Method: "POST", Route: rExports, Authn: httpfuzz.AuthnAttendant, ContentType: "application/json; charset=\xff", Body: []byte(`{}`)})
+	for _, tail := range []string{"", "x", "urn:uuid:" + exportID, strings.ToUpper(exportID), "{" + exportID + "}", exportID + "/", exportID + "/x",
+		"0190a0b0-0000-7000-8000-000000000000", "a\x00b", "%00", "../../analytics/requests", strings.Repeat("f", 10000)} {
+		add(httpfuzz.Input{Method: "GET", Route: rExport, Tail: tail, Authn: httpfuzz.AuthnAttendant})
+	}
 
 	f.Fuzz(ft.Check)
 }

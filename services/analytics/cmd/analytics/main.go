@@ -1,26 +1,50 @@
 // Command analytics projects request events into counts by tenant, day,
-// service, channel and status, and serves them. See README.md.
+// service, channel and status, serves them, and exports them as files in
+// object storage (report.export.v1). See README.md.
 package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"strconv"
+	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/host"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
+	"github.com/agora-platform/agora/services/analytics/internal/export"
 	"github.com/agora-platform/agora/services/analytics/internal/httpapi"
 	"github.com/agora-platform/agora/services/analytics/internal/messaging"
 	"github.com/agora-platform/agora/services/analytics/internal/postgres"
+	"github.com/agora-platform/agora/services/analytics/internal/s3"
 	"github.com/agora-platform/agora/services/analytics/migrations"
 )
 
 func main() { host.Main("analytics", run) }
 
-const queue = "analytics.request-events"
+// The service's queues: request events for the projection, and the export
+// jobs, which every instance takes its share of.
+const (
+	queue       = "analytics.request-events"
+	exportQueue = "analytics.report-export"
+)
 
 type config struct {
 	host host.Config
+	// reportsBucket (REPORTS_BUCKET) holds the export files.
+	reportsBucket string
+	// reportsPublicEndpoint (REPORTS_PUBLIC_ENDPOINT) is the store as the
+	// clients who download see it; empty: S3_ENDPOINT.
+	reportsPublicEndpoint string
+	// reportsURLTTL (REPORTS_URL_TTL) is how long a download link works.
+	reportsURLTTL time.Duration
+	// reportsPageRows (REPORTS_PAGE_ROWS) is how many rows an export reads
+	// at a time; its progress is recorded after each page.
+	reportsPageRows int
+	// reportsWorkers (REPORTS_WORKERS) is how many exports one instance
+	// runs at once; each holds two database connections.
+	reportsWorkers int
 }
 
 func loadConfig(getenv func(string) string) (config, error) {
@@ -28,7 +52,24 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if err != nil {
 		return config{}, err
 	}
-	c := config{host: hc}
+	c := config{host: hc, reportsBucket: "reports", reportsPublicEndpoint: getenv("REPORTS_PUBLIC_ENDPOINT"),
+		reportsURLTTL: 15 * time.Minute, reportsPageRows: 1000, reportsWorkers: 2}
+	if v := getenv("REPORTS_BUCKET"); v != "" {
+		c.reportsBucket = v
+	}
+	if v := getenv("REPORTS_URL_TTL"); v != "" {
+		// S3 signs links for 1 s to 7 days.
+		if c.reportsURLTTL, err = time.ParseDuration(v); err != nil || c.reportsURLTTL < time.Second || c.reportsURLTTL > 7*24*time.Hour {
+			return c, fmt.Errorf("REPORTS_URL_TTL: %q is not a duration from 1s to 168h", v)
+		}
+	}
+	for name, dst := range map[string]*int{"REPORTS_PAGE_ROWS": &c.reportsPageRows, "REPORTS_WORKERS": &c.reportsWorkers} {
+		if v := getenv(name); v != "" {
+			if *dst, err = strconv.Atoi(v); err != nil || *dst < 1 || *dst > 100000 {
+				return c, fmt.Errorf("%s: %q is not a whole number from 1 to 100000", name, v)
+			}
+		}
+	}
 	return c, nil
 }
 
@@ -39,15 +80,28 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	if err != nil {
 		return err
 	}
-	specs, err := topology.Platform().Lookup(queue)
+	specs, err := topology.Platform().Lookup(queue, exportQueue)
 	if err != nil {
 		return err
 	}
-	h, err := host.New(ctx, cfg.host, host.Options{Consumers: specs, Migrations: migrations.FS(), NeedsAuth: true}, stdout)
+	// The relay publishes the export jobs the API enqueues.
+	h, err := host.New(ctx, cfg.host, host.Options{Consumers: specs, Migrations: migrations.FS(), NeedsAuth: true, Relay: true}, stdout)
 	if err != nil {
 		return err
 	}
 	defer h.Close() // Serve closes it too; Close is idempotent
+	objects, err := s3.New(s3.Config{Endpoint: cfg.host.S3Endpoint, AccessKey: cfg.host.S3AccessKey,
+		SecretKey: cfg.host.S3SecretKey, Bucket: cfg.reportsBucket, PublicEndpoint: cfg.reportsPublicEndpoint})
+	if err != nil {
+		return err
+	}
+	// The bucket is made at start when the store is up; when it is not, the
+	// projection still runs and the first export makes it.
+	bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	if err := objects.EnsureBucket(bctx); err != nil {
+		h.Log.Warn("reports bucket not ready; exports will create it", "bucket", cfg.reportsBucket, "err", err)
+	}
+	cancel()
 	store := postgres.New(h.Pool)
 	// One message per transaction: every message updates a few shared
 	// counter cells, which a transaction holds until it commits. Batches
@@ -57,5 +111,17 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	if err := h.ConsumeTx(queue, messaging.New(store).Handle, fabric.ConsumerOptions{MaxBatch: 1}); err != nil {
 		return err
 	}
-	return h.Serve(ctx, httpapi.NewHandler(store, h.Verifier, h.Log), nil)
+	exports := postgres.NewExports(h.Pool, h.Outbox)
+	spec, err := h.Consumer(exportQueue)
+	if err != nil {
+		return err
+	}
+	// A job that keeps failing is delivered once plus once per retry tier.
+	runner := export.NewRunner(exports, objects, cfg.reportsPageRows, len(spec.Tiers())+1, h.Log)
+	if err := h.Consume(exportQueue, messaging.ExportJobs(runner),
+		fabric.ConsumerOptions{Prefetch: cfg.reportsWorkers, Concurrency: cfg.reportsWorkers}); err != nil {
+		return err
+	}
+	routes := httpapi.NewHandler(store, httpapi.ExportDeps{Exports: exports, Links: objects, LinkTTL: cfg.reportsURLTTL}, h.Verifier, h.Log)
+	return h.Serve(ctx, routes, nil)
 }

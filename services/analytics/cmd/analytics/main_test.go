@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"os"
 	"strings"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric"
@@ -24,9 +27,14 @@ import (
 )
 
 type stack struct {
-	url  string
-	keys *auth.DevKeys
-	pub  *fabric.Publisher
+	url    string
+	keys   *auth.DevKeys
+	pub    *fabric.Publisher
+	vh     *fabrictest.Vhost
+	dbURL  string // the test database, as the superuser
+	schema string
+	s3     *minio.Client // the store itself (not through a test's proxy)
+	bucket string        // the reports bucket, one per test
 }
 
 func randHex(n int) string {
@@ -35,11 +43,28 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func startStack(t testing.TB) *stack {
+func getenv(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// startStack runs the service under its own broker user and database
+// roles, with a reports bucket of its own in the real object store; extra
+// are more variables (or overrides), name then value.
+func startStack(t testing.TB, extra ...string) *stack {
 	t.Helper()
 	env := fabrictest.EnvFrom(os.Getenv)
 	vh := fabrictest.NewVhost(t, env)
 	schema := "t_" + randHex(4)
+	s := &stack{vh: vh, dbURL: env.DatabaseURL, schema: schema, bucket: "reports-test-" + randHex(6)}
+	endpoint := getenv("S3_ENDPOINT", "127.0.0.1:9000")
+	access, secret := getenv("S3_ACCESS_KEY", "agora-dev"), getenv("S3_SECRET_KEY", "agora-dev-secret")
+	var err error
+	if s.s3, err = minio.New(endpoint, &minio.Options{Creds: credentials.NewStaticV4(access, secret, "")}); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -47,14 +72,21 @@ func startStack(t testing.TB) *stack {
 			_, _ = c.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
 			c.Close(ctx)
 		}
+		for o := range s.s3.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Recursive: true}) {
+			_ = s.s3.RemoveObject(ctx, s.bucket, o.Key, minio.RemoveObjectOptions{})
+		}
+		_ = s.s3.RemoveBucket(ctx, s.bucket)
 	})
-	keys, err := auth.LoadOrCreateDevKeys(t.TempDir())
-	if err != nil {
+	if s.keys, err = auth.LoadOrCreateDevKeys(t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
 	vars := deploytest.Service(t, vh, env.DatabaseURL, "analytics", schema)
-	vars["JWT_KEYS"], vars["RETRY_TIERS"] = keys.JWKSPath, "300ms,300ms,300ms,300ms,300ms"
-	s := &stack{url: fabrictest.StartService(t, run, vars).URL, keys: keys}
+	maps.Copy(vars, map[string]string{"JWT_KEYS": s.keys.JWKSPath, "RETRY_TIERS": "300ms,300ms,300ms,300ms,300ms",
+		"S3_ENDPOINT": endpoint, "S3_ACCESS_KEY": access, "S3_SECRET_KEY": secret, "REPORTS_BUCKET": s.bucket})
+	for i := 0; i+1 < len(extra); i += 2 {
+		vars[extra[i]] = extra[i+1]
+	}
+	s.url = fabrictest.StartService(t, run, vars).URL
 	reg, err := registry.Default()
 	if err != nil {
 		t.Fatal(err)

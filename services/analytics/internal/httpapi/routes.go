@@ -26,13 +26,16 @@ type Authenticator interface {
 	Require(roles ...string) func(http.Handler) http.Handler
 }
 
-// NewHandler returns the service's routes.
-func NewHandler(store Store, authn Authenticator, log *slog.Logger) http.Handler {
+// NewHandler returns the service's routes: the report query and the
+// report exports.
+func NewHandler(store Store, exports ExportDeps, authn Authenticator, log *slog.Logger) http.Handler {
 	r := chi.NewRouter()
 	r.NotFound(problem.NoRoute)
 	r.MethodNotAllowed(problem.MethodNotAllowed)
-	r.With(authn.Require(auth.RoleAttendant, auth.RoleOperator)).
-		Get("/v1/analytics/requests", handleRequests(store, log))
+	staff := r.With(authn.Require(auth.RoleAttendant, auth.RoleOperator))
+	staff.Get("/v1/analytics/requests", handleRequests(store, log))
+	staff.Post(ExportsPath, handleCreateExport(exports, log))
+	staff.Get(ExportsPath+"/{id}", handleGetExport(exports, log))
 	return r
 }
 

@@ -8,6 +8,25 @@ import (
 	"time"
 )
 
+type ReportExport struct {
+	TenantID    string
+	ID          string
+	RequestedBy string
+	FromDay     time.Time
+	ToDay       time.Time
+	Format      string
+	Status      string
+	Attempt     int32
+	RowsTotal   *int64
+	RowsWritten int64
+	ObjectKey   *string
+	Error       *string
+	CreatedAt   time.Time
+	StartedAt   *time.Time
+	UpdatedAt   time.Time
+	FinishedAt  *time.Time
+}
+
 type RequestCount struct {
 	TenantID  string
 	Day       time.Time
