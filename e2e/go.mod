@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/agora-platform/agora/deploy v0.0.0
 	github.com/agora-platform/agora/pkg/fabric v0.0.0
+	github.com/agora-platform/agora/services/workflow v0.0.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/minio/minio-go/v7 v7.4.1
 	github.com/moby/moby/api v1.56.1
@@ -125,3 +126,5 @@ replace github.com/agora-platform/agora/pkg/fabric => ../pkg/fabric
 replace github.com/agora-platform/agora/services/document-worker => ../services/document-worker
 
 replace github.com/agora-platform/agora/deploy => ../deploy
+
+replace github.com/agora-platform/agora/services/workflow => ../services/workflow

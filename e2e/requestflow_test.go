@@ -29,8 +29,10 @@ type flowRow struct {
 	OccurredAt    time.Time `parquet:"occurred_at,timestamp(millisecond)"`
 	TenantID      string    `parquet:"tenant_id"`
 	CorrelationID string    `parquet:"correlation_id"`
+	Payload       string    `parquet:"payload"`
 	RequestID     string    `parquet:"request_id,optional"`
 	ServiceID     string    `parquet:"service_id,optional"`
+	Status        string    `parquet:"status,optional"`
 }
 
 // flowRequest is one submitted request and what we learn about it.
@@ -54,7 +56,7 @@ func TestRequestFlow(t *testing.T) {
 	bucketEnv["DATALAKE_BATCH_AGE"] = "500ms"
 
 	h.Start(t, "request")
-	h.Start(t, "workflow")
+	h.Start(t, "workflow", h.SEI(t))
 	h.Start(t, "communication", mailEnv)
 	h.Start(t, "analytics")
 	h.Start(t, "datalake-ingestion", bucketEnv)
@@ -217,6 +219,150 @@ func TestRequestFlow(t *testing.T) {
 		}
 	})
 
+	t.Run("an attendant claims and approves; the citizen hears, analytics and the lake record it", func(t *testing.T) {
+		// The worklist shows a1's open task to tenant A's attendant only.
+		var taskID string
+		fabrictest.Eventually(t, 30*time.Second, "task of "+a1.id+" in the worklist", func() bool {
+			status, body := flowCall(t, http.MethodGet, h.URL("workflow")+"/v1/tasks?status=open", staffA, "", "")
+			var out struct {
+				Items []struct{ ID, RequestID string }
+			}
+			_ = json.Unmarshal(body, &out)
+			for _, it := range out.Items {
+				if it.RequestID == a1.id {
+					taskID = it.ID
+				}
+			}
+			return status == http.StatusOK && taskID != ""
+		})
+		if status, body := flowCall(t, http.MethodGet, h.URL("workflow")+"/v1/tasks?status=open", staffB, "", ""); status != http.StatusOK || strings.Contains(string(body), taskID) {
+			t.Errorf("tenant B's worklist = %d and names tenant A's task: %s", status, body)
+		}
+		if status, body := flowCall(t, http.MethodPost, h.URL("workflow")+"/v1/tasks/"+taskID+"/claim", staffA, "", ""); status != http.StatusOK {
+			t.Fatalf("claim = %d %s", status, body)
+		}
+		if status, body := flowCall(t, http.MethodPost, h.URL("workflow")+"/v1/tasks/"+taskID+"/complete", staffA, "",
+			`{"outcome":"approved","reason":"documents in order"}`); status != http.StatusOK {
+			t.Fatalf("complete = %d %s", status, body)
+		}
+		fabrictest.Eventually(t, 30*time.Second, "request "+a1.id+" completed", func() bool {
+			status, body := flowCall(t, http.MethodGet, h.URL("request")+"/v1/requests/"+a1.id, a1.citizenToken, "", "")
+			var out struct{ Status, StatusReason string }
+			_ = json.Unmarshal(body, &out)
+			return status == http.StatusOK && out.Status == "completed" && out.StatusReason == "process approved"
+		})
+		// The approval mail.
+		fabrictest.Eventually(t, 30*time.Second, "approval mail to "+a1.email, func() bool {
+			for _, m := range flowMails(t, mailDir, decidedSubject(a1.protocol)) {
+				if strings.Contains(m, "X-Sink-To: "+a1.email+"\r\n") {
+					return true
+				}
+			}
+			return false
+		})
+		// The citizen's timeline: what they did and what became of it.
+		status, body := flowCall(t, http.MethodGet, h.URL("request")+"/v1/requests/"+a1.id+"/timeline", a1.citizenToken, "", "")
+		var tl struct{ Entries []struct{ Status string } }
+		_ = json.Unmarshal(body, &tl)
+		var statuses []string
+		for _, e := range tl.Entries {
+			statuses = append(statuses, e.Status)
+		}
+		if status != http.StatusOK || strings.Join(statuses, ",") != "submitted,in_progress,completed" {
+			t.Errorf("citizen's timeline = %d %v, want submitted, in_progress, completed", status, statuses)
+		}
+		// Analytics counts a1 as completed, nothing else of tenant A.
+		today := time.Now().UTC().Format("2006-01-02")
+		fabrictest.Eventually(t, 30*time.Second, "analytics counts the approval", func() bool {
+			status, body := flowCall(t, http.MethodGet, h.URL("analytics")+"/v1/analytics/requests?from="+today+"&to="+today, staffA, "", "")
+			var out struct {
+				Totals struct{ ByStatus map[string]int64 }
+			}
+			_ = json.Unmarshal(body, &out)
+			return status == http.StatusOK && out.Totals.ByStatus["completed"] == 1
+		})
+		// The lake has the status change, typed, and the process's approval.
+		lake := func(domain, typ string, match func(flowRow) bool) bool {
+			prefix := "tenant=" + tenantA + "/domain=" + domain + "/type=" + typ + "/"
+			for o := range s3.ListObjects(context.Background(), bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+				if o.Err != nil {
+					return false
+				}
+				for _, row := range flowReadParquet(t, s3, bucket, o.Key) {
+					if match(row) {
+						return true
+					}
+				}
+			}
+			return false
+		}
+		fabrictest.Eventually(t, 30*time.Second, "lake row of the status change to completed", func() bool {
+			return lake("request", "request.status-changed.v1", func(r flowRow) bool { return r.RequestID == a1.id && r.Status == "completed" })
+		})
+		fabrictest.Eventually(t, 30*time.Second, "lake row of the approved process", func() bool {
+			return lake("workflow", "workflow.process-completed.v1", func(r flowRow) bool {
+				return strings.Contains(r.Payload, a1.id) && strings.Contains(r.Payload, `"outcome":"approved"`)
+			})
+		})
+	})
+
+	t.Run("the approved request is registered in SEI (integration.sei.register.v1)", func(t *testing.T) {
+		var reg struct{ Status, SEINumber string }
+		fabrictest.Eventually(t, 30*time.Second, "SEI registration of "+a1.id, func() bool {
+			status, body := flowCall(t, http.MethodGet, h.URL("workflow")+"/v1/processes?requestId="+a1.id, a1.citizenToken, "", "")
+			var out struct {
+				Processes []struct {
+					SEI *struct {
+						Status    string `json:"status"`
+						SEINumber string `json:"seiNumber"`
+					} `json:"seiRegistration"`
+				}
+			}
+			_ = json.Unmarshal(body, &out)
+			if status != http.StatusOK || len(out.Processes) != 1 || out.Processes[0].SEI == nil {
+				return false
+			}
+			reg.Status, reg.SEINumber = out.Processes[0].SEI.Status, out.Processes[0].SEI.SEINumber
+			return reg.Status == "registered"
+		})
+		if reg.SEINumber == "" {
+			t.Errorf("registered in SEI without a number: %+v", reg)
+		}
+	})
+
+	t.Run("an operator exports the day's report (report.export.v1 on platform.work)", func(t *testing.T) {
+		today := time.Now().UTC().Format("2006-01-02")
+		status, body := flowCall(t, http.MethodPost, h.URL("analytics")+"/v1/reports/exports", staffA, "",
+			`{"from":"`+today+`","to":"`+today+`","format":"csv"}`)
+		var export struct{ ID, Status, URL, Error string }
+		if err := json.Unmarshal(body, &export); status != http.StatusAccepted || err != nil || export.ID == "" {
+			t.Fatalf("POST export = %d %s", status, body)
+		}
+		path := h.URL("analytics") + "/v1/reports/exports/" + export.ID
+		fabrictest.Eventually(t, 60*time.Second, "export "+export.ID+" done", func() bool {
+			status, body := flowCall(t, http.MethodGet, path, staffA, "", "")
+			_ = json.Unmarshal(body, &export)
+			if export.Status == "failed" {
+				t.Fatalf("export failed: %s", export.Error)
+			}
+			return status == http.StatusOK && export.Status == "done" && export.URL != ""
+		})
+		resp, err := http.Get(export.URL)
+		if err != nil {
+			t.Fatalf("download %s: %v", export.URL, err)
+		}
+		csv, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		// Tenant A's day: a1 completed, a2 in progress; one row per cell.
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(csv), "day,service_id,channel,status,count") ||
+			!strings.Contains(string(csv), ",iptu-segunda-via,web,completed,1") || !strings.Contains(string(csv), ",alvara-funcionamento,web,in_progress,1") {
+			t.Errorf("export download = %d:\n%s\nwant tenant A's day: iptu completed, alvará in progress", resp.StatusCode, csv)
+		}
+		if status, _ := flowCall(t, http.MethodGet, path, staffB, "", ""); status != http.StatusNotFound {
+			t.Errorf("tenant B GET tenant A's export = %d, want 404", status)
+		}
+	})
+
 	t.Run("tenant B sees nothing of tenant A", func(t *testing.T) {
 		// A 404 proves isolation only for something that exists: tenant A
 		// must see its own lineage first (its event id comes from the data
@@ -290,6 +436,11 @@ func TestRequestFlow(t *testing.T) {
 			t.Fatal("no trace")
 		}
 	})
+}
+
+// decidedSubject is the subject of the notice that a request was decided.
+func decidedSubject(protocol string) string {
+	return "Subject: Request " + protocol + " is now completed"
 }
 
 func flowRand(n int) string {

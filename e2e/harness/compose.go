@@ -14,6 +14,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/services/workflow/seitest"
 )
 
 // composeStack is a running `docker compose` project whose services the
@@ -251,6 +252,18 @@ func (h *Harness) MailSink(t testing.TB) (string, Env) {
 	}
 	dir := t.TempDir()
 	return dir, Env{"SMTP_ADDR": StartSMTPSink(t, dir)}
+}
+
+// SEI returns the Env that points the workflow service at an SEI gateway:
+// a fake of the test's own, or, in compose mode, the stack's stand-in
+// (its workflow is configured with it already). Either registers every
+// request it is sent.
+func (h *Harness) SEI(t testing.TB) Env {
+	t.Helper()
+	if h.stack != nil {
+		return Env{}
+	}
+	return Env{"SEI_URL": seitest.Start(t).URL}
 }
 
 // DatalakeBucket returns the bucket the data lake writes to and the Env
