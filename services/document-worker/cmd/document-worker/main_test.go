@@ -560,7 +560,7 @@ func TestDocumentWorkerReprocessesOnCommand(t *testing.T) {
 	}
 
 	for name, c := range map[string]struct{ tenant, doc string }{
-		"another tenant's document": {tenantB, docID},
+		"another tenant's document":  {tenantB, docID},
 		"a document never processed": {tenantA, uuid.NewString()},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -14,11 +14,11 @@ import (
 
 // Deps are what the handlers need.
 type Deps struct {
-	Auth      *auth.Verifier
-	Requests  Requests
-	Documents Uploader
+	Auth       *auth.Verifier
+	Requests   Requests
+	Documents  Uploader
 	Operations Operations
-	Log       *slog.Logger
+	Log        *slog.Logger
 	// MaxUploadBytes limits one uploaded file (413 beyond).
 	MaxUploadBytes int64
 }
