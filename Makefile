@@ -25,7 +25,8 @@ help:
 	@echo "make bench   run the benchmarks (figures in README)"
 	@echo "make fuzz    fuzz the envelope decoder, then each service's REST API, FUZZTIME each (default 30s)"
 	@echo "make infra   install/start RabbitMQ management, PostgreSQL+pgvector, MinIO, tesseract"
-	@echo "make lint    gofmt + go vet on every module, sqlc drift, catalog compatibility gate"
+	@echo "make lint    gofmt + go vet on every module, sqlc drift, catalog compatibility gate, docs/asyncapi.json drift"
+	@echo "make asyncapi  regenerate docs/asyncapi.json from the catalog and the topology"
 	@echo "make images  build local stand-ins for the public images (no registry needed)"
 	@echo "make compose-up / compose-down   the platform in containers (docker compose, stand-ins)"
 
@@ -58,13 +59,35 @@ CATALOG_BASE ?= $(shell git merge-base HEAD origin/main 2>/dev/null || git merge
 catalog-check:
 	$(FABRICCTL_RUN) catalog check --against $(CATALOG_BASE)
 
-lint: generate-check catalog-check
+# docs/asyncapi.json is generated from the catalog and the topology; it must match.
+asyncapi:
+	$(FABRICCTL_RUN) catalog asyncapi -o docs/asyncapi.json
+
+asyncapi-check:
+	$(FABRICCTL_RUN) catalog asyncapi --check docs/asyncapi.json
+
+# The official AsyncAPI 3.0.0 JSON Schema (npm package @asyncapi/specs, pinned), which
+# pkg/fabric/asyncapi's test validates the generated document against.
+ASYNCAPI_SPECS_VERSION = 6.11.1
+export ASYNCAPI_SCHEMA := $(CURDIR)/.data/tools/asyncapi-specs-$(ASYNCAPI_SPECS_VERSION)/3.0.0.json
+
+asyncapi-schema: $(ASYNCAPI_SCHEMA)
+
+$(ASYNCAPI_SCHEMA):
+	@command -v npm >/dev/null || { echo "npm is needed to fetch @asyncapi/specs: apt-get install npm"; exit 1; }
+	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
+	(cd $$tmp && npm pack --silent @asyncapi/specs@$(ASYNCAPI_SPECS_VERSION) >/dev/null && tar xzf asyncapi-specs-$(ASYNCAPI_SPECS_VERSION).tgz) && \
+	mkdir -p $(dir $(ASYNCAPI_SCHEMA)) && cp "$$tmp/package/schemas/3.0.0-without-\$$id.json" $(ASYNCAPI_SCHEMA) && \
+	echo "fetched the AsyncAPI 3.0.0 schema into $(ASYNCAPI_SCHEMA)"
+
+lint: generate-check catalog-check asyncapi-check
 	@unformatted=$$(gofmt -l pkg services e2e deploy 2>/dev/null || true); \
 	if [ -n "$$unformatted" ]; then echo "not gofmt-ed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
 
 # make test = infra + lint + every test. The disruptive broker-restart test
 # runs last and alone so no other package sees the broker go away.
+test: asyncapi-schema
 test: infra lint
 	$(GO) test -count=1 -timeout 20m -skip '$(DISRUPTIVE)|$(CRASH)' $(PKGS)
 	$(GO) test -count=1 -timeout 10m -run '$(CRASH)' -v ./pkg/fabric/crashsafety/

@@ -1,22 +1,30 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
 
+	"github.com/agora-platform/agora/pkg/fabric/asyncapi"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
+	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 
 func runCatalog(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) < 1 {
-		return fmt.Errorf("catalog: want list, show TYPE or check --against REF")
+		return fmt.Errorf("catalog: want list, show TYPE, check --against REF or asyncapi [-o FILE | --check FILE]")
 	}
 	if args[0] == "check" {
 		// check reads catalogs from git and the working tree, not the
 		// embedded one, so it must not depend on the embedded one loading.
 		return runCatalogCheck(ctx, args[1:], stdout, stderr)
+	}
+	if args[0] == "asyncapi" {
+		return runCatalogAsyncAPI(args[1:], stdout)
 	}
 	reg, err := registry.Default()
 	if err != nil {
@@ -43,4 +51,44 @@ func runCatalog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return nil
 	}
 	return fmt.Errorf("catalog: unknown subcommand %q", args[0])
+}
+
+// runCatalogAsyncAPI writes the AsyncAPI document of the catalog and the
+// platform topology to stdout or -o FILE; with --check FILE it writes
+// nothing and fails when FILE is not what the code generates (make lint).
+func runCatalogAsyncAPI(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("catalog asyncapi", flag.ContinueOnError)
+	out := fs.String("o", "", "write the document to this file instead of stdout")
+	check := fs.String("check", "", "compare this file with the generated document; fail on any difference")
+	host := fs.String("host", "rabbitmq:5671", "the broker in the servers object")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	reg, err := registry.Default()
+	if err != nil {
+		return err
+	}
+	doc, err := asyncapi.Generate(reg, topology.Platform(), asyncapi.Options{
+		Title: "Agora platform messaging", Host: *host, Vhost: "agora"})
+	if err != nil {
+		return err
+	}
+	switch {
+	case *check != "":
+		have, err := os.ReadFile(*check)
+		if err != nil {
+			return fmt.Errorf("catalog asyncapi: %w", err)
+		}
+		if !bytes.Equal(have, doc) {
+			return fmt.Errorf("catalog asyncapi: %s is stale: run `make asyncapi` (fabricctl catalog asyncapi -o %s)", *check, *check)
+		}
+		return nil
+	case *out != "":
+		if err := os.WriteFile(*out, doc, 0o644); err != nil {
+			return fmt.Errorf("catalog asyncapi: %w", err)
+		}
+		return nil
+	}
+	_, err = stdout.Write(doc)
+	return err
 }

@@ -27,6 +27,9 @@ commands:
   topology show  [--file F]   print the queues and arguments that apply would declare
   catalog list                list every registered event, command and job
   catalog show TYPE           print one definition and its JSON Schema
+  catalog asyncapi [-o FILE | --check FILE]
+                              the AsyncAPI 3.0 document of the catalog and the
+                              platform topology (committed as docs/asyncapi.json)
   catalog check --against REF [--dir D]
                               compare the catalog in the working tree (D, default
                               pkg/fabric/catalog) with the one at git REF; fails
