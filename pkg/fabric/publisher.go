@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -166,7 +167,8 @@ func Route(d registry.Definition) (exchange, key string) {
 }
 
 // EnvelopeMessage validates e against the registry and builds its AMQP
-// message: body, routing, message id, correlation id, type and tenant headers.
+// message: body, routing, message id, correlation id, type and tenant
+// headers, and the CloudEvents attributes (CloudEventHeaders).
 func EnvelopeMessage(reg *registry.Registry, e envelope.Envelope) (Message, error) {
 	def, err := reg.Check(e)
 	if err != nil {
@@ -181,10 +183,37 @@ func EnvelopeMessage(reg *registry.Registry, e envelope.Envelope) (Message, erro
 	if e.TenantID != "" {
 		h[HeaderTenant] = e.TenantID
 	}
+	maps.Copy(h, CloudEventHeaders(e))
 	return Message{
 		Exchange: ex, RoutingKey: key, Body: body, MessageID: e.ID,
 		CorrelationID: e.CorrelationID, Type: e.Type, Headers: h, Timestamp: e.OccurredAt,
 	}, nil
+}
+
+// CloudEventsPrefix starts the application properties of the CloudEvents
+// AMQP protocol binding (binary content mode).
+const CloudEventsPrefix = "cloudEvents:"
+
+// CloudEventHeaders maps e to CloudEvents 1.0 attributes, as the AMQP
+// binding carries them: a consumer outside the platform reads what a
+// message is, who sent it and when, without knowing the envelope (the
+// message's data, content type application/json). The tenant and the
+// correlation travel as extension attributes.
+func CloudEventHeaders(e envelope.Envelope) amqp.Table {
+	h := amqp.Table{
+		CloudEventsPrefix + "specversion": "1.0",
+		CloudEventsPrefix + "id":          e.ID,
+		CloudEventsPrefix + "type":        e.Type,
+		CloudEventsPrefix + "source":      "/agora/" + e.Producer,
+		CloudEventsPrefix + "time":        e.OccurredAt.UTC().Format(time.RFC3339Nano),
+	}
+	if e.TenantID != "" {
+		h[CloudEventsPrefix+"tenantid"] = e.TenantID
+	}
+	if e.CorrelationID != "" {
+		h[CloudEventsPrefix+"correlationid"] = e.CorrelationID
+	}
+	return h
 }
 
 // Publish validates e, publishes it and waits for the confirm.

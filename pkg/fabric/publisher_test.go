@@ -86,6 +86,17 @@ func TestMessageAndPropertiesCarryContract(t *testing.T) {
 		d.Headers[fabric.HeaderTenant] != "org-a" || d.Headers[fabric.HeaderCorrelation] != e.CorrelationID {
 		t.Fatalf("delivery properties = %+v", d)
 	}
+	// The CloudEvents AMQP binding's attributes, mapped from the envelope.
+	want := map[string]string{
+		"cloudEvents:specversion": "1.0", "cloudEvents:id": e.ID, "cloudEvents:type": e.Type,
+		"cloudEvents:source": "/agora/" + e.Producer, "cloudEvents:time": e.OccurredAt.UTC().Format(time.RFC3339Nano),
+		"cloudEvents:tenantid": "org-a", "cloudEvents:correlationid": e.CorrelationID,
+	}
+	for k, v := range want {
+		if got, _ := d.Headers[k].(string); got != v {
+			t.Errorf("header %s = %q, want %q", k, got, v)
+		}
+	}
 }
 
 // TestPublishHonoursEachCallersDeadlineWhileTheChannelIsDown: with the
