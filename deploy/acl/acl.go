@@ -70,7 +70,10 @@ type Service struct {
 func PlatformServices() []Service {
 	return []Service{
 		{Name: "request", Publishes: []string{"request.submitted.v1", "request.status-changed.v1", "request.cancelled.v1", "document.uploaded.v1",
-			"workflow.start.v1", "document.process.v1"}},
+			"workflow.start.v1", "document.process.v1",
+			// External systems' events, which the request service's gateway
+			// (POST /v1/external-events) accepts and enqueues.
+			"appointment.scheduled.v1", "appointment.cancelled.v1", "citizen.updated.v1"}},
 		{Name: "workflow", Publishes: []string{"workflow.process-started.v1", "workflow.task-completed.v1", "workflow.process-completed.v1", "task.sla-breached.v1",
 			"integration.sei.register.v1"}},
 		{Name: "communication", Publishes: []string{"communication.notification-sent.v1"}},

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/gateway"
 	"github.com/agora-platform/agora/pkg/fabric/host"
 	"github.com/agora-platform/agora/pkg/fabric/retention"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
@@ -33,6 +34,11 @@ type config struct {
 	// them) is how long an Idempotency-Key is remembered: a retry after it
 	// submits anew.
 	IdempotencyRetention time.Duration
+	// GatewaySources (GATEWAY_SOURCES_FILE) registers the external systems
+	// whose events the gateway accepts; GatewayWindow (GATEWAY_WINDOW,
+	// default 5m) is how old a signature may be.
+	GatewaySources string
+	GatewayWindow  time.Duration
 }
 
 func loadConfig(getenv func(string) string) (config, error) {
@@ -50,6 +56,12 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return config{}, fmt.Errorf("MAX_UPLOAD_BYTES %q: want a positive number of bytes", v)
 		}
 		c.MaxUploadBytes = n
+	}
+	c.GatewaySources = getenv("GATEWAY_SOURCES_FILE")
+	if v := getenv("GATEWAY_WINDOW"); v != "" {
+		if c.GatewayWindow, err = time.ParseDuration(v); err != nil || c.GatewayWindow <= 0 {
+			return config{}, fmt.Errorf("GATEWAY_WINDOW %q: want a positive duration like 5m", v)
+		}
 	}
 	if c.IdempotencyRetention, err = retention.Age(getenv, "RETENTION_IDEMPOTENCY", 48*time.Hour); err != nil {
 		return config{}, err
@@ -92,8 +104,17 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 		fabric.ConsumerOptions{}); err != nil {
 		return err
 	}
+	// External systems' events: none are accepted until sources are
+	// registered (GATEWAY_SOURCES_FILE); each is then refused as unknown.
+	var sources []gateway.Source
+	if cfg.GatewaySources != "" {
+		if sources, err = gateway.LoadSources(cfg.GatewaySources, h.Reg); err != nil {
+			return err
+		}
+	}
+	external := gateway.New(h.Pool, h.Outbox, h.Reg, sources, time.Now, cfg.GatewayWindow, h.Log)
 	routes := httpapi.NewHandler(httpapi.Deps{
-		Auth: h.Verifier, Requests: store, Operations: store, Log: h.Log,
+		Auth: h.Verifier, Requests: store, Operations: store, Log: h.Log, ExternalEvents: external,
 		Documents:      request.NewDocuments(store, blobs, cfg.DocumentsBucket, time.Now),
 		MaxUploadBytes: cfg.MaxUploadBytes,
 	})

@@ -8,6 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/gateway"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/pkg/fabric/telemetry"
 )
@@ -18,7 +19,10 @@ type Deps struct {
 	Requests   Requests
 	Documents  Uploader
 	Operations Operations
-	Log        *slog.Logger
+	// ExternalEvents is the external-event gateway (pkg/fabric/gateway): it
+	// authenticates each event by its source's signature, not a JWT.
+	ExternalEvents http.Handler
+	Log            *slog.Logger
 	// MaxUploadBytes limits one uploaded file (413 beyond).
 	MaxUploadBytes int64
 }
@@ -41,6 +45,7 @@ func NewHandler(d Deps) http.Handler {
 	r.With(citizen).Method(http.MethodPost, "/v1/requests/{id}/cancel", handleCancel(d.Requests, d.Log))
 	r.With(uploaders).Method(http.MethodPost, "/v1/requests/{id}/documents", handleUpload(d.Documents, d.MaxUploadBytes, d.Log))
 	r.With(staffOrOwner).Method(http.MethodGet, "/v1/requests/{id}/documents", handleListDocuments(d.Requests, d.Log))
+	r.Method(http.MethodPost, gateway.Path, d.ExternalEvents)
 	r.With(staffOrOwner).Method(http.MethodGet, "/v1/requests/{id}/timeline", handleTimeline(d.Operations, d.Log))
 	r.With(operator).Method(http.MethodPost, "/v1/requests/{id}/workflow", handleStartWorkflow(d.Operations, d.Log))
 	r.With(operator).Method(http.MethodPost, "/v1/requests/{id}/documents/{documentId}/reprocess", handleReprocessDocument(d.Operations, d.Log))
