@@ -96,8 +96,14 @@ func TestBrokerTLS(t *testing.T) {
 		{name: "dev CA, dev client certificate", caFile: ca, cert: filepath.Join(dir, "client.pem"), key: filepath.Join(dir, "client-key.pem"), wantOK: true},
 		{name: "client certificate from another CA is refused by the broker (TLS 1.2)", caFile: ca, cert: rogueCert, key: rogueKey, force: true,
 			maxVersion: tls.VersionTLS12, wantErrContains: []string{"unknown certificate authority", "bad certificate", "unknown ca"}},
+		// In TLS 1.3 the client finishes its handshake before the broker
+		// checks the certificate, so the refusal reaches it as whatever its
+		// next read or write meets: the alert, a reset, EOF, or amqp091's
+		// "channel/connection is not open" (504) when the close wins the race
+		// with the AMQP handshake (seen once in a CI rehearsal).
 		{name: "client certificate from another CA is refused by the broker (TLS 1.3)", caFile: ca, cert: rogueCert, key: rogueKey, force: true,
-			wantErrContains: []string{"unknown certificate authority", "bad certificate", "unknown ca", "connection reset by peer", "broken pipe", "EOF"}},
+			wantErrContains: []string{"unknown certificate authority", "bad certificate", "unknown ca", "connection reset by peer", "broken pipe", "EOF",
+				"channel/connection is not open"}},
 		{name: "broker certificate not trusted without the dev CA", caFile: rogueCA,
 			wantErrContains: []string{"certificate signed by unknown authority"}},
 	}
