@@ -17,6 +17,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/dlq"
 	"github.com/agora-platform/agora/pkg/fabric/migrations"
+	"github.com/agora-platform/agora/pkg/fabric/progress"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 )
 
@@ -71,12 +72,18 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 	if *ids != "" {
 		filter.IDs = strings.Split(*ids, ",")
 	}
-	progress := func(done, total int) {
-		if done == total || done%100 == 0 {
-			fmt.Fprintf(stderr, "\r%d/%d letters examined", done, total)
-			if done == total {
-				fmt.Fprintln(stderr)
-			}
+	// Progress on stderr, at most every half second and at the end: how
+	// many letters of how many, the rate and the time left.
+	meter := progress.Start("letters examined", time.Now)
+	var shown time.Time
+	report := func(done, total int) {
+		if done != total && time.Since(shown) < 500*time.Millisecond {
+			return
+		}
+		shown = time.Now()
+		fmt.Fprintf(stderr, "\r\033[K%s", meter.Line(done, total))
+		if done == total {
+			fmt.Fprintln(stderr)
 		}
 	}
 	switch sub {
@@ -106,7 +113,7 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 		enc.SetIndent("", "  ")
 		return enc.Encode(l)
 	case "replay", "purge":
-		req := dlq.Request{Queue: *queue, Filter: filter, Operator: *operator, Reason: *reason, DryRun: *dry, Progress: progress}
+		req := dlq.Request{Queue: *queue, Filter: filter, Operator: *operator, Reason: *reason, DryRun: *dry, Progress: report}
 		var rep dlq.Report
 		if sub == "replay" {
 			rep, err = ops.Replay(ctx, req)

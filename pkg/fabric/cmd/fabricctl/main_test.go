@@ -115,9 +115,16 @@ func TestDLQReplayDryRunThenReplayIsAudited(t *testing.T) {
 	if !strings.Contains(one, "1 replayed, 0 failed") || !strings.Contains(one, ids[1]) {
 		t.Fatalf("replay one = %s", one)
 	}
-	rest := fabricctl(t, getenv, "dlq", "replay", q, "--all", "--reason=smoke test", "--audit-schema="+schema)
-	if !strings.Contains(rest, "2 replayed, 0 failed") {
-		t.Fatalf("replay rest = %s", rest)
+	var rest, progressOut bytes.Buffer
+	if err := run(context.Background(), []string{"dlq", "replay", q, "--all", "--reason=smoke test", "--audit-schema=" + schema}, getenv, &rest, &progressOut); err != nil {
+		t.Fatalf("replay rest: %v\n%s", err, progressOut.String())
+	}
+	if !strings.Contains(rest.String(), "2 replayed, 0 failed") {
+		t.Fatalf("replay rest = %s", rest.String())
+	}
+	// Progress on stderr ends with the whole count, the rate and the time.
+	if p := progressOut.String(); !strings.Contains(p, "2/2 letters examined, ") || !strings.Contains(p, "/s, done in ") {
+		t.Errorf("replay progress = %q, want 2/2 letters examined with a rate and the time taken", p)
 	}
 	back, err := ch.QueueDeclarePassive("workflow.request-submitted", true, false, false, false, nil)
 	if err != nil || back.Messages != 3 {
