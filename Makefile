@@ -27,6 +27,7 @@ help:
 	@echo "make infra   install/start RabbitMQ management, PostgreSQL+pgvector, MinIO, tesseract"
 	@echo "make lint    gofmt + go vet on every module, sqlc drift, catalog compatibility gate, docs/asyncapi.json drift"
 	@echo "make asyncapi  regenerate docs/asyncapi.json from the catalog and the topology"
+	@echo "make rules-check  promtool check + unit tests of the alert rules (installs promtool $(PROMTOOL_VERSION) once)"
 	@echo "make images  build local stand-ins for the public images (no registry needed)"
 	@echo "make compose-up / compose-down   the platform in containers (docker compose, stand-ins)"
 
@@ -50,6 +51,27 @@ generate: $(SQLC)
 # Generated code must match its SQL: fails on drift.
 generate-check: $(SQLC)
 	@for f in services/*/sqlc.yaml; do (cd $$(dirname $$f) && $(SQLC) diff) || { echo "sqlc output of $$(dirname $$f) is stale: run make generate"; exit 1; }; done
+
+# promtool, Prometheus's rule checker and rule unit-test runner, at PROMTOOL_VERSION: installed
+# into GOPATH/bin when missing or of another version. remove_all_sd leaves out the cloud
+# service-discovery plugins, which rule checks do not use (a large build all the same: many
+# minutes once on 2 cores). deploy/observability's tests fail, never skip, without it;
+# `make lint` (so `make test`) installs it.
+.PHONY: promtool rules-check
+PROMTOOL_VERSION = v0.316.0
+PROMTOOL = $(shell $(GO) env GOPATH)/bin/promtool
+
+promtool:
+	@if $(GO) version -m $(PROMTOOL) 2>/dev/null | grep -Eq '^\s*mod\s+github\.com/prometheus/prometheus\s+$(PROMTOOL_VERSION)\s'; then \
+		echo "promtool $(PROMTOOL_VERSION): $(PROMTOOL)"; \
+	else \
+		echo "installing promtool $(PROMTOOL_VERSION) into $(dir $(PROMTOOL)) (slow, once)"; \
+		GOBIN=$(dir $(PROMTOOL)) nice -n 10 env GOFLAGS=-p=1 $(GO) install -tags remove_all_sd github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION); \
+	fi
+
+# The alert rules parse and fire as their unit tests say (deploy/observability, docs/runbooks.md).
+rules-check: promtool
+	cd deploy/observability && $(PROMTOOL) check rules alerts.yml && $(PROMTOOL) test rules alerts_test.yml
 
 # The message catalog may only change compatibly (docs/contract-evolution.md):
 # compared with where this branch left main, or with HEAD on main itself.
@@ -80,7 +102,7 @@ $(ASYNCAPI_SCHEMA):
 	mkdir -p $(dir $(ASYNCAPI_SCHEMA)) && cp "$$tmp/package/schemas/3.0.0-without-\$$id.json" $(ASYNCAPI_SCHEMA) && \
 	echo "fetched the AsyncAPI 3.0.0 schema into $(ASYNCAPI_SCHEMA)"
 
-lint: generate-check catalog-check asyncapi-check
+lint: generate-check catalog-check asyncapi-check rules-check
 	@unformatted=$$(gofmt -l pkg services e2e deploy 2>/dev/null || true); \
 	if [ -n "$$unformatted" ]; then echo "not gofmt-ed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
+	"sigs.k8s.io/yaml"
 
 	"github.com/agora-platform/agora/deploy/acl"
 )
@@ -75,7 +76,7 @@ func TestComposeLoadsAndValidates(t *testing.T) {
 			t.Errorf("service %s: %v", name, err)
 		}
 	}
-	for _, f := range []string{"otel-collector.yaml", "prometheus.yml", "rabbitmq/agora.conf", "grafana/provisioning/datasources/datasources.yaml", "grafana/provisioning/dashboards/dashboards.yaml"} {
+	for _, f := range []string{"otel-collector.yaml", "prometheus.yml", "rabbitmq/agora.conf", "grafana/provisioning/datasources/datasources.yaml", "grafana/provisioning/dashboards/dashboards.yaml", "../observability/alerts.yml"} {
 		if _, err := os.Stat(f); err != nil {
 			t.Errorf("mounted file: %v", err)
 		}
@@ -84,12 +85,62 @@ func TestComposeLoadsAndValidates(t *testing.T) {
 		UID    string            `json:"uid"`
 		Panels []json.RawMessage `json:"panels"`
 	}
-	data, err := os.ReadFile("grafana/dashboards/platform.json")
+	data, err := os.ReadFile("../observability/dashboards/platform.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := json.Unmarshal(data, &dash); err != nil || dash.UID == "" || len(dash.Panels) == 0 {
-		t.Errorf("grafana/dashboards/platform.json: uid %q, %d panels, err %v", dash.UID, len(dash.Panels), err)
+		t.Errorf("../observability/dashboards/platform.json: uid %q, %d panels, err %v", dash.UID, len(dash.Panels), err)
+	}
+}
+
+// Prometheus loads deploy/observability/alerts.yml (the file the chart ships) and
+// Grafana the dashboards beside it; RabbitMQ exports the per-queue metrics they query.
+func TestComposeShipsAlertRulesAndDashboards(t *testing.T) {
+	obs := load(t, "observability")
+	mounts := func(name string) map[string]string {
+		svc, err := obs.GetService(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]string{}
+		for _, v := range svc.Volumes {
+			m[v.Target] = v.Source
+		}
+		return m
+	}
+	abs := func(p string) string {
+		a, err := filepath.Abs(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	if got := mounts("prometheus")["/etc/prometheus/rules/agora-alerts.yml"]; got != abs("../observability/alerts.yml") {
+		t.Errorf("prometheus mounts %q at /etc/prometheus/rules/agora-alerts.yml, want deploy/observability/alerts.yml", got)
+	}
+	if got := mounts("grafana")["/var/lib/grafana/dashboards"]; got != abs("../observability/dashboards") {
+		t.Errorf("grafana mounts %q as its dashboards, want deploy/observability/dashboards", got)
+	}
+	var cfg struct {
+		RuleFiles []string `json:"rule_files"`
+	}
+	data, err := os.ReadFile("prometheus.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(cfg.RuleFiles, "/etc/prometheus/rules/*.yml") {
+		t.Errorf("prometheus.yml rule_files = %v, want /etc/prometheus/rules/*.yml", cfg.RuleFiles)
+	}
+	conf, err := os.ReadFile("rabbitmq/agora.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(conf), "prometheus.return_per_object_metrics = true") {
+		t.Error("rabbitmq/agora.conf: per-object metrics are off; the alert rules query rabbitmq_queue_* by queue")
 	}
 }
 

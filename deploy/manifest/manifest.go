@@ -2,8 +2,9 @@
 // output) strictly into the Kubernetes API types, so that a misspelled or
 // misplaced field is an error instead of being silently dropped by the API
 // server. Custom resources the chart uses (RabbitmqCluster, KEDA's
-// ScaledObject and TriggerAuthentication) decode into minimal typed structs
-// declared here, with the fields the chart sets.
+// ScaledObject and TriggerAuthentication, the Prometheus Operator's
+// PrometheusRule) decode into minimal typed structs declared here, with the
+// fields the chart sets.
 package manifest
 
 import (
@@ -31,17 +32,18 @@ type Object struct {
 
 // types maps "apiVersion/kind" to a constructor of its typed value.
 var types = map[string]func() any{
-	"apps/v1/Deployment":                     func() any { return &appsv1.Deployment{} },
-	"v1/Service":                             func() any { return &corev1.Service{} },
-	"v1/Secret":                              func() any { return &corev1.Secret{} },
-	"v1/ConfigMap":                           func() any { return &corev1.ConfigMap{} },
-	"v1/ServiceAccount":                      func() any { return &corev1.ServiceAccount{} },
-	"policy/v1/PodDisruptionBudget":          func() any { return &policyv1.PodDisruptionBudget{} },
-	"networking.k8s.io/v1/NetworkPolicy":     func() any { return &networkingv1.NetworkPolicy{} },
-	"autoscaling/v2/HorizontalPodAutoscaler": func() any { return &autoscalingv2.HorizontalPodAutoscaler{} },
-	"rabbitmq.com/v1beta1/RabbitmqCluster":   func() any { return &RabbitmqCluster{} },
-	"keda.sh/v1alpha1/ScaledObject":          func() any { return &ScaledObject{} },
-	"keda.sh/v1alpha1/TriggerAuthentication": func() any { return &TriggerAuthentication{} },
+	"apps/v1/Deployment":                      func() any { return &appsv1.Deployment{} },
+	"v1/Service":                              func() any { return &corev1.Service{} },
+	"v1/Secret":                               func() any { return &corev1.Secret{} },
+	"v1/ConfigMap":                            func() any { return &corev1.ConfigMap{} },
+	"v1/ServiceAccount":                       func() any { return &corev1.ServiceAccount{} },
+	"policy/v1/PodDisruptionBudget":           func() any { return &policyv1.PodDisruptionBudget{} },
+	"networking.k8s.io/v1/NetworkPolicy":      func() any { return &networkingv1.NetworkPolicy{} },
+	"autoscaling/v2/HorizontalPodAutoscaler":  func() any { return &autoscalingv2.HorizontalPodAutoscaler{} },
+	"rabbitmq.com/v1beta1/RabbitmqCluster":    func() any { return &RabbitmqCluster{} },
+	"keda.sh/v1alpha1/ScaledObject":           func() any { return &ScaledObject{} },
+	"keda.sh/v1alpha1/TriggerAuthentication":  func() any { return &TriggerAuthentication{} },
+	"monitoring.coreos.com/v1/PrometheusRule": func() any { return &PrometheusRule{} },
 }
 
 // ErrUnknownKind is returned for a kind this package has no type for: the
@@ -171,4 +173,32 @@ type TriggerAuthentication struct {
 			Key       string `json:"key"`
 		} `json:"secretTargetRef"`
 	} `json:"spec"`
+}
+
+// PrometheusRule is monitoring.coreos.com/v1 PrometheusRule (Prometheus
+// Operator): the fields of its rule groups the chart renders.
+type PrometheusRule struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		Groups []PrometheusRuleGroup `json:"groups"`
+	} `json:"spec"`
+}
+
+// PrometheusRuleGroup is one group of a PrometheusRule.
+type PrometheusRuleGroup struct {
+	Name     string               `json:"name"`
+	Interval string               `json:"interval,omitempty"`
+	Rules    []PrometheusRuleRule `json:"rules"`
+}
+
+// PrometheusRuleRule is an alerting or recording rule.
+type PrometheusRuleRule struct {
+	Alert         string            `json:"alert,omitempty"`
+	Record        string            `json:"record,omitempty"`
+	Expr          string            `json:"expr"`
+	For           string            `json:"for,omitempty"`
+	KeepFiringFor string            `json:"keep_firing_for,omitempty"`
+	Labels        map[string]string `json:"labels,omitempty"`
+	Annotations   map[string]string `json:"annotations,omitempty"`
 }

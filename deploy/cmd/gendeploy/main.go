@@ -4,7 +4,10 @@
 //	deploy/rabbitmq/definitions.json   users, permissions, topic permissions, topology (local dev)
 //	deploy/postgres/roles.sql          one role per service schema (local dev passwords)
 //	deploy/helm/agora/files/acl.json   the same permissions and topology, passwords left to values
+//	deploy/helm/agora/files/alerts.yml              copy of deploy/observability/alerts.yml
+//	deploy/helm/agora/files/dashboards/platform.json  copy of deploy/observability/dashboards/platform.json
 //
+// The chart cannot read files outside its directory, hence the copies.
 // Run from the repository root: go run ./deploy/cmd/gendeploy [-check].
 // With -check it writes nothing and fails when a file differs.
 package main
@@ -18,6 +21,7 @@ import (
 	"path/filepath"
 
 	"github.com/agora-platform/agora/deploy/acl"
+	"github.com/agora-platform/agora/deploy/observability"
 	"github.com/agora-platform/agora/deploy/postgres"
 )
 
@@ -49,6 +53,9 @@ func run(args []string, stdout io.Writer) error {
 		if *check {
 			return fmt.Errorf("%s is out of date: run go run ./deploy/cmd/gendeploy", f.Path)
 		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return fmt.Errorf("write %s: %w", f.Path, err)
+		}
 		if err := os.WriteFile(path, f.Data, 0o644); err != nil {
 			return fmt.Errorf("write %s: %w", f.Path, err)
 		}
@@ -77,5 +84,7 @@ func Generated() ([]File, error) {
 		{Path: "deploy/rabbitmq/definitions.json", Data: defs},
 		{Path: "deploy/postgres/roles.sql", Data: []byte(postgres.PlatformSQL())},
 		{Path: "deploy/helm/agora/files/acl.json", Data: chart},
+		{Path: "deploy/helm/agora/files/alerts.yml", Data: observability.ChartRules()},
+		{Path: "deploy/helm/agora/files/dashboards/platform.json", Data: observability.Dashboard},
 	}, nil
 }
