@@ -223,23 +223,30 @@ func TestProjectionCountsAndMovesStatuses(t *testing.T) {
 	}
 }
 
+// TestDuplicateEventCountsOnce: the same event delivered twice is counted
+// once. The consumer handles messages concurrently, so each step waits for
+// its own signal: the first delivery projected, then the duplicate counted
+// as one by the inbox.
 func TestDuplicateEventCountsOnce(t *testing.T) {
 	s := startStack(t)
 	at := time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)
+	att := s.token(t, "org-a", auth.RoleAttendant)
+	iptu := func() int64 {
+		var rep projection.Report
+		s.get(t, "/v1/analytics/requests?from=2026-04-01&to=2026-04-01", att, &rep)
+		return rep.Totals.ByService["iptu"]
+	}
 	e := s.publish(t, "request.submitted.v1", "org-a", map[string]any{"requestId": uuid.NewString(), "protocol": "AG-DUP001",
 		"serviceId": "iptu", "formId": "f", "formVersion": 1, "channel": "web", "citizenId": "c", "submittedAt": at.Format(time.RFC3339)})
+	fabrictest.Eventually(t, 20*time.Second, "first delivery projected", func() bool { return iptu() == 1 })
+	dupes := map[string]string{"consumer": "analytics.request-events"}
+	before := fabrictest.Counter(t, s.url+"/metrics", "fabric_consumer_duplicates_total", dupes)
 	if err := s.pub.Publish(context.Background(), e); err != nil {
 		t.Fatal(err)
 	}
-	s.submit(t, "org-a", "marker", "web", at)
-	att := s.token(t, "org-a", auth.RoleAttendant)
-	var rep projection.Report
-	fabrictest.Eventually(t, 20*time.Second, "marker projected", func() bool {
-		s.get(t, "/v1/analytics/requests?from=2026-04-01&to=2026-04-01", att, &rep)
-		return rep.Totals.ByService["marker"] == 1
-	})
-	if rep.Totals.ByService["iptu"] != 1 {
-		t.Errorf("iptu count after a duplicate = %d, want 1", rep.Totals.ByService["iptu"])
+	fabrictest.WaitCounter(t, 20*time.Second, s.url+"/metrics", "fabric_consumer_duplicates_total", dupes, before+1)
+	if n := iptu(); n != 1 {
+		t.Errorf("iptu count after a duplicate = %d, want 1", n)
 	}
 }
 
