@@ -286,6 +286,10 @@ func TestHTTPHandlerRequiresOperatorAndScopesTenant(t *testing.T) {
 	if resp, _ := call("POST", dlq.PathPrefix+spec.Queue+"/replay", token(auth.RoleOperator), `{"filter":{"all":true}}`); resp.StatusCode != 422 {
 		t.Errorf("replay without reason = %d, want 422", resp.StatusCode)
 	}
+	// No filter does not mean every letter: that takes "all": true.
+	if resp, body := call("POST", dlq.PathPrefix+spec.Queue+"/replay", token(auth.RoleOperator), `{"reason":"fixed"}`); resp.StatusCode != 400 || !strings.Contains(string(body), "filter") {
+		t.Errorf("replay without a filter = %d %s, want 400 naming the filter", resp.StatusCode, body)
+	}
 	r.broken.Store(false)
 	resp, body = call("POST", dlq.PathPrefix+spec.Queue+"/replay", token(auth.RoleOperator), `{"filter":{"all":true},"reason":"fixed"}`)
 	var rep dlq.Report

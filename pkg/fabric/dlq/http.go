@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -115,6 +116,17 @@ func Handler(ops *Ops, queues []string) http.Handler {
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&body); err != nil {
 				problem.Error(w, r, http.StatusBadRequest, "body: "+err.Error())
+				return
+			}
+			if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+				problem.Error(w, r, http.StatusBadRequest, "body: data after the JSON object")
+				return
+			}
+			// Checked before the tenant is added, which would make any
+			// filter non-empty: selecting every letter takes "all": true.
+			if body.Filter.empty() {
+				problem.Write(w, r, problem.Details{Status: http.StatusBadRequest, Detail: "a filter is required",
+					Errors: map[string]any{"filter": "name ids, a reason, a type, or all: true"}})
 				return
 			}
 			body.Filter.Tenant = c.TenantID // never beyond the operator's tenant

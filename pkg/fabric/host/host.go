@@ -1,10 +1,10 @@
 // Package host runs a platform service: it reads the shared configuration,
 // opens the database (own schema, migrated) and the supervised broker
 // connection (own topology, redeclared on reconnect), wires tracing and
-// metrics, serves /healthz, /readyz and /metrics beside the service's
-// routes, runs its consumers and outbox relay, and shuts all of it down in
-// order: HTTP first, then consumers (in-flight messages finish), then the
-// relay, then connections.
+// metrics, serves /healthz, /readyz, /metrics and the service's OpenAPI
+// document (/openapi.json) beside the service's routes, runs its consumers
+// and outbox relay, and shuts all of it down in order: HTTP first, then
+// consumers (in-flight messages finish), then the relay, then connections.
 package host
 
 import (
@@ -44,6 +44,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/edge"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
 	"github.com/agora-platform/agora/pkg/fabric/migrations"
+	"github.com/agora-platform/agora/pkg/fabric/openapi"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
@@ -168,6 +169,12 @@ type Options struct {
 	// fabric's inbox, outbox and DLQ audit tables (the request service's
 	// idempotency keys: their age comes from its own variable).
 	Retain []retention.Table
+	// OpenAPI is the service's OpenAPI 3.1 document (YAML or JSON): its own
+	// routes, written by hand, referring to the shared components of
+	// package openapi. New merges it with the host's routes (package
+	// openapi) and Serve serves the result as JSON at GET /openapi.json,
+	// without a token. Empty: a document of the host's routes alone.
+	OpenAPI []byte
 }
 
 // Host holds a service's connections and runs its workers.
@@ -184,6 +191,7 @@ type Host struct {
 	Verifier *auth.Verifier
 
 	opts       Options
+	apiDoc     []byte // the merged OpenAPI document, JSON
 	meter      *sdkmetric.MeterProvider
 	metricsH   http.Handler
 	shutdownTP func(context.Context) error
@@ -217,6 +225,9 @@ func New(ctx context.Context, cfg Config, opts Options, logOut io.Writer) (*Host
 		return nil, fmt.Errorf(format, a...)
 	}
 	if h.Reg, err = registry.Default(); err != nil {
+		return fail("%w", err)
+	}
+	if h.apiDoc, err = apiDocument(cfg.Service, opts); err != nil {
 		return fail("%w", err)
 	}
 	if err := h.initTelemetry(ctx); err != nil {
@@ -266,6 +277,20 @@ func (h *Host) initRetention() error {
 	}
 	h.Go("retention", r.Run)
 	return nil
+}
+
+// apiDocument merges the service's OpenAPI document with the host's routes:
+// the DLQ API's for its queues, when it consumes (see dlqHandler).
+func apiDocument(service string, opts Options) ([]byte, error) {
+	doc := opts.OpenAPI
+	if len(doc) == 0 {
+		doc = fmt.Appendf(nil, `{"openapi": "3.1.0", "info": {"title": %q, "version": "1"}, "paths": {}}`, service)
+	}
+	queues := make([]string, len(opts.Consumers))
+	for i, c := range opts.Consumers {
+		queues[i] = c.Queue
+	}
+	return openapi.Document(doc, openapi.Host{Queues: queues})
 }
 
 // dlqHandler is the DLQ API (package dlq) for the service's own queues,
@@ -487,10 +512,11 @@ func (h *Host) Inbox(queue string) *inbox.Inbox {
 	return inbox.New(h.Pool, h.Cfg.Schema, queue, inbox.Options{Metrics: h.Metrics, Logger: h.Log})
 }
 
-// Serve listens on HTTPAddr with routes plus /healthz, /readyz and /metrics,
-// runs the consumers and relay, and blocks until ctx ends; then it shuts
-// down in order and returns nil, or the first fatal error. ready, if set, is
-// called with the bound address once listening (tests use ":0").
+// Serve listens on HTTPAddr with routes plus /healthz, /readyz, /metrics,
+// /openapi.json and the DLQ API, runs the consumers and relay, and blocks
+// until ctx ends; then it shuts down in order and returns nil, or the first
+// fatal error. ready, if set, is called with the bound address once
+// listening (tests use ":0").
 func (h *Host) Serve(ctx context.Context, routes http.Handler, ready func(addr string)) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -498,14 +524,20 @@ func (h *Host) Serve(ctx context.Context, routes http.Handler, ready func(addr s
 	})
 	mux.HandleFunc("GET /readyz", h.handleReady)
 	mux.Handle("GET /metrics", h.metricsH)
+	mux.HandleFunc("GET "+openapi.Path, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(h.apiDoc)
+	})
 	if api := h.dlqHandler(); api != nil {
 		mux.Handle(dlq.PathPrefix, telemetry.HTTPServer(h.Tracer)(edge.ValidText(api)))
 	}
-	if routes != nil {
-		// Every service's input is checked once here, inside the span so
-		// refusals are traced too (package edge).
-		mux.Handle("/", telemetry.HTTPServer(h.Tracer)(edge.ValidText(routes)))
+	if routes == nil {
+		// What no route serves is a problem, never the mux's plain text.
+		routes = http.HandlerFunc(problem.NoRoute)
 	}
+	// Every service's input is checked once here, inside the span so
+	// refusals are traced too (package edge).
+	mux.Handle("/", telemetry.HTTPServer(h.Tracer)(edge.ValidText(routes)))
 	ln, err := net.Listen("tcp", h.Cfg.HTTPAddr)
 	if err != nil {
 		h.Close()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -15,6 +16,8 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/dlq"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/host"
+	"github.com/agora-platform/agora/pkg/fabric/openapi"
+	"github.com/agora-platform/agora/pkg/fabric/openapi/openapitest"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
@@ -213,5 +216,111 @@ func TestWithoutKeysTheDLQAPIRefusesEveryone(t *testing.T) {
 	var n int
 	if err := s.Pool.QueryRow(context.Background(), "SELECT count(*) FROM inbox_message").Scan(&n); err != nil || n != 3 {
 		t.Errorf("inbox claims with retention off = %d, %v; want all 3 kept", n, err)
+	}
+}
+
+// TestServesItsOpenAPIDocument: the host serves the merged document at
+// /openapi.json without a token (its DLQ API documented for the host's
+// queue), and its own routes answer as the document says.
+func TestServesItsOpenAPIDocument(t *testing.T) {
+	keys, err := auth.LoadOrCreateDevKeys(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, _, _ := serve(t, map[string]string{"JWT_KEYS": keys.JWKSPath})
+	tr := openapitest.NewTransport(nil)
+	if err := tr.AddService(context.Background(), url); err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: tr}
+	operator, err := keys.Mint(auth.Claims{Subject: "op-1", TenantID: "org-a", Roles: []string{auth.RoleOperator}}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attendant, err := keys.Mint(auth.Claims{Subject: "at-1", TenantID: "org-a", Roles: []string{auth.RoleAttendant}}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const dryRun = `{"filter":{"all":true},"reason":"test","dryRun":true}`
+	for _, tc := range []struct {
+		method, path, token, body string
+		want                      int
+	}{
+		{"GET", "/healthz", "", "", 200},
+		{"HEAD", "/healthz", "", "", 200},
+		{"GET", "/readyz", "", "", 200},
+		{"GET", "/metrics", "", "", 200},
+		{"GET", "/openapi.json", "", "", 200},
+		{"GET", dlq.PathPrefix + spec.Queue, operator, "", 200},
+		{"GET", dlq.PathPrefix + "audit", operator, "", 200},
+		{"GET", dlq.PathPrefix + spec.Queue + "/letters/nope", operator, "", 404},
+		{"POST", dlq.PathPrefix + spec.Queue + "/replay", operator, dryRun, 200},
+		{"POST", dlq.PathPrefix + spec.Queue + "/purge", operator, dryRun, 200},
+		{"POST", dlq.PathPrefix + spec.Queue + "/purge", operator, `{"filter":{"all":true},"dryRun":true}`, 422},
+		{"POST", dlq.PathPrefix + spec.Queue + "/replay", operator, `{"filter":`, 400},
+		{"GET", dlq.PathPrefix + spec.Queue, attendant, "", 403},
+		{"GET", dlq.PathPrefix + spec.Queue, "", "", 401},
+		{"GET", dlq.PathPrefix + "other.queue", operator, "", 404},
+		{"DELETE", dlq.PathPrefix + spec.Queue, operator, "", 405},
+		{"GET", "/nowhere", "", "", 404},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			req, err := http.NewRequest(tc.method, url+tc.path, strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			if tc.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Fatalf("%s %s = %d, want %d", tc.method, tc.path, resp.StatusCode, tc.want)
+			}
+		})
+	}
+	_, _, doc := call(t, "GET", url+"/openapi.json", "")
+	ops, err := openapi.Operations(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := openapi.HostOperations(openapi.Host{Queues: []string{spec.Queue}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := openapitest.CompareRoutes(ops, want); err != nil {
+		t.Errorf("a host without routes of its own documents: %v", err)
+	}
+	var d struct {
+		Components struct {
+			Parameters map[string]struct {
+				Schema struct {
+					Enum []string `json:"enum"`
+				} `json:"schema"`
+			} `json:"parameters"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(doc, &d); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Components.Parameters["DLQQueue"].Schema.Enum; len(got) != 1 || got[0] != spec.Queue {
+		t.Errorf("the {queue} parameter enumerates %v, want [%s]", got, spec.Queue)
+	}
+}
+
+func TestNewRefusesAnInvalidOpenAPIDocument(t *testing.T) {
+	cfg, err := host.ConfigFrom("test", ":0", func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = host.New(context.Background(), cfg, host.Options{OpenAPI: []byte("openapi: 3.0.3\ninfo: {title: x, version: '1'}\n")}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "openapi") {
+		t.Fatalf("New with an OpenAPI 3.0 document = %v, want an error naming it", err)
 	}
 }

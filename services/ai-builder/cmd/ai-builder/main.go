@@ -105,6 +105,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	h, err := host.New(ctx, cfg.host, host.Options{
 		Consumers: specs, Migrations: migrations.FS, NeedsAuth: true, Relay: true,
+		OpenAPI: httpapi.OpenAPI,
 	}, stdout)
 	if err != nil {
 		return err

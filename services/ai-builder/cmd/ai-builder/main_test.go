@@ -187,7 +187,9 @@ func (s *stack) start(extra map[string]string) string {
 	for k, v := range extra {
 		vars[k] = v
 	}
-	return fabrictest.StartService(s.t, run, vars).URL
+	url := fabrictest.StartService(s.t, run, vars).URL
+	checkAPI(s.t, url)
+	return url
 }
 
 // putText stores text as the document worker would and returns its key.

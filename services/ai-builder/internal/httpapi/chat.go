@@ -47,11 +47,9 @@ func handleChat(chat Asker, log *slog.Logger) http.Handler {
 			problem.Error(w, r, http.StatusUnauthorized, "a bearer token is required")
 			return
 		}
-		if ct := r.Header.Get("Content-Type"); ct != "" {
-			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-				problem.Error(w, r, http.StatusUnsupportedMediaType, "the body must be application/json")
-				return
-			}
+		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+			problem.Error(w, r, http.StatusUnsupportedMediaType, "the body must be application/json")
+			return
 		}
 		var req chatRequest
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxChatBody))

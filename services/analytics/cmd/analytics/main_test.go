@@ -87,6 +87,7 @@ func startStack(t testing.TB, extra ...string) *stack {
 		vars[extra[i]] = extra[i+1]
 	}
 	s.url = fabrictest.StartService(t, run, vars).URL
+	checkAPI(t, s.url)
 	reg, err := registry.Default()
 	if err != nil {
 		t.Fatal(err)

@@ -105,6 +105,7 @@ func startStack(t testing.TB, extra ...string) *stack {
 		vars[extra[i]] = extra[i+1]
 	}
 	s.url = fabrictest.StartService(t, run, vars).URL
+	checkAPI(t, s.url)
 
 	conn := vh.Dial(t)
 	reg, err := registry.Default()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -55,11 +56,19 @@ func handlePutContact(store Store, log *slog.Logger) http.HandlerFunc {
 			problem.Error(w, r, http.StatusNotFound, "not found")
 			return
 		}
+		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+			problem.Error(w, r, http.StatusUnsupportedMediaType, "the body must be application/json")
+			return
+		}
 		var b contactBody
 		dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&b); err != nil {
 			problem.Error(w, r, http.StatusBadRequest, fmt.Sprintf("body is not a contact: %v", err))
+			return
+		}
+		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+			problem.Error(w, r, http.StatusBadRequest, "body is not a contact: data after the JSON object")
 			return
 		}
 		c := notify.Contact{CitizenID: citizenID, Email: b.Email, Phone: b.Phone, Preferred: notify.Channel(b.PreferredChannel),

@@ -121,6 +121,7 @@ func startStack(t testing.TB, s3Endpoint string, extra ...string) *stack {
 		vars[extra[i]] = extra[i+1]
 	}
 	s.url = fabrictest.StartService(t, run, vars).URL
+	checkAPI(t, s.url)
 	reg, err := registry.Default()
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 	"github.com/agora-platform/agora/services/document-worker/internal/document"
+	"github.com/agora-platform/agora/services/document-worker/internal/httpapi"
 	"github.com/agora-platform/agora/services/document-worker/internal/messaging"
 	"github.com/agora-platform/agora/services/document-worker/internal/ocr"
 	"github.com/agora-platform/agora/services/document-worker/internal/postgres"
@@ -79,6 +80,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Consumers:  specs,
 		Migrations: migrations.FS,
 		Relay:      true,
+		OpenAPI:    httpapi.OpenAPI,
 	}, stdout)
 	if err != nil {
 		return err

@@ -206,7 +206,9 @@ func (s *stack) start(extra map[string]string) *worker {
 	for k, v := range extra {
 		vars[k] = v
 	}
-	return &worker{fabrictest.StartService(s.t, run, vars)}
+	w := &worker{fabrictest.StartService(s.t, run, vars)}
+	checkAPI(s.t, w.URL)
+	return w
 }
 
 type upload struct {

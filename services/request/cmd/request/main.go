@@ -93,7 +93,8 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 		Consumers: specs, Migrations: migrations.FS(), NeedsAuth: true, Relay: true,
 		// Row-level security with FORCE (migration 00001): cleaned tenant
 		// by tenant, the tenants kept by migration 00002's trigger.
-		Retain: []retention.Table{{Name: "idempotency_key", Column: "created_at", Age: cfg.IdempotencyRetention, TenantScoped: true}},
+		Retain:  []retention.Table{{Name: "idempotency_key", Column: "created_at", Age: cfg.IdempotencyRetention, TenantScoped: true}},
+		OpenAPI: httpapi.OpenAPI,
 	}, stdout)
 	if err != nil {
 		return err

@@ -103,6 +103,7 @@ func start(t testing.TB, extra map[string]string) *testService {
 		s.pool.Close()
 	})
 	s.url = fabrictest.StartService(t, run, vars).URL
+	checkAPI(t, s.url)
 
 	s.conn = s.vhost.Dial(t)
 	reg, err := registry.Default()

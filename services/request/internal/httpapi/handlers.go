@@ -188,9 +188,20 @@ func handleCancel(store Requests, log *slog.Logger) http.Handler {
 		if r.ContentLength != 0 {
 			dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 8<<10))
 			dec.DisallowUnknownFields()
-			if err := dec.Decode(&body); err != nil && !errors.Is(err, io.EOF) {
+			err := dec.Decode(&body)
+			switch {
+			case errors.Is(err, io.EOF): // no body after all
+			case !isJSON(r):
+				problem.Error(w, r, http.StatusUnsupportedMediaType, "a body must be application/json")
+				return
+			case err != nil:
 				problem.Error(w, r, http.StatusBadRequest, "body: "+err.Error())
 				return
+			default:
+				if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+					problem.Error(w, r, http.StatusBadRequest, "body: data after the JSON object")
+					return
+				}
 			}
 		}
 		if n := len([]rune(body.Reason)); n > request.MaxReasonLength {

@@ -89,7 +89,9 @@ func (p *platform) start(t testing.TB, extra map[string]string) string {
 	for k, v := range extra {
 		vars[k] = v
 	}
-	return fabrictest.StartService(t, run, vars).URL
+	url := fabrictest.StartService(t, run, vars).URL
+	checkAPI(t, url)
+	return url
 }
 
 func (p *platform) token(t *testing.T, tenant, sub string, roles ...string) string {

@@ -104,6 +104,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	}
 	h, err := host.New(ctx, cfg.Config, host.Options{
 		Consumers: specs, Migrations: migrations.FS(), NeedsAuth: true, Relay: true,
+		OpenAPI: httpapi.OpenAPI,
 	}, stdout)
 	if err != nil {
 		return err
