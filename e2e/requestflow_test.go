@@ -21,6 +21,7 @@ import (
 	"github.com/agora-platform/agora/deploy/observability"
 	"github.com/agora-platform/agora/e2e/harness"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/pkg/fabric/openapi/openapitest"
 )
 
 // flowRow is how an analyst reads the lake's Parquet files.
@@ -61,6 +62,22 @@ func TestRequestFlow(t *testing.T) {
 	h.Start(t, "communication", mailEnv)
 	h.Start(t, "analytics")
 	h.Start(t, "datalake-ingestion", bucketEnv)
+
+	// Every call this test makes to a service, and its answer, is checked
+	// against the document the service serves at /openapi.json.
+	contract := openapitest.NewTransport(nil)
+	for _, svc := range []string{"request", "workflow", "communication", "analytics", "datalake-ingestion"} {
+		if err := contract.AddService(context.Background(), h.URL(svc)); err != nil {
+			t.Fatalf("the OpenAPI document of %s: %v", svc, err)
+		}
+	}
+	flowClient = &http.Client{Transport: contract}
+	t.Cleanup(func() {
+		flowClient = http.DefaultClient
+		if err := contract.Err(); err != nil {
+			t.Errorf("calls that do not match their service's OpenAPI document: %v", err)
+		}
+	})
 
 	tenantA, tenantB := "org-a-"+flowRand(3), "org-b-"+flowRand(3)
 	staffA := h.Token(tenantA, "attendant-a", "attendant", "operator")
@@ -472,6 +489,10 @@ func flowRand(n int) string {
 	return hex.EncodeToString(b)
 }
 
+// flowClient sends flowCall's requests; TestRequestFlow makes it check
+// them against the services' OpenAPI documents.
+var flowClient = http.DefaultClient
+
 // flowCall sends a JSON request and returns the status and body.
 func flowCall(t *testing.T, method, url, token, idemKey, body string) (int, []byte) {
 	t.Helper()
@@ -490,7 +511,7 @@ func flowCall(t *testing.T, method, url, token, idemKey, body string) (int, []by
 	if idemKey != "" {
 		req.Header.Set("Idempotency-Key", idemKey)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := flowClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, url, err)
 	}
