@@ -6,13 +6,11 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -481,52 +479,11 @@ func TestExportValidation(t *testing.T) {
 	}
 }
 
-// proxy forwards TCP to target while up; while down it hangs up at once,
-// as a store that is unreachable would.
-type proxy struct {
-	ln     net.Listener
-	target string
-	up     atomic.Bool
-}
-
-func startProxy(t *testing.T, target string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln, target: target}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			if !p.up.Load() {
-				c.Close()
-				continue
-			}
-			go func() {
-				defer c.Close()
-				u, err := net.Dial("tcp", p.target)
-				if err != nil {
-					return
-				}
-				defer u.Close()
-				go func() { _, _ = io.Copy(u, c) }()
-				_, _ = io.Copy(c, u)
-			}()
-		}
-	}()
-	return p
-}
-
 func TestExportWaitsForTheStore(t *testing.T) {
 	// The store is down from the start: the service starts all the same
 	// (the bucket is made by the first export that reaches the store).
-	p := startProxy(t, getenv("S3_ENDPOINT", "127.0.0.1:9000"))
-	s := startStack(t, "S3_ENDPOINT", p.ln.Addr().String(), "RETRY_TIERS", "1s,1s,1s,1s,1s,1s,1s,1s,1s,1s")
+	p := fabrictest.StartProxy(t, getenv("S3_ENDPOINT", "127.0.0.1:9000"))
+	s := startStack(t, "S3_ENDPOINT", p.Addr, "RETRY_TIERS", "1s,1s,1s,1s,1s,1s,1s,1s,1s,1s")
 	want := seedTwoTenants(t, s)
 	att := s.token(t, "org-a", auth.RoleAttendant)
 	path, _ := s.requestExport(t, att, `{"from":"2026-03-01","to":"2026-03-31"}`)
@@ -537,7 +494,7 @@ func TestExportWaitsForTheStore(t *testing.T) {
 	if n := s.jobCounter(t, "fabric_consumer_dead_lettered_total"); n != 0 {
 		t.Fatalf("a store outage dead-lettered %g jobs, want a retry", n)
 	}
-	p.up.Store(true)
+	p.Up()
 	v := s.waitStatus(t, path, att, "done", 30*time.Second)
 	if v.Error != "" || v.RowsWritten != int64(len(want)) {
 		t.Errorf("export after the outage = %+v", v)
@@ -548,8 +505,8 @@ func TestExportWaitsForTheStore(t *testing.T) {
 }
 
 func TestExportFailsWhenTheStoreStaysDown(t *testing.T) {
-	p := startProxy(t, getenv("S3_ENDPOINT", "127.0.0.1:9000")) // never up
-	s := startStack(t, "S3_ENDPOINT", p.ln.Addr().String(), "RETRY_TIERS", "200ms")
+	p := fabrictest.StartProxy(t, getenv("S3_ENDPOINT", "127.0.0.1:9000")) // never up
+	s := startStack(t, "S3_ENDPOINT", p.Addr, "RETRY_TIERS", "200ms")
 	att := s.token(t, "org-a", auth.RoleAttendant)
 	path, _ := s.requestExport(t, att, `{"from":"2026-03-01","to":"2026-03-31"}`)
 	// One delivery plus one retry, then the DLQ; the export says so.

@@ -10,12 +10,10 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -476,47 +474,6 @@ func TestOverlappingBatchesWriteEachEventOnce(t *testing.T) {
 	}
 }
 
-// proxy forwards TCP to target while up; while down it hangs up at once,
-// as a store that is unreachable would.
-type proxy struct {
-	ln     net.Listener
-	target string
-	up     atomic.Bool
-}
-
-func startProxy(t *testing.T, target string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln, target: target}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			if !p.up.Load() {
-				c.Close()
-				continue
-			}
-			go func() {
-				defer c.Close()
-				u, err := net.Dial("tcp", p.target)
-				if err != nil {
-					return
-				}
-				defer u.Close()
-				go func() { _, _ = io.Copy(u, c) }()
-				_, _ = io.Copy(c, u)
-			}()
-		}
-	}()
-	return p
-}
-
 // retried reads fabric_consumer_retried_total from /metrics.
 func retried(t *testing.T, url string) int {
 	t.Helper()
@@ -539,15 +496,15 @@ func retried(t *testing.T, url string) int {
 }
 
 func TestStoreOutageMessagesWaitAndIngestionResumes(t *testing.T) {
-	p := startProxy(t, getenv("S3_ENDPOINT", "127.0.0.1:9000"))
-	s := startStack(t, p.ln.Addr().String())
+	p := fabrictest.StartProxy(t, getenv("S3_ENDPOINT", "127.0.0.1:9000"))
+	s := startStack(t, p.Addr)
 	e := s.submit(t, "org-a")
 	fabrictest.Eventually(t, 20*time.Second, "the message sent to a retry tier", func() bool { return retried(t, s.url) >= 1 })
 	staff := s.token(t, "org-a", auth.RoleOperator)
 	if _, code := s.lineage(t, staff, e.ID); code != http.StatusNotFound {
 		t.Fatalf("lineage while the store is down = %d, want 404", code)
 	}
-	p.up.Store(true)
+	p.Up()
 	var l lineage
 	fabrictest.Eventually(t, 20*time.Second, "ingestion after the store came back", func() bool {
 		var code int
