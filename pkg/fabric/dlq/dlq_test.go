@@ -257,6 +257,9 @@ func TestHTTPHandlerRequiresOperatorAndScopesTenant(t *testing.T) {
 	}
 	call := func(method, path, tok, body string) (*http.Response, []byte) {
 		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
 		req.Header.Set("Authorization", "Bearer "+tok)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -285,6 +288,9 @@ func TestHTTPHandlerRequiresOperatorAndScopesTenant(t *testing.T) {
 	}
 	if resp, _ := call("POST", dlq.PathPrefix+spec.Queue+"/replay", token(auth.RoleOperator), `{"filter":{"all":true}}`); resp.StatusCode != 422 {
 		t.Errorf("replay without reason = %d, want 422", resp.StatusCode)
+	}
+	if resp, _ := call("POST", dlq.PathPrefix+spec.Queue+"/replay", token(auth.RoleOperator), ""); resp.StatusCode != 415 {
+		t.Errorf("replay without a JSON body = %d, want 415", resp.StatusCode)
 	}
 	// No filter does not mean every letter: that takes "all": true.
 	if resp, body := call("POST", dlq.PathPrefix+spec.Queue+"/replay", token(auth.RoleOperator), `{"reason":"fixed"}`); resp.StatusCode != 400 || !strings.Contains(string(body), "filter") {
@@ -425,6 +431,9 @@ func (a *operatorAPI) token(sub, tenantID string, roles ...string) string {
 func (a *operatorAPI) call(method, path, tok, body string, out any) *http.Response {
 	a.t.Helper()
 	req, _ := http.NewRequest(method, a.url+path, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"slices"
 	"strings"
@@ -111,6 +112,10 @@ func Handler(ops *Ops, queues []string) http.Handler {
 				Filter Filter `json:"filter"`
 				Reason string `json:"reason"`
 				DryRun bool   `json:"dryRun"`
+			}
+			if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+				problem.Error(w, r, http.StatusUnsupportedMediaType, "the body must be application/json")
+				return
 			}
 			dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
 			dec.DisallowUnknownFields()
