@@ -176,8 +176,11 @@ func TestProjectionCountsAndMovesStatuses(t *testing.T) {
 	s.change(t, "org-a", a1, "in_progress", day1.Add(90*time.Minute), nil)
 	// A change that overtakes its own submission waits in a retry tier.
 	early := uuid.NewString()
+	retried := map[string]string{"consumer": "analytics.request-events"}
+	before := fabrictest.Counter(t, s.url+"/metrics", "fabric_consumer_retried_total", retried)
 	s.change(t, "org-a", early, "in_progress", day2.Add(time.Hour), nil)
-	time.Sleep(100 * time.Millisecond)
+	// The submission goes out once the change has been sent to a retry tier.
+	fabrictest.WaitCounter(t, 20*time.Second, s.url+"/metrics", "fabric_consumer_retried_total", retried, before+1)
 	s.publish(t, "request.submitted.v1", "org-a", map[string]any{"requestId": early, "protocol": "AG-EARLY1",
 		"serviceId": "alvara", "formId": "f", "formVersion": 1, "channel": "app", "citizenId": "c-1",
 		"submittedAt": day2.Format(time.RFC3339)})
