@@ -61,6 +61,7 @@ const headerReplayWalk = "x-fabric-replay-walk"
 type Letter struct {
 	MessageID      string          `json:"messageId"`
 	Type           string          `json:"type,omitempty"`
+	CorrelationID  string          `json:"correlationId,omitempty"`
 	TenantID       string          `json:"tenantId,omitempty"`
 	Consumer       string          `json:"consumer"`
 	Reason         string          `json:"reason,omitempty"`
@@ -161,7 +162,7 @@ func headerString(h amqp.Table, k string) string {
 // letter builds the operator's view of a delivery, masking its payload.
 func (o *Ops) letter(queue string, d amqp.Delivery) Letter {
 	l := Letter{
-		MessageID: d.MessageId, Type: d.Type, TenantID: headerString(d.Headers, fabric.HeaderTenant),
+		MessageID: d.MessageId, Type: d.Type, CorrelationID: d.CorrelationId, TenantID: headerString(d.Headers, fabric.HeaderTenant),
 		Consumer: queue, Reason: headerString(d.Headers, fabric.HeaderReason),
 		ErrorClass: headerString(d.Headers, fabric.HeaderErrorClass), Error: headerString(d.Headers, fabric.HeaderError),
 		Attempts: fabric.Attempts(d.Headers), LastAttempt: headerString(d.Headers, fabric.HeaderLastAttempt),
@@ -190,6 +191,9 @@ func (o *Ops) letter(queue string, d amqp.Delivery) Letter {
 		}
 		if l.TenantID == "" {
 			l.TenantID = e.TenantID
+		}
+		if l.CorrelationID == "" {
+			l.CorrelationID = e.CorrelationID
 		}
 		l.Payload = Mask(o.reg, e.Type, e.Payload)
 	}

@@ -296,9 +296,47 @@ func TestHTTPHandlerRequiresOperatorAndScopesTenant(t *testing.T) {
 	if resp, body := call("POST", dlq.PathPrefix+spec.Queue+"/replay", token(auth.RoleOperator), `{"reason":"fixed"}`); resp.StatusCode != 400 || !strings.Contains(string(body), "filter") {
 		t.Errorf("replay without a filter = %d %s, want 400 naming the filter", resp.StatusCode, body)
 	}
+	var rep dlq.Report
+	// Streamed (the console's way): progress lines, then the result the
+	// call would have answered, refusals included.
+	streamed := func(body string) []dlq.StreamLine {
+		req, _ := http.NewRequest("POST", srv.URL+dlq.PathPrefix+spec.Queue+"/replay", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", dlq.StreamType)
+		req.Header.Set("Authorization", "Bearer "+token(auth.RoleOperator))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != dlq.StreamType {
+			t.Fatalf("streamed replay = %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		var lines []dlq.StreamLine
+		dec := json.NewDecoder(resp.Body)
+		for {
+			var l dlq.StreamLine
+			if err := dec.Decode(&l); errors.Is(err, io.EOF) {
+				return lines
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, l)
+		}
+	}
+	lines := streamed(`{"filter":{"all":true},"reason":"look first","dryRun":true}`)
+	if len(lines) < 2 || lines[0].Progress == nil || lines[0].Progress.Total < 1 || !strings.Contains(lines[0].Progress.Line, "letters examined") {
+		t.Fatalf("streamed dry run = %+v, want progress lines first", lines)
+	}
+	last := lines[len(lines)-1].Result
+	if err := json.Unmarshal(last.Body, &rep); err != nil || last.Status != 200 || !rep.DryRun || len(rep.Matched) != 1 {
+		t.Fatalf("streamed dry run result = %d %s", last.Status, last.Body)
+	}
+	if lines := streamed(`{"filter":{"all":true}}`); lines[len(lines)-1].Result == nil || lines[len(lines)-1].Result.Status != 422 {
+		t.Errorf("streamed replay without reason = %+v, want a 422 result line", lines)
+	}
 	r.broken.Store(false)
 	resp, body = call("POST", dlq.PathPrefix+spec.Queue+"/replay", token(auth.RoleOperator), `{"filter":{"all":true},"reason":"fixed"}`)
-	var rep dlq.Report
 	if err := json.Unmarshal(body, &rep); err != nil || resp.StatusCode != 200 || rep.Succeeded != 1 {
 		t.Fatalf("replay = %d %s", resp.StatusCode, body)
 	}

@@ -135,75 +135,49 @@ func Handler(ops *Ops, queues []string) http.Handler {
 				return
 			}
 			body.Filter.Tenant = c.TenantID // never beyond the operator's tenant
-			rep, err := run(ops, r, Request{Queue: q, Filter: body.Filter, Operator: c.Subject, Reason: body.Reason, DryRun: body.DryRun})
-			missing := missingIDs(body.Filter.IDs, rep)
-			switch {
-			case errors.Is(err, ErrNoReason), errors.Is(err, ErrNoFilter), errors.Is(err, ErrNoOperator):
-				problem.Error(w, r, http.StatusUnprocessableEntity, err.Error())
-			case errors.Is(err, ErrNotReplayable):
-				// The other letters were replayed: the report goes along.
-				problem.Write(w, r, problem.Details{Status: http.StatusUnprocessableEntity, Detail: err.Error(),
-					Errors: map[string]any{"report": rep}})
-			case err != nil:
-				brokerFailure(w, r, err)
-			case len(missing) > 0:
-				// Named letters that are not the operator's tenant's (or
-				// not there) are refused as not found; the audit row has
-				// the attempt, the report what was done with the rest.
-				problem.Write(w, r, problem.Details{Status: http.StatusNotFound,
-					Detail: "no such letter in this queue for your tenant: " + strings.Join(missing, ", "),
-					Errors: map[string]any{"report": rep}})
-			default:
-				writeJSON(w, http.StatusOK, rep)
+			req := Request{Queue: q, Filter: body.Filter, Operator: c.Subject, Reason: body.Reason, DryRun: body.DryRun}
+			if streams(r) {
+				// The outcome goes as the stream's last line, after the
+				// progress lines, exactly as it would have been answered.
+				st := newStream(w)
+				req.Progress = st.progress
+				out := &capture{header: http.Header{}}
+				rep, err := run(ops, r, req)
+				answer(out, r, req, rep, err)
+				st.result(out)
+				return
 			}
+			rep, err := run(ops, r, req)
+			answer(w, r, req, rep, err)
 		}
 	}
 	mux.HandleFunc("POST "+PathPrefix+"{queue}/replay", act(func(o *Ops, r *http.Request, req Request) (Report, error) { return o.Replay(r.Context(), req) }))
 	mux.HandleFunc("POST "+PathPrefix+"{queue}/purge", act(func(o *Ops, r *http.Request, req Request) (Report, error) { return o.Purge(r.Context(), req) }))
-	return withProblems(mux)
+	return problem.Routes(mux)
 }
 
-// withProblems answers what no pattern of mux serves with a problem, as
-// every service's own routes do: 405 (keeping the mux's Allow header) for a
-// known path and another method, 404 otherwise. The mux's own answers are
-// plain text.
-func withProblems(mux *http.ServeMux) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h, pattern := mux.Handler(r)
-		if pattern != "" { // a route, or the redirect to a cleaned path
-			mux.ServeHTTP(w, r)
-			return
-		}
-		rec := &statusOnly{header: http.Header{}}
-		h.ServeHTTP(rec, r)
-		if rec.status == http.StatusMethodNotAllowed {
-			if allow := rec.header.Get("Allow"); allow != "" {
-				w.Header().Set("Allow", allow)
-			}
-			problem.MethodNotAllowed(w, r)
-			return
-		}
-		problem.NoRoute(w, r)
-	})
-}
-
-// statusOnly keeps the status and headers a handler writes, not its body.
-type statusOnly struct {
-	header http.Header
-	status int
-}
-
-func (s *statusOnly) Header() http.Header { return s.header }
-
-func (s *statusOnly) WriteHeader(status int) {
-	if s.status == 0 {
-		s.status = status
+// answer writes the outcome of a replay or purge.
+func answer(w http.ResponseWriter, r *http.Request, req Request, rep Report, err error) {
+	missing := missingIDs(req.Filter.IDs, rep)
+	switch {
+	case errors.Is(err, ErrNoReason), errors.Is(err, ErrNoFilter), errors.Is(err, ErrNoOperator):
+		problem.Error(w, r, http.StatusUnprocessableEntity, err.Error())
+	case errors.Is(err, ErrNotReplayable):
+		// The other letters were replayed: the report goes along.
+		problem.Write(w, r, problem.Details{Status: http.StatusUnprocessableEntity, Detail: err.Error(),
+			Errors: map[string]any{"report": rep}})
+	case err != nil:
+		brokerFailure(w, r, err)
+	case len(missing) > 0:
+		// Named letters that are not the operator's tenant's (or
+		// not there) are refused as not found; the audit row has
+		// the attempt, the report what was done with the rest.
+		problem.Write(w, r, problem.Details{Status: http.StatusNotFound,
+			Detail: "no such letter in this queue for your tenant: " + strings.Join(missing, ", "),
+			Errors: map[string]any{"report": rep}})
+	default:
+		writeJSON(w, http.StatusOK, rep)
 	}
-}
-
-func (s *statusOnly) Write(p []byte) (int, error) {
-	s.WriteHeader(http.StatusOK)
-	return len(p), nil
 }
 
 // missingIDs returns the ids a request named that its walk neither

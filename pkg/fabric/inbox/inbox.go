@@ -121,9 +121,13 @@ func (in *Inbox) claimAfter(ctx context.Context, tx pgx.Tx, env envelope.Envelop
 		b.Queue(st.sql, st.args...)
 	}
 	// Qualified: a batch may parse this before a set_config above runs.
-	b.Queue(`INSERT INTO `+in.table+` (consumer, event_id, tenant_id, event_type, payload_hash)
-		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (consumer, event_id) DO NOTHING`,
-		in.consumer, env.ID, tenantID, env.Type, hash)
+	var correlationID *string
+	if env.CorrelationID != "" {
+		correlationID = &env.CorrelationID
+	}
+	b.Queue(`INSERT INTO `+in.table+` (consumer, event_id, tenant_id, event_type, payload_hash, correlation_id)
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (consumer, event_id) DO NOTHING`,
+		in.consumer, env.ID, tenantID, env.Type, hash, correlationID)
 	br := tx.SendBatch(ctx, b)
 	for range before {
 		if _, err := br.Exec(); err != nil {

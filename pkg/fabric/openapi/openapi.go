@@ -36,12 +36,18 @@ const Path = "/openapi.json"
 // that this package stays free of the broker).
 const dlqPrefix = "/v1/dlq/"
 
+// opsPrefix is ops.PathPrefix, for the same reason.
+const opsPrefix = "/v1/ops/"
+
 // Host describes the host's routes for one service.
 type Host struct {
 	// Queues are the service's consumer queues: the DLQ API is documented
 	// for them (its {queue} parameter enumerates them), and left out of
 	// the document when there are none, as the host then does not serve it.
 	Queues []string
+	// Ops: the service serves the operations views under /v1/ops/ (it
+	// consumes or runs a relay); left out of the document otherwise.
+	Ops bool
 }
 
 // Document returns service, the service's own OpenAPI 3.1 document (YAML
@@ -61,6 +67,13 @@ func Document(service []byte, h Host) ([]byte, error) {
 		return nil, fmt.Errorf("openapi: host fragment: %w", err)
 	}
 	hostPaths, _ := host["paths"].(map[string]any)
+	if !h.Ops {
+		for p := range hostPaths {
+			if strings.HasPrefix(p, opsPrefix) {
+				delete(hostPaths, p)
+			}
+		}
+	}
 	if len(h.Queues) == 0 {
 		for p := range hostPaths {
 			if strings.HasPrefix(p, dlqPrefix) {
@@ -174,6 +187,9 @@ func HostOperations(h Host) ([]Operation, error) {
 	}
 	if len(h.Queues) == 0 {
 		ops = slices.DeleteFunc(ops, func(o Operation) bool { return strings.HasPrefix(o.Path, dlqPrefix) })
+	}
+	if !h.Ops {
+		ops = slices.DeleteFunc(ops, func(o Operation) bool { return strings.HasPrefix(o.Path, opsPrefix) })
 	}
 	return ops, nil
 }

@@ -34,7 +34,7 @@ components:
 `
 
 func TestDocumentMergesTheHostsRoutesAndComponents(t *testing.T) {
-	doc, err := openapi.Document([]byte(service), openapi.Host{Queues: []string{"things.b", "things.a"}})
+	doc, err := openapi.Document([]byte(service), openapi.Host{Queues: []string{"things.b", "things.a"}, Ops: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestDocumentMergesTheHostsRoutesAndComponents(t *testing.T) {
 	if err := json.Unmarshal(doc, &d); err != nil {
 		t.Fatalf("not JSON: %v", err)
 	}
-	for _, p := range []string{"/v1/things/{id}", "/healthz", "/readyz", "/metrics", "/openapi.json", "/v1/dlq/{queue}", "/v1/dlq/audit"} {
+	for _, p := range []string{"/v1/things/{id}", "/healthz", "/readyz", "/metrics", "/openapi.json", "/v1/dlq/{queue}", "/v1/dlq/audit", "/v1/ops/status", "/v1/ops/journeys/{correlationId}"} {
 		if d.Paths[p] == nil {
 			t.Errorf("path %s missing", p)
 		}
@@ -77,7 +77,7 @@ func TestDocumentMergesTheHostsRoutesAndComponents(t *testing.T) {
 	for _, tag := range d.Tags {
 		tags = append(tags, tag.Name)
 	}
-	if !slices.Equal(tags, []string{"things", "host", "dlq"}) {
+	if !slices.Equal(tags, []string{"things", "host", "ops", "dlq"}) {
 		t.Errorf("tags = %v", tags)
 	}
 }
@@ -97,8 +97,8 @@ func TestDocumentWithoutQueuesLeavesTheDLQOut(t *testing.T) {
 	}
 	want := append([]openapi.Operation{{Method: "GET", Path: "/v1/things/{id}"}}, host...)
 	for _, op := range ops {
-		if strings.HasPrefix(op.Path, "/v1/dlq/") {
-			t.Errorf("%s documented for a service without queues", op)
+		if strings.HasPrefix(op.Path, "/v1/dlq/") || strings.HasPrefix(op.Path, "/v1/ops/") {
+			t.Errorf("%s documented for a service without queues or relay", op)
 		}
 		if !slices.Contains(want, op) {
 			t.Errorf("%s unexpected", op)

@@ -82,10 +82,10 @@ func (o *Outbox) Enqueue(ctx context.Context, tx Tx, items ...Item) error {
 		}
 		b.Queue(`INSERT INTO outbox_event
 			(id, tenant_id, aggregate_type, aggregate_id, event_type, event_version, payload, body,
-			 exchange, routing_key, headers, occurred_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+			 exchange, routing_key, headers, occurred_at, correlation_id, causation_id)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
 			e.ID, tenantID, it.Aggregate.Type, it.Aggregate.ID, e.Type, e.Version, string(e.Payload), m.Body,
-			m.Exchange, m.RoutingKey, string(headers), e.OccurredAt)
+			m.Exchange, m.RoutingKey, string(headers), e.OccurredAt, nullable(e.CorrelationID), nullable(e.CausationID))
 	}
 	// Delivered at commit, never for a rolled-back transaction.
 	b.Queue(`SELECT pg_notify('fabric_outbox_' || current_schema(), '')`)
@@ -100,4 +100,12 @@ func (o *Outbox) Enqueue(ctx context.Context, tx Tx, items ...Item) error {
 		return fmt.Errorf("outbox: insert: %w", err)
 	}
 	return nil
+}
+
+// nullable is s, or SQL NULL when s is empty.
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
