@@ -49,6 +49,7 @@ RABBIT_PORT="${INFRA_RABBIT_PORT:-5672}"
 RABBIT_MGMT_PORT="${INFRA_RABBIT_MGMT_PORT:-15672}"
 
 OCR_PACKAGES=(tesseract-ocr tesseract-ocr-por tesseract-ocr-eng poppler-utils)
+BROWSER_PACKAGES=(chromium fonts-dejavu-core)
 
 # Components to skip, space/comma separated: rabbitmq postgres minio ocr docker
 INFRA_SKIP="${INFRA_SKIP:-}"
@@ -307,6 +308,20 @@ do_ocr() {
   command -v pdftotext >/dev/null && command -v pdftoppm >/dev/null || die "pdftotext/pdftoppm missing after install"
 }
 
+# The operator console's browser test (pkg/fabric/console, e2e TestOperatorConsole)
+# drives Debian's headless Chromium through the DevTools protocol (chromedp).
+do_browser() {
+  step "Browser: Debian's chromium (headless, for the console's browser test)"
+  if command -v chromium >/dev/null; then
+    info "already installed"
+  else
+    apt_install "${BROWSER_PACKAGES[@]}"
+  fi
+  command -v chromium >/dev/null || die "chromium missing after install"
+  chromium --headless --no-sandbox --disable-gpu --dump-dom about:blank >/dev/null 2>&1 \
+    || die "chromium does not start headless (chromium --headless --no-sandbox --dump-dom about:blank)"
+}
+
 do_docker() {
   step "Docker: engine and compose plugin (deploy/local/docker.sh)"
   bash "$SCRIPT_DIR/docker.sh" up || die "deploy/local/docker.sh failed"
@@ -347,6 +362,10 @@ summary() {
     printf '  %-11s %-42s %s\n' "OCR" "tesseract ${tv:-missing}, poppler ${pv:-missing}" \
       "langs: $(tesseract --list-langs 2>/dev/null | grep -xE 'por|eng' | tr '\n' ' ' || true)"
   fi
+  if ! skipped browser; then
+    v=$(chromium --version 2>/dev/null || true)
+    printf '  %-11s %-42s %s\n' "Browser" "${v:-missing}" "headless, for the console's browser test"
+  fi
   if ! skipped docker; then bash "$SCRIPT_DIR/docker.sh" status || true; fi
 }
 
@@ -355,7 +374,7 @@ cmd_up() {
   local t0=$SECONDS c
   [[ $EUID -eq 0 ]] || die "run as root (apt-get, make install, pg_ctlcluster)"
   mkdir -p "$LOG_DIR" "$STATE_DIR"
-  for c in rabbitmq postgres minio ocr docker; do
+  for c in rabbitmq postgres minio ocr browser docker; do
     if skipped "$c"; then echo "==> $c: skipped (INFRA_SKIP)"; else "do_$c"; fi
   done
   summary

@@ -21,6 +21,8 @@ import (
 	"net/http/pprof"
 	"os"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -40,11 +42,13 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/broker"
+	"github.com/agora-platform/agora/pkg/fabric/console"
 	"github.com/agora-platform/agora/pkg/fabric/dlq"
 	"github.com/agora-platform/agora/pkg/fabric/edge"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
 	"github.com/agora-platform/agora/pkg/fabric/migrations"
 	"github.com/agora-platform/agora/pkg/fabric/openapi"
+	"github.com/agora-platform/agora/pkg/fabric/ops"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
@@ -80,7 +84,11 @@ type Config struct {
 	// listener of its own, never on the public port; off when empty. It also
 	// turns on block and mutex profiling, which cost a little on every wait.
 	DebugAddr string
-	LogLevel  slog.Level
+	// Console (CONSOLE_SERVICES, "name=url,…") serves the operator console
+	// (package console) under /console/, asking the services named and
+	// this one; off when empty. It needs JWT_KEYS to verify operators.
+	Console  []console.Target
+	LogLevel slog.Level
 	// RetryTiers (RETRY_TIERS, e.g. "100ms,200ms") replaces every consumer's
 	// retry delays: for tests and demos on their own vhost only, since the
 	// broker refuses a queue redeclared with another TTL.
@@ -120,6 +128,13 @@ func ConfigFrom(service, defaultAddr string, getenv func(string) string) (Config
 	}
 	if s := getenv("DATABASE_SCHEMA"); s != "" {
 		c.Schema = s
+	}
+	if v := getenv("CONSOLE_SERVICES"); v != "" {
+		targets, err := console.ParseTargets(v)
+		if err != nil {
+			return c, err
+		}
+		c.Console = targets
 	}
 	if lvl := getenv("LOG_LEVEL"); lvl != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(lvl)); err != nil {
@@ -245,7 +260,7 @@ func New(ctx context.Context, cfg Config, opts Options, logOut io.Writer) (*Host
 		// not by the relay's own loop, so one setting governs them.
 		h.relay = outbox.NewRelay(h.Pool, cfg.Schema, h.Pub, outbox.RelayOptions{Tracer: h.Tracer, Logger: h.Log, Retention: -1})
 	}
-	if opts.NeedsAuth || (len(opts.Consumers) > 0 && cfg.JWTKeys != "") {
+	if opts.NeedsAuth || len(cfg.Console) > 0 || (len(opts.Consumers) > 0 && cfg.JWTKeys != "") {
 		if cfg.JWTKeys == "" {
 			return fail("JWT_KEYS is required (a JWKS file or URL; `make token` creates a local one)")
 		}
@@ -290,7 +305,7 @@ func apiDocument(service string, opts Options) ([]byte, error) {
 	for i, c := range opts.Consumers {
 		queues[i] = c.Queue
 	}
-	return openapi.Document(doc, openapi.Host{Queues: queues})
+	return openapi.Document(doc, openapi.Host{Queues: queues, Ops: len(queues) > 0 || opts.Relay})
 }
 
 // dlqHandler is the DLQ API (package dlq) for the service's own queues,
@@ -309,12 +324,49 @@ func (h *Host) dlqHandler() http.Handler {
 			problem.Error(w, r, http.StatusUnauthorized, "DLQ operations need a verified token, and this service has no JWT_KEYS to verify one")
 		})
 	}
+	return h.Verifier.Require(auth.RoleOperator)(dlq.Handler(dlq.New(h.Conn, h.Pub, h.Reg, h.Pool, h.Cfg.Schema), h.queueNames()))
+}
+
+// opsHandler is the operations views (package ops) of a service that
+// consumes or relays, for the operator of a tenant; like the DLQ API it
+// refuses every call without JWT_KEYS.
+func (h *Host) opsHandler() http.Handler {
+	svc := ops.Service{Name: h.Cfg.Service, Schema: h.Cfg.Schema, Queues: h.queueNames(), Relay: h.opts.Relay,
+		Pool: h.Pool, Broker: h.Conn, Letters: dlq.New(h.Conn, h.Pub, h.Reg, h.Pool, h.Cfg.Schema)}
+	if !svc.Serves() {
+		return nil
+	}
+	if h.Verifier == nil {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="agora"`)
+			problem.Error(w, r, http.StatusUnauthorized, "operations views need a verified token, and this service has no JWT_KEYS to verify one")
+		})
+	}
+	return h.Verifier.Require(auth.RoleOperator)(ops.Handler(svc))
+}
+
+// console is the operator console over the services of CONSOLE_SERVICES
+// and this one, reached at its bound address unless listed.
+func (h *Host) console(addr net.Addr) (http.Handler, error) {
+	targets := h.Cfg.Console
+	if !slices.ContainsFunc(targets, func(t console.Target) bool { return t.Name == h.Cfg.Service }) {
+		tcp := addr.(*net.TCPAddr)
+		ip := tcp.IP
+		if ip.IsUnspecified() {
+			ip = net.IPv4(127, 0, 0, 1)
+		}
+		self := "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(tcp.Port))
+		targets = append([]console.Target{{Name: h.Cfg.Service, URL: self}}, targets...)
+	}
+	return console.Handler(console.Options{Targets: targets, Verifier: h.Verifier, Log: h.Log})
+}
+
+func (h *Host) queueNames() []string {
 	queues := make([]string, len(h.opts.Consumers))
 	for i, c := range h.opts.Consumers {
 		queues[i] = c.Queue
 	}
-	ops := dlq.New(h.Conn, h.Pub, h.Reg, h.Pool, h.Cfg.Schema)
-	return h.Verifier.Require(auth.RoleOperator)(dlq.Handler(ops, queues))
+	return queues
 }
 
 func (h *Host) initTelemetry(ctx context.Context) error {
@@ -531,6 +583,9 @@ func (h *Host) Serve(ctx context.Context, routes http.Handler, ready func(addr s
 	if api := h.dlqHandler(); api != nil {
 		mux.Handle(dlq.PathPrefix, telemetry.HTTPServer(h.Tracer)(edge.ValidText(api)))
 	}
+	if api := h.opsHandler(); api != nil {
+		mux.Handle(ops.PathPrefix, telemetry.HTTPServer(h.Tracer)(edge.ValidText(api)))
+	}
 	if routes == nil {
 		// What no route serves is a problem, never the mux's plain text.
 		routes = http.HandlerFunc(problem.NoRoute)
@@ -542,6 +597,15 @@ func (h *Host) Serve(ctx context.Context, routes http.Handler, ready func(addr s
 	if err != nil {
 		h.Close()
 		return fmt.Errorf("listen %s: %w", h.Cfg.HTTPAddr, err)
+	}
+	if len(h.Cfg.Console) > 0 {
+		ui, err := h.console(ln.Addr())
+		if err != nil {
+			ln.Close()
+			h.Close()
+			return err
+		}
+		mux.Handle(console.Path, telemetry.HTTPServer(h.Tracer)(edge.ValidText(ui)))
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
