@@ -167,6 +167,17 @@ func TestChartRendersExternalBrokerWithKEDA(t *testing.T) {
 	for _, name := range platformServices {
 		t.Run(name, func(t *testing.T) { checkService(t, r, name, false) })
 	}
+	// console.enabled: the request service serves it, naming the others.
+	d := r["Deployment"]["request"].(*appsv1.Deployment)
+	var consoleServices string
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == "CONSOLE_SERVICES" {
+			consoleServices = e.Value
+		}
+	}
+	if !strings.Contains(consoleServices, "workflow=http://workflow:8082") || strings.Count(consoleServices, "=http://") != len(platformServices)-1 {
+		t.Errorf("request's CONSOLE_SERVICES = %q, want the six other services", consoleServices)
+	}
 	so := r["ScaledObject"]["document-worker"].(*manifest.ScaledObject)
 	if so == nil {
 		t.Fatal("no ScaledObject document-worker")
@@ -178,6 +189,7 @@ func TestChartRendersExternalBrokerWithKEDA(t *testing.T) {
 
 // checkService asserts one service's Deployment, Service, PDB, NetworkPolicy and Secret.
 func checkService(t *testing.T, r rendered, name string, operator bool) {
+	consoleOn := !operator && name == "request" // ci/external-keda-values.yaml turns the console on
 	full := name // release "agora" is named like the chart: objects take the service's name
 	d, ok := r["Deployment"][full].(*appsv1.Deployment)
 	if !ok {
@@ -238,6 +250,16 @@ func checkService(t *testing.T, r rendered, name string, operator bool) {
 	if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) || !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
 		t.Errorf("policy types %v", np.Spec.PolicyTypes)
 	}
+	if !operator && name != "request" {
+		// ingressFrom is set in ci/external-keda-values.yaml: the console's
+		// service must still reach this one.
+		from := np.Spec.Ingress[0].From
+		if !slices.ContainsFunc(from, func(p networkingv1.NetworkPolicyPeer) bool {
+			return p.PodSelector != nil && p.PodSelector.MatchLabels["app.kubernetes.io/name"] == "request"
+		}) {
+			t.Errorf("ingress from %+v: the console (request) cannot reach %s", from, name)
+		}
+	}
 	var ports []int32
 	for _, e := range np.Spec.Egress {
 		if len(e.To) == 0 {
@@ -256,6 +278,10 @@ func checkService(t *testing.T, r rendered, name string, operator bool) {
 	want := []int32{53, 53, 443, 5432, 5671}
 	if operator {
 		want = []int32{53, 53, 443, 4318, 5432, 5671} // + the OTLP collector in ci/test-values.yaml
+	}
+	if consoleOn {
+		// + the other services' ports, each to that service's pods only
+		want = []int32{53, 53, 443, 5432, 5671, 8082, 8083, 8084, 8085, 8086, 8087}
 	}
 	if !slices.Equal(ports, want) {
 		t.Errorf("egress ports %v, want exactly %v (DNS, storage, [OTLP], database, broker)", ports, want)

@@ -44,3 +44,15 @@ helm.sh/chart: {{ printf "%s-%s" $root.Chart.Name $root.Chart.Version }}
 {{- $root := index . 0 -}}{{- $name := index . 1 -}}
 {{- if and (eq $name "document-worker") (or $root.Values.autoscaling.enabled $root.Values.keda.enabled) -}}true{{- end -}}
 {{- end -}}
+
+{{- /* CONSOLE_SERVICES of the console's service: every other service by its Service name. */ -}}
+{{- define "agora.consoleServices" -}}
+{{- $root := index . 0 -}}{{- $self := index . 1 -}}
+{{- $out := list -}}
+{{- range $name, $svc := $root.Values.services -}}
+{{- if ne $name $self -}}
+{{- $out = append $out (printf "%s=http://%s:%d" $name (include "agora.fullname" (list $root $name)) (int $svc.port)) -}}
+{{- end -}}
+{{- end -}}
+{{- join "," $out -}}
+{{- end -}}
