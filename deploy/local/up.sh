@@ -77,12 +77,19 @@ cmd_up() {
     while IFS= read -r line; do envs+=("$line"); done < <(bash "$SCRIPT_DIR/provision.sh" env "$s")
     envs+=("HTTP_ADDR=127.0.0.1:${PORT[$s]}" "JWT_KEYS=$JWT_DIR/jwks.json" "SMTP_ADDR=$SMTP_ADDR"
       "S3_ENDPOINT=${S3_ENDPOINT:-127.0.0.1:9000}" "S3_ACCESS_KEY=${S3_ACCESS_KEY:-agora-dev}" "S3_SECRET_KEY=${S3_SECRET_KEY:-agora-dev-secret}")
+    if [[ "$s" == request ]]; then
+      # The operator console at http://127.0.0.1:8081/console/ asks every other service.
+      local others=() o
+      for o in "${SERVICES[@]}"; do [[ "$o" == request ]] || others+=("$o=http://127.0.0.1:${PORT[$o]}"); done
+      envs+=("CONSOLE_SERVICES=$(IFS=,; echo "${others[*]}")")
+    fi
     start_bg "$s" env "${envs[@]}" "$BIN/$s"
   done
   for s in "${SERVICES[@]}"; do wait_ready "$s" "http://127.0.0.1:${PORT[$s]}/readyz"; done
   cmd_status
   echo
   echo "Try: make demo   (logs: .data/logs/<service>.log, stop: make down)"
+  echo "Operator console: http://127.0.0.1:${PORT[request]}/console/ (log in with: make token TENANT=org-a SUB=ana ROLES=operator)"
 }
 
 cmd_down() {
