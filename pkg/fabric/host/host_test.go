@@ -18,6 +18,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/host"
 	"github.com/agora-platform/agora/pkg/fabric/openapi"
 	"github.com/agora-platform/agora/pkg/fabric/openapi/openapitest"
+	"github.com/agora-platform/agora/pkg/fabric/ops"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
@@ -53,6 +54,7 @@ func TestConfigFromRefusesBadRetentionValues(t *testing.T) {
 		{"RETENTION_OUTBOX", "-168h"},
 		{"RETENTION_DLQ_AUDIT", "1 year"},
 		{"RETENTION_BATCH", "-5"},
+		{"CONSOLE_SERVICES", "workflow"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := host.ConfigFrom("test", ":0", func(k string) string {
@@ -219,6 +221,33 @@ func TestWithoutKeysTheDLQAPIRefusesEveryone(t *testing.T) {
 	}
 }
 
+// TestServesTheConsoleWhenAsked: CONSOLE_SERVICES mounts the operator
+// console, whose overview lists the host itself (reached at its bound
+// address) beside the services named.
+func TestServesTheConsoleWhenAsked(t *testing.T) {
+	keys, err := auth.LoadOrCreateDevKeys(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := keys.Mint(auth.Claims{Subject: "op-1", TenantID: "org-a", Roles: []string{auth.RoleOperator}}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, _, _ := serve(t, map[string]string{"JWT_KEYS": keys.JWKSPath, "CONSOLE_SERVICES": "elsewhere=http://127.0.0.1:1"})
+	req, _ := http.NewRequest(http.MethodGet, url+"/console/", nil)
+	req.AddCookie(&http.Cookie{Name: "agora_console", Value: tok})
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	page := string(body)
+	if resp.StatusCode != 200 || !strings.Contains(page, "<td>test</td><td>"+spec.Queue+"</td>") || !strings.Contains(page, "elsewhere: unreachable") {
+		t.Fatalf("console overview = %d\n%s\nwant this host's queue and the unreachable service named", resp.StatusCode, page)
+	}
+}
+
 // TestServesItsOpenAPIDocument: the host serves the merged document at
 // /openapi.json without a token (its DLQ API documented for the host's
 // queue), and its own routes answer as the document says.
@@ -262,6 +291,10 @@ func TestServesItsOpenAPIDocument(t *testing.T) {
 		{"GET", dlq.PathPrefix + spec.Queue, "", "", 401},
 		{"GET", dlq.PathPrefix + "other.queue", operator, "", 404},
 		{"DELETE", dlq.PathPrefix + spec.Queue, operator, "", 405},
+		{"GET", ops.PathPrefix + "status", operator, "", 200},
+		{"GET", ops.PathPrefix + "journeys/0192d3a0-0000-7000-8000-000000000001", operator, "", 200},
+		{"GET", ops.PathPrefix + "status", attendant, "", 403},
+		{"GET", ops.PathPrefix + "status", "", "", 401},
 		{"GET", "/nowhere", "", "", 404},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
@@ -290,7 +323,7 @@ func TestServesItsOpenAPIDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := openapi.HostOperations(openapi.Host{Queues: []string{spec.Queue}})
+	want, err := openapi.HostOperations(openapi.Host{Queues: []string{spec.Queue}, Ops: true})
 	if err != nil {
 		t.Fatal(err)
 	}
