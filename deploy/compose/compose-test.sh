@@ -3,11 +3,15 @@
 #
 #   1. build the local stand-in images (deploy/docker/local/build.sh; seconds when warm)
 #   2. build the service images and `docker compose up --wait` with the e2e layer
-#      (deploy/compose/e2e.yml: spans and mails written to host directories)
+#      (deploy/compose/e2e.yml: spans and mails written to host directories), and of the
+#      observability profile Prometheus alone
 #   3. run the request-flow and document-flow suites against the published ports
 #      (E2E_TARGET=compose: the harness reads ports, keys and mounts with docker inspect)
-#   4. print `docker compose ps` and each container's health
-#   5. `down -v`, whatever happened
+#   4. the dashboard check: once Prometheus has scraped every target, the suites again,
+#      then every panel of deploy/observability/dashboards must have data in that
+#      Prometheus (deploy/observability/panels_live_test.go)
+#   5. print `docker compose ps` and each container's health
+#   6. `down -v`, whatever happened
 #
 # COMPOSE_ENV picks the images and ports (default: the stand-ins, deploy/docker/local/local.env);
 # an empty COMPOSE_ENV uses the public images on the default ports.
@@ -73,10 +77,19 @@ status() {
   done
 }
 
+# What runs: the default services (those of no profile) and, of the observability profile,
+# Prometheus alone: the dashboards are checked at their data source. Grafana, Jaeger and
+# the OTel collector have no local stand-ins (Grafana is no Debian package) and stay down;
+# the services write their spans to files (e2e.yml).
+mapfile -t services < <(cd deploy/compose && "${compose[@]}" config --services)
+((${#services[@]})) || die "docker compose config --services listed no service"
+services+=(prometheus)
+compose+=(--profile observability)
+
 step "docker compose build"
 (cd deploy/compose && "${compose[@]}" build)
 step "docker compose up --wait (at most $WAIT s)"
-if ! (cd deploy/compose && "${compose[@]}" up -d --wait --wait-timeout "$WAIT"); then
+if ! (cd deploy/compose && "${compose[@]}" up -d --wait --wait-timeout "$WAIT" "${services[@]}"); then
   status
   (cd deploy/compose && "${compose[@]}" logs --tail 40) || true
   die "the stack did not come up healthy"
@@ -90,4 +103,21 @@ rc=0
 step "after the suites"
 status
 [[ $rc -eq 0 ]] || die "e2e suites failed against the compose stack"
+
+# The suites made the traffic `make demo` makes (and more): every dashboard panel must now
+# show data (deploy/observability/panels_live_test.go). rate() never counts a series' first
+# sample, and the suites take seconds: once Prometheus has scraped what they created, they
+# run a second time, so that quantiles and ratios of rates are numbers, not NaN. The panel
+# check waits for a scrape of every target, then retries empty panels for two minutes.
+prom=$(cd deploy/compose && "${compose[@]}" port prometheus 9090) || die "prometheus publishes no port 9090"
+export PROMETHEUS_URL="http://$prom"
+step "Prometheus at $prom: every target scraped after the suites (TestPrometheusScrapedEveryTarget)"
+$GO test -tags containers -count=1 -timeout 5m -run '^TestPrometheusScrapedEveryTarget$' ./deploy/observability/ \
+  || die "Prometheus did not scrape every target (above)"
+step "e2e suites, second run: traffic on series Prometheus holds"
+(cd e2e && E2E_TARGET=compose $GO test -count=1 -timeout 15m -run '^(TestRequestFlow|TestDocumentFlow)$' ./) \
+  || die "e2e suites failed against the compose stack (second run)"
+step "dashboard panels against Prometheus (TestDashboardPanelsHaveData)"
+$GO test -tags containers -count=1 -timeout 7m -v -run '^TestDashboardPanelsHaveData$' ./deploy/observability/ \
+  || die "dashboard panels without data (listed above)"
 step "compose-test passed"

@@ -445,7 +445,7 @@ func TestComposeLocalEnv(t *testing.T) {
 		}
 	}
 	for name, variable := range map[string]string{"rabbitmq": "RABBITMQ_IMAGE", "postgres": "POSTGRES_IMAGE",
-		"migrate": "POSTGRES_IMAGE", "minio": "MINIO_IMAGE", "minio-buckets": "MC_IMAGE"} {
+		"migrate": "POSTGRES_IMAGE", "minio": "MINIO_IMAGE", "minio-buckets": "MC_IMAGE", "prometheus": "PROMETHEUS_IMAGE"} {
 		s, err := p.GetService(name)
 		if err != nil {
 			t.Fatal(err)

@@ -190,7 +190,7 @@ func TestChartRendersExternalBrokerWithKEDA(t *testing.T) {
 // checkService asserts one service's Deployment, Service, PDB, NetworkPolicy and Secret.
 func checkService(t *testing.T, r rendered, name string, operator bool) {
 	consoleOn := !operator && name == "request" // ci/external-keda-values.yaml turns the console on
-	full := name // release "agora" is named like the chart: objects take the service's name
+	full := name                                // release "agora" is named like the chart: objects take the service's name
 	d, ok := r["Deployment"][full].(*appsv1.Deployment)
 	if !ok {
 		t.Fatalf("no Deployment %s", full)

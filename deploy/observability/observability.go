@@ -120,13 +120,18 @@ func MetricNames(rulesYAML, dashboardJSON []byte) ([]string, error) {
 	return out, nil
 }
 
-// grafanaMacros stand in for the range variables Grafana fills in at query time,
-// so that a panel's query parses as PromQL.
-var grafanaMacros = strings.NewReplacer(
-	"${__rate_interval}", "5m", "$__rate_interval", "5m",
-	"${__interval}", "1m", "$__interval", "1m",
-	"${__range}", "1h", "$__range", "1h",
-)
+// grafanaMacroValues stand in for the range variables Grafana fills in at query
+// time, so that a panel's query parses as PromQL and can be put to Prometheus.
+var grafanaMacroValues = map[string]string{"__rate_interval": "5m", "__interval": "1m", "__range": "1h"}
+
+// grafanaMacros replaces $name and ${name} of each of grafanaMacroValues.
+var grafanaMacros = func() *strings.Replacer {
+	var pairs []string
+	for name, v := range grafanaMacroValues {
+		pairs = append(pairs, "${"+name+"}", v, "$"+name, v)
+	}
+	return strings.NewReplacer(pairs...)
+}()
 
 // selectedNames adds the metric name of every selector in expr to into.
 func selectedNames(expr string, into map[string]bool) error {

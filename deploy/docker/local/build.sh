@@ -10,7 +10,8 @@
 # Everything starts from Debian bookworm (debootstrap --variant=minbase) imported as
 # agora-local/debian:bookworm. The other names are in local.env, which compose reads too.
 # Inputs taken from this machine: its Go (/usr/local/go), and the pgvector files and MinIO
-# binary that `make infra` builds; mc is built here with go install, pinned.
+# binary that `make infra` builds; mc is built here with go install, pinned. RabbitMQ,
+# PostgreSQL and Prometheus are Debian's packages, installed with apt in the base.
 # Each image is labelled with a hash of its inputs (recipe, files, versions, base image):
 # a build is skipped while the label matches. FORCE=1 rebuilds everything (the base
 # included, e.g. for Debian's security updates).
@@ -39,7 +40,7 @@ MINIO_MODULE="github.com/minio/minio"
 
 # shellcheck source=local.env
 . "$SCRIPT_DIR/local.env"
-IMAGES=("$BASE_IMAGE" "$DEBIAN_IMAGE" "$GO_IMAGE" "$RUNTIME_IMAGE" "$RABBITMQ_IMAGE" "$POSTGRES_IMAGE" "$MINIO_IMAGE" "$MC_IMAGE")
+IMAGES=("$BASE_IMAGE" "$DEBIAN_IMAGE" "$GO_IMAGE" "$RUNTIME_IMAGE" "$RABBITMQ_IMAGE" "$POSTGRES_IMAGE" "$MINIO_IMAGE" "$MC_IMAGE" "$PROMETHEUS_IMAGE")
 
 export DEBIAN_FRONTEND=noninteractive
 if ! command -v go >/dev/null && [[ -x /usr/local/go/bin/go ]]; then PATH="/usr/local/go/bin:$PATH"; fi
@@ -348,6 +349,42 @@ build_minio() {
   info "mc in $MC_IMAGE: $(docker run --rm "$MC_IMAGE" --version | head -n1)"
 }
 
+build_prometheus() {
+  step "Prometheus: $PROMETHEUS_IMAGE (stand-in for prom/prometheus, Debian's prometheus)"
+  local hash cid i v want=${PROMETHEUS_IMAGE##*:} rules=0 answer
+  hash=$({ declare -f build_prometheus; dir_inputs "$SCRIPT_DIR/prometheus"; image_id "$BASE_IMAGE"; } | hash_of)
+  if fresh "$PROMETHEUS_IMAGE" "$hash"; then info "up to date"; return; fi
+  docker_build "$PROMETHEUS_IMAGE" "$hash" "$SCRIPT_DIR/prometheus"
+  v=$(docker run --rm --entrypoint dpkg-query "$PROMETHEUS_IMAGE" -W -f '${Version}' prometheus)
+  info "prometheus $v"
+  # The tag is the upstream version (2.42.0 of 2.42.0+ds-5+deb12u1): a Debian update to
+  # another upstream release must change local.env too.
+  [[ "${v%%+*}" == "$want" ]] || die "$PROMETHEUS_IMAGE is tagged $want, but Debian's prometheus is $v: make local.env agree"
+
+  # As compose runs it: its command (no --storage.tsdb.path) and the platform's alert rules.
+  info "verify: compose's command with deploy/observability/alerts.yml; ready, the rules loaded, data in /prometheus"
+  cid=$(docker run -d -v "$REPO_ROOT/deploy/observability/alerts.yml:/etc/prometheus/rules/agora-alerts.yml:ro" \
+    "$PROMETHEUS_IMAGE" --config.file=/etc/prometheus/prometheus.yml --web.enable-lifecycle)
+  # bash's /dev/tcp: the image has no HTTP client of its own.
+  local get='exec 3<>/dev/tcp/127.0.0.1/9090 && printf "GET %s HTTP/1.0\r\n\r\n" "$0" >&3 && cat <&3'
+  for ((i = 0; i < 60; i++)); do
+    answer=$(docker exec "$cid" bash -c "$get" /-/ready 2>/dev/null || true)
+    [[ "$answer" =~ ^HTTP/1\.[01]\ 200 ]] && break
+    [[ "$(docker inspect -f '{{.State.Running}}' "$cid")" == true ]] || break
+    sleep 1
+  done
+  if [[ "$answer" =~ ^HTTP/1\.[01]\ 200 ]]; then
+    rules=$({ docker exec "$cid" bash -c "$get" /api/v1/rules || true; } | { grep -o '"type":"alerting"' || true; } | wc -l)
+  fi
+  if ! [[ "$answer" =~ ^HTTP/1\.[01]\ 200 ]] || ((rules == 0)) || ! docker exec "$cid" test -d /prometheus/wal; then
+    docker logs --tail 30 "$cid" >&2 || true
+    docker rm -f -v "$cid" >/dev/null
+    die "$PROMETHEUS_IMAGE: not ready within 60 s, no alerting rule loaded ($rules), or no WAL in /prometheus (logs above)"
+  fi
+  docker rm -f -v "$cid" >/dev/null
+  info "ok: ready, $rules alerting rules loaded, TSDB in /prometheus"
+}
+
 list() {
   CURRENT_STEP="list"
   local img id
@@ -382,6 +419,7 @@ cmd_build() {
   build_rabbitmq
   build_postgres
   build_minio
+  build_prometheus
   step "remove superseded stand-ins (dangling images with the $LABEL label)"
   docker image prune -f --filter "label=$LABEL" >>"$LOG"
   list
