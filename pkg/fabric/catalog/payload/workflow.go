@@ -52,3 +52,18 @@ type SLABreached struct {
 
 // MessageType returns the catalog type of the payload.
 func (SLABreached) MessageType() string { return "task.sla-breached.v1" }
+
+// Stuck is workflow.stuck.v1: the watchdog found the instance waiting on
+// one step (its open task) longer than StuckAfterSeconds.
+type Stuck struct {
+	ProcessID         string    `json:"processId"`
+	RequestID         string    `json:"requestId,omitempty"`
+	DefinitionID      string    `json:"definitionId"`
+	TaskID            string    `json:"taskId"`
+	Step              string    `json:"step"`
+	WaitingSince      time.Time `json:"waitingSince"`
+	StuckAfterSeconds int64     `json:"stuckAfterSeconds"`
+}
+
+// MessageType returns the catalog type of the payload.
+func (Stuck) MessageType() string { return "workflow.stuck.v1" }

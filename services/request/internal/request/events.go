@@ -18,6 +18,7 @@ const (
 	TypeProcessStarted   = "workflow.process-started.v1"
 	TypeProcessCompleted = "workflow.process-completed.v1"
 	TypeSLABreached      = "task.sla-breached.v1"
+	TypeWorkflowStuck    = "workflow.stuck.v1"
 	// Commands this service sends.
 	TypeStartWorkflow   = "workflow.start.v1"
 	TypeProcessDocument = "document.process.v1"
@@ -133,6 +134,14 @@ func ChangeFromWorkflow(env envelope.Envelope) (c WorkflowChange, ok bool, err e
 	case TypeTaskCompleted:
 		// No status moves, but the request's timeline records it.
 		var p payload.TaskCompleted
+		if err := decode(&p); err != nil {
+			return c, false, err
+		}
+		c.RequestID = p.RequestID
+	case TypeWorkflowStuck:
+		// The watchdog (workflow.stuck.v1): no status moves; the request's
+		// timeline records it for staff.
+		var p payload.Stuck
 		if err := decode(&p); err != nil {
 			return c, false, err
 		}

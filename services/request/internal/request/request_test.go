@@ -59,6 +59,7 @@ func TestChangeFromWorkflow(t *testing.T) {
 		{TypeSLABreached, `{"taskId":"` + id + `","processId":"` + id + `","dueAt":"2026-01-01T00:00:00Z"}`, WorkflowChange{}, false},
 		{TypeTaskCompleted, `{"processId":"` + id + `","taskId":"` + id + `","requestId":"` + id + `","step":"review"}`, WorkflowChange{RequestID: id}, true},
 		{TypeTaskCompleted, `{}`, WorkflowChange{}, false},
+		{TypeWorkflowStuck, `{"processId":"` + id + `","requestId":"` + id + `","definitionId":"d","taskId":"` + id + `","step":"review","waitingSince":"2026-12-01T10:00:00Z","stuckAfterSeconds":60}`, WorkflowChange{RequestID: id}, true},
 		{"workflow.task-claimed.v9", `{"requestId":"` + id + `"}`, WorkflowChange{}, false},
 	}
 	for _, tc := range tests {
@@ -84,6 +85,7 @@ func TestEntryOf(t *testing.T) {
 		{TypeProcessStarted, `{"definitionId":"alvara"}`, Entry{Summary: "Process alvara started"}, true},
 		{TypeTaskCompleted, `{"step":"review","outcome":"approved"}`, Entry{Summary: "Task review completed: approved"}, true},
 		{TypeSLABreached, `{"step":"review"}`, Entry{Summary: "SLA of task review breached"}, true},
+		{TypeWorkflowStuck, `{"step":"review"}`, Entry{Summary: "Process stuck: task review has waited longer than its definition allows"}, true},
 		{TypeProcessCompleted, `{"outcome":"approved"}`, Entry{Summary: "Process completed: approved"}, true},
 		{"communication.notification-sent.v1", `{}`, Entry{}, false},
 	}

@@ -68,6 +68,9 @@ func EntryOf(env envelope.Envelope) (e Entry, ok bool, err error) {
 		e.Summary = withReason(e.Summary)
 	case TypeSLABreached:
 		e.Summary = "SLA of task " + p.Step + " breached"
+	case TypeWorkflowStuck:
+		// Staff only: the watchdog's finding is for those who can act on it.
+		e.Summary = "Process stuck: task " + p.Step + " has waited longer than its definition allows"
 	case TypeProcessCompleted:
 		e.Summary = "Process completed: " + p.Outcome
 	default:

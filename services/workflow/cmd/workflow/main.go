@@ -40,6 +40,11 @@ type config struct {
 	Catalog     *process.Catalog
 	SLAInterval time.Duration
 	SLABatch    int
+	// StuckAfter (WATCHDOG_STUCK_AFTER) is the watchdog's threshold for
+	// definitions without a stuckAfter; WatchdogInterval
+	// (WATCHDOG_CHECK_INTERVAL) how often it sweeps.
+	StuckAfter       time.Duration
+	WatchdogInterval time.Duration
 	// DueSoon is the worklist's due-soon window (GET /v1/tasks?sla=due_soon).
 	DueSoon time.Duration
 	// SEI is the SEI gateway (SEI_URL, SEI_TIMEOUT); nil when SEI_URL is
@@ -52,7 +57,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if err != nil {
 		return config{}, err
 	}
-	c := config{Config: hc, SLAInterval: time.Second, SLABatch: 100, DueSoon: process.DefaultDueSoon}
+	c := config{Config: hc, SLAInterval: time.Second, SLABatch: 100, DueSoon: process.DefaultDueSoon,
+		StuckAfter: process.DefaultStuckAfter, WatchdogInterval: 30 * time.Second}
 	defs := process.DefaultDefinitions
 	if path := getenv("WORKFLOW_DEFINITIONS"); path != "" {
 		if defs, err = os.ReadFile(path); err != nil {
@@ -70,6 +76,16 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if v := getenv("SLA_BATCH"); v != "" {
 		if c.SLABatch, err = strconv.Atoi(v); err != nil || c.SLABatch <= 0 {
 			return config{}, fmt.Errorf("SLA_BATCH %q: want a positive integer", v)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		into *time.Duration
+	}{{"WATCHDOG_STUCK_AFTER", &c.StuckAfter}, {"WATCHDOG_CHECK_INTERVAL", &c.WatchdogInterval}} {
+		if v := getenv(d.name); v != "" {
+			if *d.into, err = time.ParseDuration(v); err != nil || *d.into <= 0 {
+				return config{}, fmt.Errorf("%s %q: want a positive duration like 72h", d.name, v)
+			}
 		}
 	}
 	if v := getenv("SLA_DUE_SOON"); v != "" {
@@ -110,7 +126,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		return err
 	}
 	defer h.Close() // Serve closes it too; Close is idempotent
-	store := postgres.NewStore(h.Pool, h.Outbox, cfg.Catalog, time.Now, cfg.DueSoon)
+	store := postgres.NewStore(h.Pool, h.Outbox, cfg.Catalog, time.Now, cfg.DueSoon, cfg.StuckAfter)
 	if err := h.ConsumeTx(requestSubmittedQueue, messaging.RequestSubmitted(store),
 		fabric.ConsumerOptions{}); err != nil {
 		return err
@@ -139,7 +155,13 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	// The SLA watcher stops with the consumers, before the relay: a sweep
 	// in flight rolls back (its timers stay due), so no breach is lost.
 	h.Go("sla-watcher", func(ctx context.Context) error {
-		process.WatchSLA(ctx, store, cfg.SLAInterval, cfg.SLABatch, h.Log)
+		process.Watch(ctx, "sla", store.SweepSLA, cfg.SLAInterval, cfg.SLABatch, h.Log)
+		return nil
+	})
+	// The watchdog: a step waited on longer than its threshold is reported
+	// once (workflow.stuck.v1), stopping like the SLA watcher.
+	h.Go("watchdog", func(ctx context.Context) error {
+		process.Watch(ctx, "watchdog", store.SweepStuck, cfg.WatchdogInterval, cfg.SLABatch, h.Log)
 		return nil
 	})
 	return h.Serve(ctx, routes, nil)

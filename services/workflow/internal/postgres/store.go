@@ -34,12 +34,16 @@ type Store struct {
 	catalog *process.Catalog
 	now     func() time.Time
 	dueSoon time.Duration
+	// defaultStuckAfter is the watchdog threshold of definitions that set
+	// none.
+	defaultStuckAfter time.Duration
 }
 
 // NewStore returns a Store on pool (search_path = the service schema).
-// dueSoon is the worklist's due-soon window (process.SLADueSoon).
-func NewStore(pool *pgxpool.Pool, ob Enqueuer, catalog *process.Catalog, now func() time.Time, dueSoon time.Duration) *Store {
-	return &Store{pool: pool, outbox: ob, catalog: catalog, now: now, dueSoon: dueSoon}
+// dueSoon is the worklist's due-soon window (process.SLADueSoon);
+// stuckAfter the watchdog's threshold for definitions without their own.
+func NewStore(pool *pgxpool.Pool, ob Enqueuer, catalog *process.Catalog, now func() time.Time, dueSoon, stuckAfter time.Duration) *Store {
+	return &Store{pool: pool, outbox: ob, catalog: catalog, now: now, dueSoon: dueSoon, defaultStuckAfter: stuckAfter}
 }
 
 func (s *Store) clock() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
@@ -72,8 +76,10 @@ func aggregate(processID string) outbox.Aggregate {
 	return outbox.Aggregate{Type: "process", ID: processID}
 }
 
-// openTask inserts the task of step for p with its SLA timer.
-func (s *Store) openTask(ctx context.Context, q *pgdb.Queries, p process.Instance, step process.Step, index int, now time.Time) (string, error) {
+// openTask inserts the task of step for p with its SLA timer and its
+// watchdog timer (def's stuckAfter, else the store's default).
+func (s *Store) openTask(ctx context.Context, q *pgdb.Queries, p process.Instance, def process.Definition, index int, now time.Time) (string, error) {
+	step := def.Steps[index]
 	id, err := newID()
 	if err != nil {
 		return "", err
@@ -86,7 +92,30 @@ func (s *Store) openTask(ctx context.Context, q *pgdb.Queries, p process.Instanc
 	if err := q.InsertTimer(ctx, pgdb.InsertTimerParams{TaskID: id, TenantID: p.TenantID, DueAt: due}); err != nil {
 		return "", fmt.Errorf("insert SLA timer of task %s: %w", id, err)
 	}
+	if err := q.InsertStuckTimer(ctx, pgdb.InsertStuckTimerParams{TaskID: id, TenantID: p.TenantID, ProcessID: p.ID,
+		DueAt: now.Add(s.stuckAfter(def))}); err != nil {
+		return "", fmt.Errorf("insert watchdog timer of task %s: %w", id, err)
+	}
 	return id, nil
+}
+
+// stuckAfter is def's watchdog threshold.
+func (s *Store) stuckAfter(def process.Definition) time.Duration {
+	if def.StuckAfter > 0 {
+		return def.StuckAfter
+	}
+	return s.defaultStuckAfter
+}
+
+// dropTimers removes a task's SLA and watchdog timers: it no longer waits.
+func dropTimers(ctx context.Context, q *pgdb.Queries, taskID string) error {
+	if err := q.DeleteTimer(ctx, taskID); err != nil {
+		return fmt.Errorf("drop the SLA timer of task %s: %w", taskID, err)
+	}
+	if err := q.DeleteStuckTimer(ctx, taskID); err != nil {
+		return fmt.Errorf("drop the watchdog timer of task %s: %w", taskID, err)
+	}
+	return nil
 }
 
 // StartProcess creates the process for a submitted request inside the
@@ -111,7 +140,7 @@ func (s *Store) StartProcess(ctx context.Context, tx pgx.Tx, tenantID string, su
 	if inserted == 0 {
 		return nil
 	}
-	taskID, err := s.openTask(ctx, q, p, def.Steps[0], 0, now)
+	taskID, err := s.openTask(ctx, q, p, def, 0, now)
 	if err != nil {
 		return err
 	}
@@ -153,8 +182,8 @@ func (s *Store) CancelProcess(ctx context.Context, tx pgx.Tx, tenantID string, c
 		return fmt.Errorf("cancel the tasks of process %s: %w", row.ID, err)
 	}
 	for _, t := range tasks {
-		if err := q.DeleteTimer(ctx, t); err != nil {
-			return fmt.Errorf("drop the SLA timer of task %s: %w", t, err)
+		if err := dropTimers(ctx, q, t); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -220,8 +249,8 @@ func (s *Store) CompleteTask(ctx context.Context, a process.Actor, id string, d 
 			Reason: optional(d.Reason), CompletedAt: &now, CompletedBy: &a.Subject}); err != nil {
 			return fmt.Errorf("complete task %s: %w", t.ID, err)
 		}
-		if err := q.DeleteTimer(ctx, t.ID); err != nil {
-			return fmt.Errorf("delete SLA timer of task %s: %w", t.ID, err)
+		if err := dropTimers(ctx, q, t.ID); err != nil {
+			return err
 		}
 		done, err := process.Event(p, process.TypeTaskCompleted, payload.TaskCompleted{ProcessID: p.ID, TaskID: t.ID,
 			RequestID: p.RequestID, Step: t.Step, Outcome: outcome, CompletedBy: a.Subject, Reason: d.Reason})
@@ -248,7 +277,7 @@ func (s *Store) CompleteTask(ctx context.Context, a process.Actor, id string, d 
 				items = append(items, reg)
 			}
 		} else {
-			if _, err := s.openTask(ctx, q, p, def.Steps[next], next, now); err != nil {
+			if _, err := s.openTask(ctx, q, p, def, next, now); err != nil {
 				return err
 			}
 			if err := q.AdvanceProcess(ctx, pgdb.AdvanceProcessParams{TenantID: a.TenantID, ID: p.ID, CurrentStep: int32(next)}); err != nil {
@@ -401,6 +430,61 @@ func fromTaskRow(r pgdb.Task) process.Task {
 		t.Assignee, t.ClaimedAt = *r.Assignee, r.ClaimedAt
 	}
 	return t
+}
+
+// SweepStuck reports up to limit tasks whose watchdog timer is due: for
+// each still open, workflow.stuck.v1 is enqueued in the transaction that
+// deletes its timer, so the report goes out once however many instances
+// sweep (SKIP LOCKED). A task completed meanwhile had its timer dropped;
+// one of a process that ended otherwise is skipped. It returns how many
+// it reported.
+func (s *Store) SweepStuck(ctx context.Context, limit int) (int, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("watchdog sweep: begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	q := pgdb.New(tx)
+	timers, err := q.DueStuckTimers(ctx, pgdb.DueStuckTimersParams{Now: s.clock(), MaxTimers: int32(limit)})
+	if err != nil {
+		return 0, fmt.Errorf("watchdog sweep: due timers: %w", err)
+	}
+	reported := 0
+	for _, tm := range timers {
+		if err := tenant.Set(ctx, tx, tm.TenantID); err != nil {
+			return 0, err
+		}
+		if err := q.DeleteStuckTimer(ctx, tm.TaskID); err != nil {
+			return 0, fmt.Errorf("watchdog sweep: delete timer %s: %w", tm.TaskID, err)
+		}
+		t, err := q.GetTask(ctx, pgdb.GetTaskParams{TenantID: tm.TenantID, ID: tm.TaskID})
+		if err != nil {
+			return 0, fmt.Errorf("watchdog sweep: task %s: %w", tm.TaskID, err)
+		}
+		row, err := q.GetProcess(ctx, pgdb.GetProcessParams{TenantID: tm.TenantID, ID: tm.ProcessID})
+		if err != nil {
+			return 0, fmt.Errorf("watchdog sweep: process %s: %w", tm.ProcessID, err)
+		}
+		p := fromProcessRow(row)
+		if t.Status != "open" || p.Status != "running" {
+			continue
+		}
+		def, _ := s.catalog.ByID(p.DefinitionID)
+		env, err := process.Event(p, process.TypeStuck, payload.Stuck{ProcessID: p.ID, RequestID: p.RequestID,
+			DefinitionID: p.DefinitionID, TaskID: t.ID, Step: t.Step, WaitingSince: t.CreatedAt,
+			StuckAfterSeconds: max(int64(s.stuckAfter(def)/time.Second), 1)})
+		if err != nil {
+			return 0, err
+		}
+		if err := s.outbox.Enqueue(ctx, tx, outbox.Item{Aggregate: aggregate(p.ID), Envelope: env}); err != nil {
+			return 0, fmt.Errorf("watchdog sweep: enqueue stuck process %s: %w", p.ID, err)
+		}
+		reported++
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("watchdog sweep: commit: %w", err)
+	}
+	return reported, nil
 }
 
 // SweepSLA marks up to limit overdue open tasks as breached, once each,

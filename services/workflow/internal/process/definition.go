@@ -35,6 +35,10 @@ type Definition struct {
 	// registered under (integration.sei.register.v1's unit); empty lets
 	// SEI choose.
 	SEIUnit string `json:"seiUnit,omitempty"`
+	// StuckAfter is how long an instance may wait on one step before the
+	// watchdog reports it stuck (workflow.stuck.v1, once per step); zero:
+	// the service's default (WATCHDOG_STUCK_AFTER).
+	StuckAfter time.Duration `json:"-"`
 }
 
 // Catalog picks a definition by serviceId, falling back to its default.
@@ -58,10 +62,11 @@ func ParseCatalog(data []byte) (*Catalog, error) {
 	var raw struct {
 		Default     string `json:"default"`
 		Definitions []struct {
-			ID       string   `json:"id"`
-			Services []string `json:"services"`
-			SEIUnit  string   `json:"seiUnit"`
-			Steps    []struct {
+			ID         string   `json:"id"`
+			Services   []string `json:"services"`
+			SEIUnit    string   `json:"seiUnit"`
+			StuckAfter string   `json:"stuckAfter"`
+			Steps      []struct {
 				Name         string `json:"name"`
 				AssigneeRole string `json:"assigneeRole"`
 				SLA          string `json:"sla"`
@@ -87,6 +92,12 @@ func ParseCatalog(data []byte) (*Catalog, error) {
 		}
 		if len(rd.Steps) == 0 {
 			errs = append(errs, fmt.Errorf("definition %s: no steps", d.ID))
+		}
+		if rd.StuckAfter != "" {
+			var err error
+			if d.StuckAfter, err = time.ParseDuration(rd.StuckAfter); err != nil || d.StuckAfter <= 0 {
+				errs = append(errs, fmt.Errorf("definition %s: stuckAfter %q: want a positive duration like 72h", d.ID, rd.StuckAfter))
+			}
 		}
 		for i, rs := range rd.Steps {
 			sla, err := time.ParseDuration(rs.SLA)

@@ -37,6 +37,7 @@ func TestParseCatalogRejects(t *testing.T) {
 		{"bad role", `{"default":"a","definitions":[{"id":"a","steps":[{"name":"s","assigneeRole":"citizen","sla":"1h"}]}]}`, "assigneeRole"},
 		{"service twice", `{"default":"a","definitions":[{"id":"a","services":["x"],"steps":[{"name":"s","assigneeRole":"attendant","sla":"1h"}]},{"id":"b","services":["x"],"steps":[{"name":"s","assigneeRole":"attendant","sla":"1h"}]}]}`, "service x"},
 		{"not JSON", `{`, "process definitions"},
+		{"bad stuckAfter", `{"default":"a","definitions":[{"id":"a","stuckAfter":"-1h","steps":[{"name":"s","assigneeRole":"attendant","sla":"1h"}]}]}`, "stuckAfter"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

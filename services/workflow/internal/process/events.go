@@ -13,6 +13,7 @@ const (
 	TypeTaskCompleted    = "workflow.task-completed.v1"
 	TypeProcessCompleted = "workflow.process-completed.v1"
 	TypeSLABreached      = "task.sla-breached.v1"
+	TypeStuck            = "workflow.stuck.v1"
 	// TypeStart is the command an integration sends to start a process.
 	TypeStart = "workflow.start.v1"
 	// TypeSEIRegister is the command that registers an approved request in

@@ -6,16 +6,15 @@ import (
 	"time"
 )
 
-// Sweeper marks overdue tasks as breached.
-type Sweeper interface {
-	// SweepSLA handles up to limit overdue tasks and returns how many.
-	SweepSLA(ctx context.Context, limit int) (int, error)
-}
+// Sweep handles up to limit due timers (SLA breaches, stuck instances)
+// and returns how many it handled.
+type Sweep func(ctx context.Context, limit int) (int, error)
 
-// WatchSLA sweeps every interval until ctx ends; a full batch is followed
+// Watch runs sweep every interval until ctx ends; a full batch is followed
 // at once by another sweep, so a backlog drains without waiting for ticks.
 // Errors are logged and the next tick retries. It returns when ctx is done.
-func WatchSLA(ctx context.Context, s Sweeper, interval time.Duration, batch int, log *slog.Logger) {
+// what names the sweep in the log ("sla", "watchdog").
+func Watch(ctx context.Context, what string, sweep Sweep, interval time.Duration, batch int, log *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -25,15 +24,15 @@ func WatchSLA(ctx context.Context, s Sweeper, interval time.Duration, batch int,
 		case <-t.C:
 		}
 		for ctx.Err() == nil {
-			n, err := s.SweepSLA(ctx, batch)
+			n, err := sweep(ctx, batch)
 			if err != nil {
 				if ctx.Err() == nil {
-					log.Error("sla sweep failed", "err", err)
+					log.Error(what+" sweep failed", "err", err)
 				}
 				break
 			}
 			if n > 0 {
-				log.Info("sla breaches recorded", "tasks", n)
+				log.Info(what+" sweep reported tasks", "tasks", n)
 			}
 			if n < batch {
 				break

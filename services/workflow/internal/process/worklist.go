@@ -28,6 +28,10 @@ var SLAStates = []string{SLAOnTime, SLADueSoon, SLABreached}
 // DefaultDueSoon is the default due-soon window (SLA_DUE_SOON).
 const DefaultDueSoon = 4 * time.Hour
 
+// DefaultStuckAfter is the watchdog's default threshold
+// (WATCHDOG_STUCK_AFTER): three days on one step.
+const DefaultStuckAfter = 72 * time.Hour
+
 // Position is a place in the worklist's order (due date, then id): the
 // last item of a page.
 type Position struct {

@@ -42,6 +42,13 @@ type SlaTimer struct {
 	DueAt    time.Time
 }
 
+type StuckTimer struct {
+	TaskID    string
+	TenantID  string
+	ProcessID string
+	DueAt     time.Time
+}
+
 type Task struct {
 	ID           string
 	TenantID     string

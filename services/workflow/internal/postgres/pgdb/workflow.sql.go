@@ -197,6 +197,15 @@ func (q *Queries) CompleteTask(ctx context.Context, arg CompleteTaskParams) erro
 	return err
 }
 
+const deleteStuckTimer = `-- name: DeleteStuckTimer :exec
+DELETE FROM stuck_timer WHERE task_id = $1
+`
+
+func (q *Queries) DeleteStuckTimer(ctx context.Context, taskID string) error {
+	_, err := q.db.Exec(ctx, deleteStuckTimer, taskID)
+	return err
+}
+
 const deleteTimer = `-- name: DeleteTimer :exec
 DELETE FROM sla_timer WHERE task_id = $1
 `
@@ -204,6 +213,46 @@ DELETE FROM sla_timer WHERE task_id = $1
 func (q *Queries) DeleteTimer(ctx context.Context, taskID string) error {
 	_, err := q.db.Exec(ctx, deleteTimer, taskID)
 	return err
+}
+
+const dueStuckTimers = `-- name: DueStuckTimers :many
+SELECT task_id, tenant_id, process_id, due_at FROM stuck_timer
+WHERE due_at <= $1
+ORDER BY due_at
+LIMIT $2
+FOR UPDATE SKIP LOCKED
+`
+
+type DueStuckTimersParams struct {
+	Now       time.Time
+	MaxTimers int32
+}
+
+// As DueTimers: competing watchdogs skip each other's timers, so a task is
+// reported stuck once.
+func (q *Queries) DueStuckTimers(ctx context.Context, arg DueStuckTimersParams) ([]StuckTimer, error) {
+	rows, err := q.db.Query(ctx, dueStuckTimers, arg.Now, arg.MaxTimers)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []StuckTimer
+	for rows.Next() {
+		var i StuckTimer
+		if err := rows.Scan(
+			&i.TaskID,
+			&i.TenantID,
+			&i.ProcessID,
+			&i.DueAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const dueTimers = `-- name: DueTimers :many
@@ -449,6 +498,27 @@ func (q *Queries) InsertSEIPending(ctx context.Context, arg InsertSEIPendingPara
 		arg.RequestID,
 		arg.Unit,
 		arg.Now,
+	)
+	return err
+}
+
+const insertStuckTimer = `-- name: InsertStuckTimer :exec
+INSERT INTO stuck_timer (task_id, tenant_id, process_id, due_at) VALUES ($1, $2, $3, $4)
+`
+
+type InsertStuckTimerParams struct {
+	TaskID    string
+	TenantID  string
+	ProcessID string
+	DueAt     time.Time
+}
+
+func (q *Queries) InsertStuckTimer(ctx context.Context, arg InsertStuckTimerParams) error {
+	_, err := q.db.Exec(ctx, insertStuckTimer,
+		arg.TaskID,
+		arg.TenantID,
+		arg.ProcessID,
+		arg.DueAt,
 	)
 	return err
 }

@@ -155,3 +155,18 @@ RETURNING *;
 
 -- name: ListSEIRegistrations :many
 SELECT * FROM sei_registration WHERE tenant_id = @tenant_id AND request_id = ANY(@request_ids::uuid[]);
+
+-- name: InsertStuckTimer :exec
+INSERT INTO stuck_timer (task_id, tenant_id, process_id, due_at) VALUES (@task_id, @tenant_id, @process_id, @due_at);
+
+-- name: DeleteStuckTimer :exec
+DELETE FROM stuck_timer WHERE task_id = @task_id;
+
+-- name: DueStuckTimers :many
+-- As DueTimers: competing watchdogs skip each other's timers, so a task is
+-- reported stuck once.
+SELECT task_id, tenant_id, process_id, due_at FROM stuck_timer
+WHERE due_at <= @now
+ORDER BY due_at
+LIMIT @max_timers
+FOR UPDATE SKIP LOCKED;
