@@ -74,7 +74,7 @@ func PlatformServices() []Service {
 			// External systems' events, which the request service's gateway
 			// (POST /v1/external-events) accepts and enqueues.
 			"appointment.scheduled.v1", "appointment.cancelled.v1", "citizen.updated.v1"}},
-		{Name: "workflow", Publishes: []string{"workflow.process-started.v1", "workflow.task-completed.v1", "workflow.process-completed.v1", "workflow.stuck.v1", "task.sla-breached.v1",
+		{Name: "workflow", Publishes: []string{"workflow.process-started.v1", "workflow.task-completed.v1", "workflow.process-completed.v1", "workflow.stuck.v1", "workflow.schedule-fired.v1", "task.sla-breached.v1",
 			"integration.sei.register.v1"}},
 		{Name: "communication", Publishes: []string{"communication.notification-sent.v1"}},
 		{Name: "document-worker", Publishes: []string{"document.processed.v1", "ai.knowledge.index.v1"}},

@@ -1,6 +1,9 @@
 package payload
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // ProcessStarted is workflow.process-started.v1.
 type ProcessStarted struct {
@@ -67,3 +70,19 @@ type Stuck struct {
 
 // MessageType returns the catalog type of the payload.
 func (Stuck) MessageType() string { return "workflow.stuck.v1" }
+
+// ScheduleFired is workflow.schedule-fired.v1: one slot of a tenant's
+// schedule. SkippedBefore counts the missed slots its catch-up policy
+// dropped in the same sweep.
+type ScheduleFired struct {
+	ScheduleID    string          `json:"scheduleId"`
+	Name          string          `json:"name"`
+	Slot          time.Time       `json:"slot"`
+	FiredAt       time.Time       `json:"firedAt"`
+	Late          bool            `json:"late"`
+	SkippedBefore int             `json:"skippedBefore"`
+	Payload       json.RawMessage `json:"payload"`
+}
+
+// MessageType returns the catalog type of the payload.
+func (ScheduleFired) MessageType() string { return "workflow.schedule-fired.v1" }

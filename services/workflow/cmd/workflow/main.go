@@ -11,6 +11,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+	// Schedules name IANA time zones: the image may have no zoneinfo.
+	_ "time/tzdata"
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/host"
@@ -45,6 +47,9 @@ type config struct {
 	// (WATCHDOG_CHECK_INTERVAL) how often it sweeps.
 	StuckAfter       time.Duration
 	WatchdogInterval time.Duration
+	// ScheduleInterval (SCHEDULE_CHECK_INTERVAL) is how often due schedule
+	// slots are fired: a slot fires at most this late.
+	ScheduleInterval time.Duration
 	// DueSoon is the worklist's due-soon window (GET /v1/tasks?sla=due_soon).
 	DueSoon time.Duration
 	// SEI is the SEI gateway (SEI_URL, SEI_TIMEOUT); nil when SEI_URL is
@@ -58,7 +63,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return config{}, err
 	}
 	c := config{Config: hc, SLAInterval: time.Second, SLABatch: 100, DueSoon: process.DefaultDueSoon,
-		StuckAfter: process.DefaultStuckAfter, WatchdogInterval: 30 * time.Second}
+		StuckAfter: process.DefaultStuckAfter, WatchdogInterval: 30 * time.Second, ScheduleInterval: time.Second}
 	defs := process.DefaultDefinitions
 	if path := getenv("WORKFLOW_DEFINITIONS"); path != "" {
 		if defs, err = os.ReadFile(path); err != nil {
@@ -81,7 +86,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	for _, d := range []struct {
 		name string
 		into *time.Duration
-	}{{"WATCHDOG_STUCK_AFTER", &c.StuckAfter}, {"WATCHDOG_CHECK_INTERVAL", &c.WatchdogInterval}} {
+	}{{"WATCHDOG_STUCK_AFTER", &c.StuckAfter}, {"WATCHDOG_CHECK_INTERVAL", &c.WatchdogInterval}, {"SCHEDULE_CHECK_INTERVAL", &c.ScheduleInterval}} {
 		if v := getenv(d.name); v != "" {
 			if *d.into, err = time.ParseDuration(v); err != nil || *d.into <= 0 {
 				return config{}, fmt.Errorf("%s %q: want a positive duration like 72h", d.name, v)
@@ -150,7 +155,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		// it.
 		h.Log.Warn("SEI registration is off (SEI_URL is unset): approved requests wait, pending, in queue " + seiRegisterQueue)
 	}
-	routes := httpapi.NewHandler(httpapi.Deps{Auth: h.Verifier, Processes: store, Log: h.Log})
+	routes := httpapi.NewHandler(httpapi.Deps{Auth: h.Verifier, Processes: store, Schedules: store, Log: h.Log})
 
 	// The SLA watcher stops with the consumers, before the relay: a sweep
 	// in flight rolls back (its timers stay due), so no breach is lost.
@@ -162,6 +167,11 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	// once (workflow.stuck.v1), stopping like the SLA watcher.
 	h.Go("watchdog", func(ctx context.Context) error {
 		process.Watch(ctx, "watchdog", store.SweepStuck, cfg.WatchdogInterval, cfg.SLABatch, h.Log)
+		return nil
+	})
+	// Scheduled events: each due slot fires once across instances.
+	h.Go("scheduler", func(ctx context.Context) error {
+		process.Watch(ctx, "schedule", store.SweepSchedules, cfg.ScheduleInterval, cfg.SLABatch, h.Log)
 		return nil
 	})
 	return h.Serve(ctx, routes, nil)

@@ -16,6 +16,7 @@ import (
 type Deps struct {
 	Auth      *auth.Verifier
 	Processes Processes
+	Schedules Schedules
 	Log       *slog.Logger
 }
 
@@ -34,6 +35,10 @@ func NewHandler(d Deps) http.Handler {
 	r.With(staff).Method(http.MethodPost, "/v1/tasks/{id}/claim", handleClaim(d.Processes, d.Log))
 	r.With(staff).Method(http.MethodPost, "/v1/tasks/{id}/release", handleRelease(d.Processes, d.Log))
 	r.With(staff).Method(http.MethodPost, "/v1/tasks/{id}/complete", handleCompleteTask(d.Processes, d.Log))
+	operator := d.Auth.Require(auth.RoleOperator)
+	r.With(operator).Method(http.MethodPost, "/v1/schedules", handleCreateSchedule(d.Schedules, d.Log))
+	r.With(operator).Method(http.MethodGet, "/v1/schedules", handleListSchedules(d.Schedules, d.Log))
+	r.With(operator).Method(http.MethodPost, "/v1/schedules/{id}/disable", handleDisableSchedule(d.Schedules, d.Log))
 	return r
 }
 

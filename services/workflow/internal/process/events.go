@@ -14,6 +14,7 @@ const (
 	TypeProcessCompleted = "workflow.process-completed.v1"
 	TypeSLABreached      = "task.sla-breached.v1"
 	TypeStuck            = "workflow.stuck.v1"
+	TypeScheduleFired    = "workflow.schedule-fired.v1"
 	// TypeStart is the command an integration sends to start a process.
 	TypeStart = "workflow.start.v1"
 	// TypeSEIRegister is the command that registers an approved request in

@@ -23,6 +23,35 @@ type ProcessInstance struct {
 	CompletedAt   *time.Time
 }
 
+type Schedule struct {
+	ID         string
+	TenantID   string
+	Name       string
+	Cron       string
+	TimeZone   string
+	CatchUp    string
+	MaxCatchUp int32
+	Payload    []byte
+	Enabled    bool
+	CreatedBy  string
+	CreatedAt  time.Time
+	DisabledAt *time.Time
+}
+
+type ScheduleSlot struct {
+	ScheduleID string
+	Slot       time.Time
+	TenantID   string
+	EventID    string
+	FiredAt    time.Time
+}
+
+type ScheduleTimer struct {
+	ScheduleID string
+	TenantID   string
+	DueAt      time.Time
+}
+
 type SeiRegistration struct {
 	TenantID     string
 	RequestID    string

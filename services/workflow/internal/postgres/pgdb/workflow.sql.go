@@ -197,6 +197,15 @@ func (q *Queries) CompleteTask(ctx context.Context, arg CompleteTaskParams) erro
 	return err
 }
 
+const deleteScheduleTimer = `-- name: DeleteScheduleTimer :exec
+DELETE FROM schedule_timer WHERE schedule_id = $1
+`
+
+func (q *Queries) DeleteScheduleTimer(ctx context.Context, scheduleID string) error {
+	_, err := q.db.Exec(ctx, deleteScheduleTimer, scheduleID)
+	return err
+}
+
 const deleteStuckTimer = `-- name: DeleteStuckTimer :exec
 DELETE FROM stuck_timer WHERE task_id = $1
 `
@@ -213,6 +222,72 @@ DELETE FROM sla_timer WHERE task_id = $1
 func (q *Queries) DeleteTimer(ctx context.Context, taskID string) error {
 	_, err := q.db.Exec(ctx, deleteTimer, taskID)
 	return err
+}
+
+const disableSchedule = `-- name: DisableSchedule :one
+UPDATE schedule SET enabled = false, disabled_at = $1
+WHERE tenant_id = $2 AND id = $3 AND enabled
+RETURNING id, tenant_id, name, cron, time_zone, catch_up, max_catch_up, payload, enabled, created_by, created_at, disabled_at
+`
+
+type DisableScheduleParams struct {
+	Now      *time.Time
+	TenantID string
+	ID       string
+}
+
+func (q *Queries) DisableSchedule(ctx context.Context, arg DisableScheduleParams) (Schedule, error) {
+	row := q.db.QueryRow(ctx, disableSchedule, arg.Now, arg.TenantID, arg.ID)
+	var i Schedule
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.Name,
+		&i.Cron,
+		&i.TimeZone,
+		&i.CatchUp,
+		&i.MaxCatchUp,
+		&i.Payload,
+		&i.Enabled,
+		&i.CreatedBy,
+		&i.CreatedAt,
+		&i.DisabledAt,
+	)
+	return i, err
+}
+
+const dueScheduleTimers = `-- name: DueScheduleTimers :many
+SELECT schedule_id, tenant_id, due_at FROM schedule_timer
+WHERE due_at <= $1
+ORDER BY due_at
+LIMIT $2
+FOR UPDATE SKIP LOCKED
+`
+
+type DueScheduleTimersParams struct {
+	Now       time.Time
+	MaxTimers int32
+}
+
+// As DueTimers: competing sweeps skip each other's schedules.
+func (q *Queries) DueScheduleTimers(ctx context.Context, arg DueScheduleTimersParams) ([]ScheduleTimer, error) {
+	rows, err := q.db.Query(ctx, dueScheduleTimers, arg.Now, arg.MaxTimers)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ScheduleTimer
+	for rows.Next() {
+		var i ScheduleTimer
+		if err := rows.Scan(&i.ScheduleID, &i.TenantID, &i.DueAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const dueStuckTimers = `-- name: DueStuckTimers :many
@@ -375,6 +450,46 @@ func (q *Queries) GetSEIRegistration(ctx context.Context, arg GetSEIRegistration
 	return i, err
 }
 
+const getSchedule = `-- name: GetSchedule :one
+SELECT id, tenant_id, name, cron, time_zone, catch_up, max_catch_up, payload, enabled, created_by, created_at, disabled_at FROM schedule WHERE tenant_id = $1 AND id = $2
+`
+
+type GetScheduleParams struct {
+	TenantID string
+	ID       string
+}
+
+func (q *Queries) GetSchedule(ctx context.Context, arg GetScheduleParams) (Schedule, error) {
+	row := q.db.QueryRow(ctx, getSchedule, arg.TenantID, arg.ID)
+	var i Schedule
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.Name,
+		&i.Cron,
+		&i.TimeZone,
+		&i.CatchUp,
+		&i.MaxCatchUp,
+		&i.Payload,
+		&i.Enabled,
+		&i.CreatedBy,
+		&i.CreatedAt,
+		&i.DisabledAt,
+	)
+	return i, err
+}
+
+const getScheduleTimer = `-- name: GetScheduleTimer :one
+SELECT due_at FROM schedule_timer WHERE schedule_id = $1
+`
+
+func (q *Queries) GetScheduleTimer(ctx context.Context, scheduleID string) (time.Time, error) {
+	row := q.db.QueryRow(ctx, getScheduleTimer, scheduleID)
+	var due_at time.Time
+	err := row.Scan(&due_at)
+	return due_at, err
+}
+
 const getTask = `-- name: GetTask :one
 SELECT id, tenant_id, process_id, step_index, step, assignee_role, status, outcome, due_at, breached_at, created_at, completed_at, completed_by, assignee, claimed_at, reason FROM task WHERE tenant_id = $1 AND id = $2
 `
@@ -502,6 +617,100 @@ func (q *Queries) InsertSEIPending(ctx context.Context, arg InsertSEIPendingPara
 	return err
 }
 
+const insertSchedule = `-- name: InsertSchedule :one
+INSERT INTO schedule (id, tenant_id, name, cron, time_zone, catch_up, max_catch_up, payload, created_by, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+ON CONFLICT (tenant_id, name) DO NOTHING
+RETURNING id, tenant_id, name, cron, time_zone, catch_up, max_catch_up, payload, enabled, created_by, created_at, disabled_at
+`
+
+type InsertScheduleParams struct {
+	ID         string
+	TenantID   string
+	Name       string
+	Cron       string
+	TimeZone   string
+	CatchUp    string
+	MaxCatchUp int32
+	Payload    []byte
+	CreatedBy  string
+	CreatedAt  time.Time
+}
+
+func (q *Queries) InsertSchedule(ctx context.Context, arg InsertScheduleParams) (Schedule, error) {
+	row := q.db.QueryRow(ctx, insertSchedule,
+		arg.ID,
+		arg.TenantID,
+		arg.Name,
+		arg.Cron,
+		arg.TimeZone,
+		arg.CatchUp,
+		arg.MaxCatchUp,
+		arg.Payload,
+		arg.CreatedBy,
+		arg.CreatedAt,
+	)
+	var i Schedule
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.Name,
+		&i.Cron,
+		&i.TimeZone,
+		&i.CatchUp,
+		&i.MaxCatchUp,
+		&i.Payload,
+		&i.Enabled,
+		&i.CreatedBy,
+		&i.CreatedAt,
+		&i.DisabledAt,
+	)
+	return i, err
+}
+
+const insertScheduleSlot = `-- name: InsertScheduleSlot :execrows
+INSERT INTO schedule_slot (schedule_id, slot, tenant_id, event_id, fired_at)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (schedule_id, slot) DO NOTHING
+`
+
+type InsertScheduleSlotParams struct {
+	ScheduleID string
+	Slot       time.Time
+	TenantID   string
+	EventID    string
+	FiredAt    time.Time
+}
+
+func (q *Queries) InsertScheduleSlot(ctx context.Context, arg InsertScheduleSlotParams) (int64, error) {
+	result, err := q.db.Exec(ctx, insertScheduleSlot,
+		arg.ScheduleID,
+		arg.Slot,
+		arg.TenantID,
+		arg.EventID,
+		arg.FiredAt,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const insertScheduleTimer = `-- name: InsertScheduleTimer :exec
+INSERT INTO schedule_timer (schedule_id, tenant_id, due_at) VALUES ($1, $2, $3)
+`
+
+type InsertScheduleTimerParams struct {
+	ScheduleID string
+	TenantID   string
+	DueAt      time.Time
+}
+
+func (q *Queries) InsertScheduleTimer(ctx context.Context, arg InsertScheduleTimerParams) error {
+	_, err := q.db.Exec(ctx, insertScheduleTimer, arg.ScheduleID, arg.TenantID, arg.DueAt)
+	return err
+}
+
 const insertStuckTimer = `-- name: InsertStuckTimer :exec
 INSERT INTO stuck_timer (task_id, tenant_id, process_id, due_at) VALUES ($1, $2, $3, $4)
 `
@@ -566,6 +775,43 @@ type InsertTimerParams struct {
 func (q *Queries) InsertTimer(ctx context.Context, arg InsertTimerParams) error {
 	_, err := q.db.Exec(ctx, insertTimer, arg.TaskID, arg.TenantID, arg.DueAt)
 	return err
+}
+
+const lastScheduleSlots = `-- name: LastScheduleSlots :many
+SELECT schedule_id, slot, tenant_id, event_id, fired_at FROM schedule_slot WHERE tenant_id = $1 AND schedule_id = $2
+ORDER BY slot DESC LIMIT $3
+`
+
+type LastScheduleSlotsParams struct {
+	TenantID   string
+	ScheduleID string
+	MaxSlots   int32
+}
+
+func (q *Queries) LastScheduleSlots(ctx context.Context, arg LastScheduleSlotsParams) ([]ScheduleSlot, error) {
+	rows, err := q.db.Query(ctx, lastScheduleSlots, arg.TenantID, arg.ScheduleID, arg.MaxSlots)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ScheduleSlot
+	for rows.Next() {
+		var i ScheduleSlot
+		if err := rows.Scan(
+			&i.ScheduleID,
+			&i.Slot,
+			&i.TenantID,
+			&i.EventID,
+			&i.FiredAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const listProcessesByRequest = `-- name: ListProcessesByRequest :many
@@ -639,6 +885,43 @@ func (q *Queries) ListSEIRegistrations(ctx context.Context, arg ListSEIRegistrat
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.RegisteredAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listSchedules = `-- name: ListSchedules :many
+SELECT id, tenant_id, name, cron, time_zone, catch_up, max_catch_up, payload, enabled, created_by, created_at, disabled_at FROM schedule WHERE tenant_id = $1 ORDER BY name
+`
+
+func (q *Queries) ListSchedules(ctx context.Context, tenantID string) ([]Schedule, error) {
+	rows, err := q.db.Query(ctx, listSchedules, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Schedule
+	for rows.Next() {
+		var i Schedule
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.Name,
+			&i.Cron,
+			&i.TimeZone,
+			&i.CatchUp,
+			&i.MaxCatchUp,
+			&i.Payload,
+			&i.Enabled,
+			&i.CreatedBy,
+			&i.CreatedAt,
+			&i.DisabledAt,
 		); err != nil {
 			return nil, err
 		}
@@ -845,6 +1128,20 @@ func (q *Queries) MarkBreached(ctx context.Context, arg MarkBreachedParams) (Tas
 		&i.Reason,
 	)
 	return i, err
+}
+
+const moveScheduleTimer = `-- name: MoveScheduleTimer :exec
+UPDATE schedule_timer SET due_at = $1 WHERE schedule_id = $2
+`
+
+type MoveScheduleTimerParams struct {
+	DueAt      time.Time
+	ScheduleID string
+}
+
+func (q *Queries) MoveScheduleTimer(ctx context.Context, arg MoveScheduleTimerParams) error {
+	_, err := q.db.Exec(ctx, moveScheduleTimer, arg.DueAt, arg.ScheduleID)
+	return err
 }
 
 const recordSEIAttempt = `-- name: RecordSEIAttempt :one

@@ -170,3 +170,49 @@ WHERE due_at <= @now
 ORDER BY due_at
 LIMIT @max_timers
 FOR UPDATE SKIP LOCKED;
+
+-- name: InsertSchedule :one
+INSERT INTO schedule (id, tenant_id, name, cron, time_zone, catch_up, max_catch_up, payload, created_by, created_at)
+VALUES (@id, @tenant_id, @name, @cron, @time_zone, @catch_up, @max_catch_up, @payload, @created_by, @created_at)
+ON CONFLICT (tenant_id, name) DO NOTHING
+RETURNING *;
+
+-- name: InsertScheduleTimer :exec
+INSERT INTO schedule_timer (schedule_id, tenant_id, due_at) VALUES (@schedule_id, @tenant_id, @due_at);
+
+-- name: ListSchedules :many
+SELECT * FROM schedule WHERE tenant_id = @tenant_id ORDER BY name;
+
+-- name: GetSchedule :one
+SELECT * FROM schedule WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: DisableSchedule :one
+UPDATE schedule SET enabled = false, disabled_at = @now
+WHERE tenant_id = @tenant_id AND id = @id AND enabled
+RETURNING *;
+
+-- name: DeleteScheduleTimer :exec
+DELETE FROM schedule_timer WHERE schedule_id = @schedule_id;
+
+-- name: DueScheduleTimers :many
+-- As DueTimers: competing sweeps skip each other's schedules.
+SELECT schedule_id, tenant_id, due_at FROM schedule_timer
+WHERE due_at <= @now
+ORDER BY due_at
+LIMIT @max_timers
+FOR UPDATE SKIP LOCKED;
+
+-- name: MoveScheduleTimer :exec
+UPDATE schedule_timer SET due_at = @due_at WHERE schedule_id = @schedule_id;
+
+-- name: InsertScheduleSlot :execrows
+INSERT INTO schedule_slot (schedule_id, slot, tenant_id, event_id, fired_at)
+VALUES (@schedule_id, @slot, @tenant_id, @event_id, @fired_at)
+ON CONFLICT (schedule_id, slot) DO NOTHING;
+
+-- name: LastScheduleSlots :many
+SELECT * FROM schedule_slot WHERE tenant_id = @tenant_id AND schedule_id = @schedule_id
+ORDER BY slot DESC LIMIT @max_slots;
+
+-- name: GetScheduleTimer :one
+SELECT due_at FROM schedule_timer WHERE schedule_id = @schedule_id;
