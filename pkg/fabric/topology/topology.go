@@ -186,7 +186,7 @@ func Platform() Description {
 			// is left without a subscriber (an unroutable event never leaves
 			// its outbox).
 			{Queue: "datalake.platform-events", Service: "datalake-ingestion", Bindings: ev(
-				"workflow.#", "task.#", "communication.#", "document.#", "ai.#", "citizen.#", "appointment.#")},
+				"workflow.#", "task.#", "communication.#", "document.#", "ai.#", "citizen.#", "appointment.#", "platform.#")},
 			// Channel adapters (SMS, WhatsApp, email) are fed by commands.
 			{Queue: "communication.send-commands", Service: "communication", Bindings: []Binding{{Exchange: CommandsExchange, Key: "communication.send.v1"}}},
 			// Commands and jobs, each with its competing workers: an operator
