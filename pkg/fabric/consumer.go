@@ -74,11 +74,22 @@ type ConsumerOptions struct {
 	// DepthInterval is how often the queue's depth is read for the
 	// fabric.consumer.queue_depth gauge (default 10 s).
 	DepthInterval time.Duration
+	// Pace, when set, is waited on before each handler call (package
+	// ratelimit): the consumer is paced, never dropping anything; a message
+	// waits in the prefetch window and the queue. Waits are recorded in
+	// fabric.consumer.pace_wait.
+	Pace Pacer
 	// Tag names the consumer on the broker (default <queue>-<random>).
 	Tag     string
 	Tracer  trace.TracerProvider
 	Metrics *telemetry.Metrics
 	Logger  *slog.Logger
+}
+
+// Pacer paces a consumer: Wait blocks until the next message may be
+// handled, or ctx ends (ratelimit.Local and ratelimit.Shared).
+type Pacer interface {
+	Wait(ctx context.Context) error
 }
 
 // Consumer consumes one queue with manual acks. Several Consumers (in one
@@ -434,16 +445,35 @@ func (c *Consumer) begin(ctx context.Context, d amqp.Delivery) *inFlight {
 
 func (c *Consumer) process(ctx context.Context, d amqp.Delivery) {
 	m := c.begin(ctx, d)
-	if m == nil {
+	if m == nil || !c.pace(m) {
 		return
 	}
 	c.settle(m, c.call(m.ctx, m.env))
 }
 
+// pace waits for the consumer's pacer. A wait cut short (the consumer is
+// stopping) puts the message back in the queue untouched and reports
+// false.
+func (c *Consumer) pace(m *inFlight) bool {
+	if c.opts.Pace == nil {
+		return true
+	}
+	start := time.Now()
+	if err := c.opts.Pace.Wait(m.ctx); err != nil {
+		if nerr := m.d.Nack(false, true); nerr != nil {
+			c.log.Warn("nack of a message whose pacing was cut short failed; it will be redelivered", "id", m.env.ID, "err", nerr)
+		}
+		m.span.End()
+		return false
+	}
+	c.metrics.PaceWait.Record(m.ctx, time.Since(start).Seconds(), telemetry.Attrs(c.spec.Queue, m.typ))
+	return true
+}
+
 func (c *Consumer) processBatch(ctx context.Context, ds []amqp.Delivery) {
 	var batch []*inFlight
 	for _, d := range ds {
-		if m := c.begin(ctx, d); m != nil {
+		if m := c.begin(ctx, d); m != nil && c.pace(m) {
 			batch = append(batch, m)
 		}
 	}

@@ -57,6 +57,7 @@ type Metrics struct {
 	Duration     metric.Float64Histogram
 	Lag          metric.Float64Histogram
 	BatchSize    metric.Int64Histogram
+	PaceWait     metric.Float64Histogram
 	Published    metric.Int64Counter
 	PublishFail  metric.Int64Counter
 }
@@ -89,6 +90,9 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 	errs = append(errs, err)
 	out.Lag, err = m.Float64Histogram("fabric.consumer.lag", metric.WithUnit("s"),
 		metric.WithDescription("Age of a message when its consumer received it (publish to delivery)."))
+	errs = append(errs, err)
+	out.PaceWait, err = m.Float64Histogram("fabric.consumer.pace_wait", metric.WithUnit("s"),
+		metric.WithDescription("Time a paced consumer's message waited for a token before its handler ran."))
 	errs = append(errs, err)
 	out.BatchSize, err = m.Int64Histogram("fabric.consumer.batch_size", metric.WithUnit("{message}"),
 		metric.WithDescription("Messages a batch handler took at once (1 when the queue is quiet)."),

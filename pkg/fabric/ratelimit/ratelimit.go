@@ -1,0 +1,125 @@
+// Package ratelimit paces work without dropping it (seed 004 §82, seed
+// 003's paced enrichment consumer): a consumer with ConsumerOptions.Pace
+// waits for a token before each handler call, so messages wait in the
+// queue (and in the prefetch window) instead of being refused.
+//
+// Local limits one process (golang.org/x/time/rate). Shared limits every
+// instance together: a token bucket in a row of <schema>.rate_bucket
+// (fabric migration 00011), from which each instance leases a small chunk
+// of tokens at a time (a tenth of a second's worth), so the database sees
+// one update per chunk, not one per message. The bucket's clock is the
+// database's, so instances with skewed clocks share one rate.
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/time/rate"
+)
+
+// Local is a token bucket in this process.
+type Local struct{ l *rate.Limiter }
+
+// NewLocal allows perSecond on average with bursts of burst (at least 1).
+func NewLocal(perSecond float64, burst int) *Local {
+	return &Local{l: rate.NewLimiter(rate.Limit(perSecond), max(burst, 1))}
+}
+
+// Wait blocks until a token is available or ctx ends.
+func (l *Local) Wait(ctx context.Context) error { return l.l.Wait(ctx) }
+
+// Shared is a token bucket every instance of a service draws from.
+type Shared struct {
+	pool      *pgxpool.Pool
+	table     string
+	name      string
+	perSecond float64
+	burst     float64
+	lease     int
+
+	mu     sync.Mutex
+	tokens int // leased and not yet used
+}
+
+// NewShared returns the bucket name in schema's rate_bucket: perSecond on
+// average across all instances, bursts of burst (at least 1).
+func NewShared(pool *pgxpool.Pool, schema, name string, perSecond float64, burst int) (*Shared, error) {
+	if perSecond <= 0 || name == "" {
+		return nil, fmt.Errorf("ratelimit: bucket %q: want a name and a positive rate", name)
+	}
+	burst = max(burst, 1)
+	// A tenth of a second's worth per lease, never more than the burst:
+	// what one instance may hold unused is bounded by it.
+	lease := max(1, min(burst, int(perSecond/10)))
+	return &Shared{pool: pool, table: pgx.Identifier{schema, "rate_bucket"}.Sanitize(), name: name,
+		perSecond: perSecond, burst: float64(burst), lease: lease}, nil
+}
+
+// Wait blocks until a token is available or ctx ends. Tokens are leased in
+// chunks; between leases Wait takes from the chunk without a round trip.
+func (s *Shared) Wait(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		if s.tokens > 0 {
+			s.tokens--
+			s.mu.Unlock()
+			return nil
+		}
+		granted, wait, err := s.take(ctx)
+		if err == nil && granted > 0 {
+			s.tokens = granted - 1
+			s.mu.Unlock()
+			return nil
+		}
+		s.mu.Unlock()
+		if err != nil {
+			// A database hiccup: wait a little rather than run unpaced.
+			wait = 100 * time.Millisecond
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// take leases up to s.lease tokens from the bucket, refilled for the time
+// since its last update; with none available it says how long until one
+// is.
+func (s *Shared) take(ctx context.Context) (granted int, wait time.Duration, err error) {
+	var avail float64
+	err = s.pool.QueryRow(ctx, `WITH seed AS (
+			INSERT INTO `+s.table+` (name, tokens, updated_at) VALUES ($1, $3, clock_timestamp())
+			ON CONFLICT (name) DO NOTHING
+		), b AS (
+			SELECT least($3, tokens + $2 * extract(epoch FROM clock_timestamp() - updated_at)) AS avail
+			FROM `+s.table+` WHERE name = $1 FOR UPDATE
+		)
+		UPDATE `+s.table+` r SET tokens = b.avail - least($4, floor(b.avail)), updated_at = clock_timestamp()
+		FROM b WHERE r.name = $1
+		RETURNING b.avail`, s.name, s.perSecond, s.burst, s.lease).Scan(&avail)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// The bucket was created by this very statement (its row is not
+		// visible to the UPDATE yet): the next call finds it full.
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("ratelimit: bucket %s: %w", s.name, err)
+	}
+	granted = int(math.Min(float64(s.lease), math.Floor(avail)))
+	if granted > 0 {
+		return granted, 0, nil
+	}
+	wait = time.Duration((1 - avail) / s.perSecond * float64(time.Second))
+	return 0, max(wait, 5*time.Millisecond), nil
+}
