@@ -93,6 +93,84 @@ func (s *Shared) Wait(ctx context.Context) error {
 	}
 }
 
+// Allow takes a token if one is available now, without waiting: false
+// says how long until one should be (for a Retry-After).
+func (s *Shared) Allow(ctx context.Context) (bool, time.Duration, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tokens > 0 {
+		s.tokens--
+		return true, 0, nil
+	}
+	granted, wait, err := s.take(ctx)
+	if err != nil {
+		return false, 0, err
+	}
+	if granted == 0 {
+		if wait == 0 { // the bucket was just created: full from now on
+			if granted, _, err = s.take(ctx); err != nil {
+				return false, 0, err
+			}
+		}
+		if granted == 0 {
+			return false, max(wait, 5*time.Millisecond), nil
+		}
+	}
+	s.tokens = granted - 1
+	return true, 0, nil
+}
+
+// PerKey is one Shared bucket per key (a tenant): the same rate for each
+// unless overridden, every bucket shared by all instances.
+type PerKey struct {
+	pool      *pgxpool.Pool
+	schema    string
+	prefix    string
+	perSecond float64
+	burst     int
+	overrides map[string]float64
+
+	mu      sync.Mutex
+	buckets map[string]*Shared
+}
+
+// NewPerKey returns buckets named prefix+key in schema's rate_bucket:
+// perSecond (bursts of burst) per key, or overrides[key] where set.
+func NewPerKey(pool *pgxpool.Pool, schema, prefix string, perSecond float64, burst int, overrides map[string]float64) (*PerKey, error) {
+	if perSecond <= 0 {
+		return nil, fmt.Errorf("ratelimit: %s: want a positive rate", prefix)
+	}
+	for k, v := range overrides {
+		if v <= 0 {
+			return nil, fmt.Errorf("ratelimit: %s: rate of %s: want a positive rate", prefix, k)
+		}
+	}
+	return &PerKey{pool: pool, schema: schema, prefix: prefix, perSecond: perSecond, burst: burst, overrides: overrides,
+		buckets: map[string]*Shared{}}, nil
+}
+
+// Allow takes a token from key's bucket if one is available now.
+func (p *PerKey) Allow(ctx context.Context, key string) (bool, time.Duration, error) {
+	p.mu.Lock()
+	b, ok := p.buckets[key]
+	if !ok {
+		rate, burst := p.perSecond, p.burst
+		if r, ok := p.overrides[key]; ok {
+			// The burst scales with an overridden rate.
+			burst = max(1, int(float64(burst)*r/p.perSecond))
+			rate = r
+		}
+		var err error
+		if b, err = NewShared(p.pool, p.schema, p.prefix+key, rate, burst); err != nil {
+			p.mu.Unlock()
+			return false, 0, err
+		}
+		p.buckets[key] = b
+	}
+	p.mu.Unlock()
+	return b.Allow(ctx)
+}
+
 // take leases up to s.lease tokens from the bucket, refilled for the time
 // since its last update; with none available it says how long until one
 // is.

@@ -125,3 +125,39 @@ func TestLocalWaitEndsWithItsContext(t *testing.T) {
 		t.Errorf("Wait with a cancelled context = %v", err)
 	}
 }
+
+// TestPerKeyRefusesOverTheRateAndOnlyThatKey: a key that spent its burst
+// is refused with a wait, another key is not, and an overridden key has
+// its own rate.
+func TestPerKeyRefusesOverTheRateAndOnlyThatKey(t *testing.T) {
+	s := fabrictest.NewSchema(t, env)
+	p, err := ratelimit.NewPerKey(s.Pool, s.Name, "submit:", 1, 3, map[string]float64{"org-big": 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	allowed := func(key string, n int) (int, time.Duration) {
+		got, wait := 0, time.Duration(0)
+		for range n {
+			ok, w, err := p.Allow(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				got++
+			} else {
+				wait = w
+			}
+		}
+		return got, wait
+	}
+	if got, wait := allowed("org-a", 10); got != 3 || wait <= 0 || wait > time.Second {
+		t.Errorf("org-a: %d of 10 allowed (wait %v), want its burst of 3 and a wait under a second", got, wait)
+	}
+	if got, _ := allowed("org-b", 2); got != 2 {
+		t.Errorf("org-b allowed %d of 2 while org-a was refused", got)
+	}
+	if got, _ := allowed("org-big", 40); got < 30 || got > 32 {
+		t.Errorf("org-big (10/s, burst 30) allowed %d of 40", got)
+	}
+}

@@ -58,6 +58,7 @@ type Metrics struct {
 	Lag          metric.Float64Histogram
 	BatchSize    metric.Int64Histogram
 	PaceWait     metric.Float64Histogram
+	Throttled    metric.Int64Counter
 	Published    metric.Int64Counter
 	PublishFail  metric.Int64Counter
 }
@@ -78,6 +79,7 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 	out := &Metrics{
 		Meter:        m,
 		Processed:    counter("fabric.consumer.processed", "Messages handled successfully and acked."),
+		Throttled:    counter("fabric.ratelimit.throttled", "Work refused over its rate limit (label limiter, tenant)."),
 		Failed:       counter("fabric.consumer.failed", "Handler failures, by error class."),
 		Retried:      counter("fabric.consumer.retried", "Messages sent to a retry tier."),
 		DeadLettered: counter("fabric.consumer.dead_lettered", "Messages sent to the consumer's DLQ, by reason."),

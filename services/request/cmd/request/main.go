@@ -4,14 +4,20 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/gateway"
 	"github.com/agora-platform/agora/pkg/fabric/host"
+	"github.com/agora-platform/agora/pkg/fabric/ratelimit"
 	"github.com/agora-platform/agora/pkg/fabric/retention"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 	"github.com/agora-platform/agora/services/request/internal/httpapi"
@@ -39,6 +45,14 @@ type config struct {
 	// default 5m) is how old a signature may be.
 	GatewaySources string
 	GatewayWindow  time.Duration
+	// SubmitRate (SUBMIT_RATE_PER_TENANT, submissions per second; 0, the
+	// default: unlimited) and SubmitBurst (SUBMIT_BURST_PER_TENANT,
+	// default 2 s worth) limit each tenant's POST /v1/requests across all
+	// instances; SubmitRates (SUBMIT_RATE_OVERRIDES, "org-a=500,org-b=20")
+	// sets other rates for some tenants. Over it: 429 with Retry-After.
+	SubmitRate  float64
+	SubmitBurst int
+	SubmitRates map[string]float64
 }
 
 func loadConfig(getenv func(string) string) (config, error) {
@@ -61,6 +75,31 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if v := getenv("GATEWAY_WINDOW"); v != "" {
 		if c.GatewayWindow, err = time.ParseDuration(v); err != nil || c.GatewayWindow <= 0 {
 			return config{}, fmt.Errorf("GATEWAY_WINDOW %q: want a positive duration like 5m", v)
+		}
+	}
+	if v := getenv("SUBMIT_RATE_PER_TENANT"); v != "" {
+		if c.SubmitRate, err = strconv.ParseFloat(v, 64); err != nil || c.SubmitRate < 0 {
+			return config{}, fmt.Errorf("SUBMIT_RATE_PER_TENANT %q: want submissions per second, 0 for no limit", v)
+		}
+	}
+	c.SubmitBurst = max(1, int(2*c.SubmitRate))
+	if v := getenv("SUBMIT_BURST_PER_TENANT"); v != "" {
+		if c.SubmitBurst, err = strconv.Atoi(v); err != nil || c.SubmitBurst < 1 {
+			return config{}, fmt.Errorf("SUBMIT_BURST_PER_TENANT %q: want a positive integer", v)
+		}
+	}
+	if v := getenv("SUBMIT_RATE_OVERRIDES"); v != "" {
+		c.SubmitRates = map[string]float64{}
+		for _, part := range strings.Split(v, ",") {
+			tenantID, rate, ok := strings.Cut(strings.TrimSpace(part), "=")
+			r, err := strconv.ParseFloat(rate, 64)
+			if !ok || tenantID == "" || err != nil || r <= 0 {
+				return config{}, fmt.Errorf("SUBMIT_RATE_OVERRIDES: %q is not tenant=submissions per second", part)
+			}
+			c.SubmitRates[tenantID] = r
+		}
+		if c.SubmitRate == 0 {
+			return config{}, errors.New("SUBMIT_RATE_OVERRIDES needs SUBMIT_RATE_PER_TENANT (the rate of every other tenant)")
 		}
 	}
 	if c.IdempotencyRetention, err = retention.Age(getenv, "RETENTION_IDEMPOTENCY", 48*time.Hour); err != nil {
@@ -114,8 +153,18 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 		}
 	}
 	external := gateway.New(h.Pool, h.Outbox, h.Reg, sources, time.Now, cfg.GatewayWindow, h.Log)
+	var submitLimit httpapi.Limiter
+	if cfg.SubmitRate > 0 {
+		if submitLimit, err = ratelimit.NewPerKey(h.Pool, cfg.Schema, "submit:", cfg.SubmitRate, cfg.SubmitBurst, cfg.SubmitRates); err != nil {
+			return err
+		}
+	}
 	routes := httpapi.NewHandler(httpapi.Deps{
 		Auth: h.Verifier, Requests: store, Operations: store, Log: h.Log, ExternalEvents: external,
+		SubmitLimit: submitLimit,
+		OnThrottle: func(ctx context.Context, tenantID string) {
+			h.Metrics.Throttled.Add(ctx, 1, metric.WithAttributes(attribute.String("limiter", "submit"), attribute.String("tenant", tenantID)))
+		},
 		Documents:      request.NewDocuments(store, blobs, cfg.DocumentsBucket, time.Now),
 		MaxUploadBytes: cfg.MaxUploadBytes,
 	})

@@ -2,8 +2,10 @@
 package httpapi
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -25,6 +27,16 @@ type Deps struct {
 	Log            *slog.Logger
 	// MaxUploadBytes limits one uploaded file (413 beyond).
 	MaxUploadBytes int64
+	// SubmitLimit, when set, limits each tenant's submissions (429 beyond,
+	// with Retry-After); OnThrottle is told of each refusal.
+	SubmitLimit Limiter
+	OnThrottle  func(ctx context.Context, tenantID string)
+}
+
+// Limiter says whether key (a tenant) may go ahead now, or how long until
+// it may (ratelimit.PerKey).
+type Limiter interface {
+	Allow(ctx context.Context, key string) (bool, time.Duration, error)
 }
 
 // NewHandler returns every route of the service.
@@ -39,7 +51,7 @@ func NewHandler(d Deps) http.Handler {
 	uploaders := d.Auth.Require(auth.RoleCitizen, auth.RoleAttendant)
 	operator := d.Auth.Require(auth.RoleOperator)
 
-	r.With(citizen).Method(http.MethodPost, "/v1/requests", handleSubmit(d.Requests, d.Log))
+	r.With(citizen, perTenant(d.SubmitLimit, d.OnThrottle, d.Log)).Method(http.MethodPost, "/v1/requests", handleSubmit(d.Requests, d.Log))
 	r.With(staffOrOwner).Method(http.MethodGet, "/v1/requests", handleList(d.Requests, d.Log))
 	r.With(staffOrOwner).Method(http.MethodGet, "/v1/requests/{id}", handleGet(d.Requests, d.Log))
 	r.With(citizen).Method(http.MethodPost, "/v1/requests/{id}/cancel", handleCancel(d.Requests, d.Log))
