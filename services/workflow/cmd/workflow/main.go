@@ -155,7 +155,8 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		// it.
 		h.Log.Warn("SEI registration is off (SEI_URL is unset): approved requests wait, pending, in queue " + seiRegisterQueue)
 	}
-	routes := httpapi.NewHandler(httpapi.Deps{Auth: h.Verifier, Processes: store, Schedules: store, Log: h.Log})
+	routes := httpapi.NewHandler(httpapi.Deps{Auth: h.Verifier, Processes: store, Schedules: store,
+		Subscriptions: store.Subscriptions(h.Reg), Registry: h.Reg, Log: h.Log})
 
 	// The SLA watcher stops with the consumers, before the relay: a sweep
 	// in flight rolls back (its timers stay due), so no breach is lost.

@@ -9,15 +9,19 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
+	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/telemetry"
 )
 
 // Deps are what the handlers need.
 type Deps struct {
-	Auth      *auth.Verifier
-	Processes Processes
-	Schedules Schedules
-	Log       *slog.Logger
+	Auth          *auth.Verifier
+	Processes     Processes
+	Schedules     Schedules
+	Subscriptions Subscriptions
+	// Registry is the catalog GET /v1/explain/{type} describes.
+	Registry *registry.Registry
+	Log      *slog.Logger
 }
 
 // NewHandler returns every route of the service.
@@ -39,6 +43,13 @@ func NewHandler(d Deps) http.Handler {
 	r.With(operator).Method(http.MethodPost, "/v1/schedules", handleCreateSchedule(d.Schedules, d.Log))
 	r.With(operator).Method(http.MethodGet, "/v1/schedules", handleListSchedules(d.Schedules, d.Log))
 	r.With(operator).Method(http.MethodPost, "/v1/schedules/{id}/disable", handleDisableSchedule(d.Schedules, d.Log))
+	r.With(staff).Method(http.MethodPost, "/v1/subscriptions", handleCreateSubscription(d.Subscriptions, d.Log))
+	r.With(staff).Method(http.MethodGet, "/v1/subscriptions", handleListSubscriptions(d.Subscriptions, d.Log))
+	r.With(staff).Method(http.MethodGet, "/v1/subscriptions/{id}", handleSubscriptionHistory(d.Subscriptions, d.Log))
+	r.With(staff).Method(http.MethodPost, "/v1/subscriptions/{id}/versions", handleCreateSubscription(d.Subscriptions, d.Log))
+	r.With(staff).Method(http.MethodPost, "/v1/subscriptions/{id}/versions/{version}/transitions", handleTransition(d.Subscriptions, d.Log))
+	r.With(staff).Method(http.MethodPost, "/v1/subscriptions/{id}/rollback", handleRollback(d.Subscriptions, d.Log))
+	r.With(staff).Method(http.MethodGet, "/v1/explain/{type}", handleExplain(d.Registry, d.Subscriptions, d.Log))
 	return r
 }
 

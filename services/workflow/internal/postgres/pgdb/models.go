@@ -78,6 +78,33 @@ type StuckTimer struct {
 	DueAt     time.Time
 }
 
+type Subscription struct {
+	ID         string
+	Version    int32
+	TenantID   string
+	Name       string
+	EventTypes []string
+	Filter     string
+	Policy     []byte
+	Reaction   []byte
+	State      string
+	CreatedBy  string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+type SubscriptionTransition struct {
+	ID             int64
+	TenantID       string
+	SubscriptionID string
+	Version        int32
+	FromState      string
+	ToState        string
+	Actor          string
+	Reason         string
+	At             time.Time
+}
+
 type Task struct {
 	ID           string
 	TenantID     string

@@ -10,6 +10,48 @@ import (
 	"time"
 )
 
+const activeSubscriptionsFor = `-- name: ActiveSubscriptionsFor :many
+SELECT id, version, tenant_id, name, event_types, filter, policy, reaction, state, created_by, created_at, updated_at FROM subscription WHERE tenant_id = $1 AND state = 'ACTIVE' AND $2::text = ANY(event_types) ORDER BY name
+`
+
+type ActiveSubscriptionsForParams struct {
+	TenantID  string
+	EventType string
+}
+
+func (q *Queries) ActiveSubscriptionsFor(ctx context.Context, arg ActiveSubscriptionsForParams) ([]Subscription, error) {
+	rows, err := q.db.Query(ctx, activeSubscriptionsFor, arg.TenantID, arg.EventType)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Subscription
+	for rows.Next() {
+		var i Subscription
+		if err := rows.Scan(
+			&i.ID,
+			&i.Version,
+			&i.TenantID,
+			&i.Name,
+			&i.EventTypes,
+			&i.Filter,
+			&i.Policy,
+			&i.Reaction,
+			&i.State,
+			&i.CreatedBy,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const advanceProcess = `-- name: AdvanceProcess :exec
 UPDATE process_instance SET current_step = $1 WHERE tenant_id = $2 AND id = $3
 `
@@ -490,6 +532,36 @@ func (q *Queries) GetScheduleTimer(ctx context.Context, scheduleID string) (time
 	return due_at, err
 }
 
+const getSubscriptionVersionForUpdate = `-- name: GetSubscriptionVersionForUpdate :one
+SELECT id, version, tenant_id, name, event_types, filter, policy, reaction, state, created_by, created_at, updated_at FROM subscription WHERE tenant_id = $1 AND id = $2 AND version = $3 FOR UPDATE
+`
+
+type GetSubscriptionVersionForUpdateParams struct {
+	TenantID string
+	ID       string
+	Version  int32
+}
+
+func (q *Queries) GetSubscriptionVersionForUpdate(ctx context.Context, arg GetSubscriptionVersionForUpdateParams) (Subscription, error) {
+	row := q.db.QueryRow(ctx, getSubscriptionVersionForUpdate, arg.TenantID, arg.ID, arg.Version)
+	var i Subscription
+	err := row.Scan(
+		&i.ID,
+		&i.Version,
+		&i.TenantID,
+		&i.Name,
+		&i.EventTypes,
+		&i.Filter,
+		&i.Policy,
+		&i.Reaction,
+		&i.State,
+		&i.CreatedBy,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const getTask = `-- name: GetTask :one
 SELECT id, tenant_id, process_id, step_index, step, assignee_role, status, outcome, due_at, breached_at, created_at, completed_at, completed_by, assignee, claimed_at, reason FROM task WHERE tenant_id = $1 AND id = $2
 `
@@ -732,6 +804,86 @@ func (q *Queries) InsertStuckTimer(ctx context.Context, arg InsertStuckTimerPara
 	return err
 }
 
+const insertSubscription = `-- name: InsertSubscription :one
+INSERT INTO subscription (id, version, tenant_id, name, event_types, filter, policy, reaction, state, created_by, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'DRAFT', $9, $10, $10)
+RETURNING id, version, tenant_id, name, event_types, filter, policy, reaction, state, created_by, created_at, updated_at
+`
+
+type InsertSubscriptionParams struct {
+	ID         string
+	Version    int32
+	TenantID   string
+	Name       string
+	EventTypes []string
+	Filter     string
+	Policy     []byte
+	Reaction   []byte
+	CreatedBy  string
+	CreatedAt  time.Time
+}
+
+func (q *Queries) InsertSubscription(ctx context.Context, arg InsertSubscriptionParams) (Subscription, error) {
+	row := q.db.QueryRow(ctx, insertSubscription,
+		arg.ID,
+		arg.Version,
+		arg.TenantID,
+		arg.Name,
+		arg.EventTypes,
+		arg.Filter,
+		arg.Policy,
+		arg.Reaction,
+		arg.CreatedBy,
+		arg.CreatedAt,
+	)
+	var i Subscription
+	err := row.Scan(
+		&i.ID,
+		&i.Version,
+		&i.TenantID,
+		&i.Name,
+		&i.EventTypes,
+		&i.Filter,
+		&i.Policy,
+		&i.Reaction,
+		&i.State,
+		&i.CreatedBy,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
+const insertSubscriptionTransition = `-- name: InsertSubscriptionTransition :exec
+INSERT INTO subscription_transition (tenant_id, subscription_id, version, from_state, to_state, actor, reason, at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+`
+
+type InsertSubscriptionTransitionParams struct {
+	TenantID       string
+	SubscriptionID string
+	Version        int32
+	FromState      string
+	ToState        string
+	Actor          string
+	Reason         string
+	At             time.Time
+}
+
+func (q *Queries) InsertSubscriptionTransition(ctx context.Context, arg InsertSubscriptionTransitionParams) error {
+	_, err := q.db.Exec(ctx, insertSubscriptionTransition,
+		arg.TenantID,
+		arg.SubscriptionID,
+		arg.Version,
+		arg.FromState,
+		arg.ToState,
+		arg.Actor,
+		arg.Reason,
+		arg.At,
+	)
+	return err
+}
+
 const insertTask = `-- name: InsertTask :exec
 INSERT INTO task (id, tenant_id, process_id, step_index, step, assignee_role, due_at, created_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
@@ -803,6 +955,43 @@ func (q *Queries) LastScheduleSlots(ctx context.Context, arg LastScheduleSlotsPa
 			&i.TenantID,
 			&i.EventID,
 			&i.FiredAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const latestSubscriptions = `-- name: LatestSubscriptions :many
+SELECT DISTINCT ON (id) id, version, tenant_id, name, event_types, filter, policy, reaction, state, created_by, created_at, updated_at FROM subscription WHERE tenant_id = $1 ORDER BY id, version DESC
+`
+
+func (q *Queries) LatestSubscriptions(ctx context.Context, tenantID string) ([]Subscription, error) {
+	rows, err := q.db.Query(ctx, latestSubscriptions, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Subscription
+	for rows.Next() {
+		var i Subscription
+		if err := rows.Scan(
+			&i.ID,
+			&i.Version,
+			&i.TenantID,
+			&i.Name,
+			&i.EventTypes,
+			&i.Filter,
+			&i.Policy,
+			&i.Reaction,
+			&i.State,
+			&i.CreatedBy,
+			&i.CreatedAt,
+			&i.UpdatedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -922,6 +1111,87 @@ func (q *Queries) ListSchedules(ctx context.Context, tenantID string) ([]Schedul
 			&i.CreatedBy,
 			&i.CreatedAt,
 			&i.DisabledAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listSubscriptionTransitions = `-- name: ListSubscriptionTransitions :many
+SELECT id, tenant_id, subscription_id, version, from_state, to_state, actor, reason, at FROM subscription_transition WHERE tenant_id = $1 AND subscription_id = $2 ORDER BY id
+`
+
+type ListSubscriptionTransitionsParams struct {
+	TenantID       string
+	SubscriptionID string
+}
+
+func (q *Queries) ListSubscriptionTransitions(ctx context.Context, arg ListSubscriptionTransitionsParams) ([]SubscriptionTransition, error) {
+	rows, err := q.db.Query(ctx, listSubscriptionTransitions, arg.TenantID, arg.SubscriptionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SubscriptionTransition
+	for rows.Next() {
+		var i SubscriptionTransition
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.SubscriptionID,
+			&i.Version,
+			&i.FromState,
+			&i.ToState,
+			&i.Actor,
+			&i.Reason,
+			&i.At,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listSubscriptionVersions = `-- name: ListSubscriptionVersions :many
+SELECT id, version, tenant_id, name, event_types, filter, policy, reaction, state, created_by, created_at, updated_at FROM subscription WHERE tenant_id = $1 AND id = $2 ORDER BY version
+`
+
+type ListSubscriptionVersionsParams struct {
+	TenantID string
+	ID       string
+}
+
+func (q *Queries) ListSubscriptionVersions(ctx context.Context, arg ListSubscriptionVersionsParams) ([]Subscription, error) {
+	rows, err := q.db.Query(ctx, listSubscriptionVersions, arg.TenantID, arg.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Subscription
+	for rows.Next() {
+		var i Subscription
+		if err := rows.Scan(
+			&i.ID,
+			&i.Version,
+			&i.TenantID,
+			&i.Name,
+			&i.EventTypes,
+			&i.Filter,
+			&i.Policy,
+			&i.Reaction,
+			&i.State,
+			&i.CreatedBy,
+			&i.CreatedAt,
+			&i.UpdatedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -1094,6 +1364,35 @@ func (q *Queries) ListWorklist(ctx context.Context, arg ListWorklistParams) ([]L
 	return items, nil
 }
 
+const lockSubscription = `-- name: LockSubscription :many
+SELECT version FROM subscription WHERE tenant_id = $1 AND id = $2 ORDER BY version FOR UPDATE
+`
+
+type LockSubscriptionParams struct {
+	TenantID string
+	ID       string
+}
+
+func (q *Queries) LockSubscription(ctx context.Context, arg LockSubscriptionParams) ([]int32, error) {
+	rows, err := q.db.Query(ctx, lockSubscription, arg.TenantID, arg.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int32
+	for rows.Next() {
+		var version int32
+		if err := rows.Scan(&version); err != nil {
+			return nil, err
+		}
+		items = append(items, version)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const markBreached = `-- name: MarkBreached :one
 UPDATE task SET breached_at = $1
 WHERE tenant_id = $2 AND id = $3 AND status = 'open' AND breached_at IS NULL
@@ -1242,6 +1541,46 @@ func (q *Queries) ReleaseTask(ctx context.Context, arg ReleaseTaskParams) (Task,
 		&i.Assignee,
 		&i.ClaimedAt,
 		&i.Reason,
+	)
+	return i, err
+}
+
+const setSubscriptionState = `-- name: SetSubscriptionState :one
+UPDATE subscription SET state = $1, updated_at = $2
+WHERE tenant_id = $3 AND id = $4 AND version = $5
+RETURNING id, version, tenant_id, name, event_types, filter, policy, reaction, state, created_by, created_at, updated_at
+`
+
+type SetSubscriptionStateParams struct {
+	State     string
+	UpdatedAt time.Time
+	TenantID  string
+	ID        string
+	Version   int32
+}
+
+func (q *Queries) SetSubscriptionState(ctx context.Context, arg SetSubscriptionStateParams) (Subscription, error) {
+	row := q.db.QueryRow(ctx, setSubscriptionState,
+		arg.State,
+		arg.UpdatedAt,
+		arg.TenantID,
+		arg.ID,
+		arg.Version,
+	)
+	var i Subscription
+	err := row.Scan(
+		&i.ID,
+		&i.Version,
+		&i.TenantID,
+		&i.Name,
+		&i.EventTypes,
+		&i.Filter,
+		&i.Policy,
+		&i.Reaction,
+		&i.State,
+		&i.CreatedBy,
+		&i.CreatedAt,
+		&i.UpdatedAt,
 	)
 	return i, err
 }

@@ -216,3 +216,35 @@ ORDER BY slot DESC LIMIT @max_slots;
 
 -- name: GetScheduleTimer :one
 SELECT due_at FROM schedule_timer WHERE schedule_id = @schedule_id;
+
+-- name: InsertSubscription :one
+INSERT INTO subscription (id, version, tenant_id, name, event_types, filter, policy, reaction, state, created_by, created_at, updated_at)
+VALUES (@id, @version, @tenant_id, @name, @event_types, @filter, @policy, @reaction, 'DRAFT', @created_by, @created_at, @created_at)
+RETURNING *;
+
+-- name: ListSubscriptionVersions :many
+SELECT * FROM subscription WHERE tenant_id = @tenant_id AND id = @id ORDER BY version;
+
+-- name: LatestSubscriptions :many
+SELECT DISTINCT ON (id) * FROM subscription WHERE tenant_id = @tenant_id ORDER BY id, version DESC;
+
+-- name: GetSubscriptionVersionForUpdate :one
+SELECT * FROM subscription WHERE tenant_id = @tenant_id AND id = @id AND version = @version FOR UPDATE;
+
+-- name: LockSubscription :many
+SELECT version FROM subscription WHERE tenant_id = @tenant_id AND id = @id ORDER BY version FOR UPDATE;
+
+-- name: SetSubscriptionState :one
+UPDATE subscription SET state = @state, updated_at = @updated_at
+WHERE tenant_id = @tenant_id AND id = @id AND version = @version
+RETURNING *;
+
+-- name: InsertSubscriptionTransition :exec
+INSERT INTO subscription_transition (tenant_id, subscription_id, version, from_state, to_state, actor, reason, at)
+VALUES (@tenant_id, @subscription_id, @version, @from_state, @to_state, @actor, @reason, @at);
+
+-- name: ListSubscriptionTransitions :many
+SELECT * FROM subscription_transition WHERE tenant_id = @tenant_id AND subscription_id = @subscription_id ORDER BY id;
+
+-- name: ActiveSubscriptionsFor :many
+SELECT * FROM subscription WHERE tenant_id = @tenant_id AND state = 'ACTIVE' AND @event_type::text = ANY(event_types) ORDER BY name;

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+type subVersion struct {
+	ID      string `json:"id"`
+	Version int    `json:"version"`
+	State   string `json:"state"`
+	Filter  string `json:"filter"`
+}
+
+// TestSubscriptionLifecycle drives a subscription through its lifecycle
+// as two tenants' staff: creation and validation of the filter against
+// the event's schema, the four-eyes approval, activation, a second
+// version, rollback, the audit, explain, and tenant B seeing and touching
+// nothing of A's.
+func TestSubscriptionLifecycle(t *testing.T) {
+	p := newPlatform(t)
+	url := p.start(t, nil)
+	author := p.token(t, "org-a", "ana", "attendant")
+	approver := p.token(t, "org-a", "olga", "operator")
+	other := p.token(t, "org-b", "bruno", "operator")
+	post := func(token, path, body string) response {
+		return do(t, http.MethodPost, url+path, token, strings.NewReader(body), map[string]string{"Content-Type": "application/json"})
+	}
+	spec := func(filter string) string {
+		return `{"name":"stuck triage","eventTypes":["workflow.stuck.v1"],"filter":` + filter + `,
+			"policy":{"default":"REQUIRE_HUMAN_REVIEW","rules":[{"when":"payload.stuckAfterSeconds > 86400","outcome":"REQUIRE_APPROVAL"}]},
+			"reaction":{"kind":"review-task","role":"operator"}}`
+	}
+
+	for _, tc := range []struct{ name, body, want string }{
+		{"unknown field", spec(`"payload.stpe == \"triage\""`), "no payload field stpe"},
+		{"not a bool", spec(`"payload.step"`), "want a bool"},
+		{"a command", strings.Replace(spec(`""`), "workflow.stuck.v1", "workflow.start.v1", 1), "subscriptions react to events"},
+		{"bad outcome", strings.Replace(spec(`""`), "REQUIRE_HUMAN_REVIEW", "MAYBE", 1), "policy.default"},
+		{"bad rule", strings.Replace(spec(`""`), "payload.stuckAfterSeconds > 86400", "payload.nope", 1), "policy.rules[0].when"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := post(author, "/v1/subscriptions", tc.body)
+			expectProblem(t, resp, http.StatusUnprocessableEntity)
+			if !strings.Contains(string(resp.body), tc.want) {
+				t.Errorf("problem %s does not name %q", resp.body, tc.want)
+			}
+		})
+	}
+
+	resp := post(author, "/v1/subscriptions", spec(`"payload.step == \"triage\""`))
+	if resp.status != http.StatusCreated {
+		t.Fatalf("create = %d %s", resp.status, resp.body)
+	}
+	var v1 subVersion
+	resp.json(t, &v1)
+	if v1.Version != 1 || v1.State != "DRAFT" {
+		t.Fatalf("created %+v, want version 1 in DRAFT", v1)
+	}
+	move := func(token string, version int, to, reason string) response {
+		return post(token, "/v1/subscriptions/"+v1.ID+"/versions/"+strconv.Itoa(version)+"/transitions", `{"to":"`+to+`","reason":"`+reason+`"}`)
+	}
+	expectProblem(t, move(author, 1, "ACTIVE", "skip the checks"), http.StatusConflict)
+	expectProblem(t, move(author, 1, "VALIDATING", ""), http.StatusBadRequest)
+	expectProblem(t, move(other, 1, "VALIDATING", "not mine"), http.StatusNotFound)
+	for _, step := range []struct {
+		token, to string
+		want      int
+	}{
+		{author, "VALIDATING", http.StatusOK},
+		{author, "APPROVED", http.StatusForbidden}, // its author, and not an operator
+		{approver, "APPROVED", http.StatusOK},      // four eyes
+		{approver, "ACTIVE", http.StatusOK},
+	} {
+		if resp := move(step.token, 1, step.to, "reviewed"); resp.status != step.want {
+			t.Fatalf("v1 → %s = %d %s, want %d", step.to, resp.status, resp.body, step.want)
+		}
+	}
+
+	// Explain: the tenant's active subscription, with what it may emit;
+	// the other tenant sees the type and none of A's subscriptions.
+	var ex struct {
+		Definition struct {
+			Type string `json:"type"`
+		} `json:"definition"`
+		Subscriptions []struct {
+			ID     string   `json:"id"`
+			Filter string   `json:"filter"`
+			Emits  []string `json:"emits"`
+		} `json:"subscriptions"`
+	}
+	do(t, http.MethodGet, url+"/v1/explain/workflow.stuck.v1", author, nil, nil).json(t, &ex)
+	if ex.Definition.Type != "workflow.stuck.v1" || len(ex.Subscriptions) != 1 || ex.Subscriptions[0].ID != v1.ID || len(ex.Subscriptions[0].Emits) == 0 {
+		t.Errorf("explain = %+v, want A's active subscription and what it emits", ex)
+	}
+	do(t, http.MethodGet, url+"/v1/explain/workflow.stuck.v1", other, nil, nil).json(t, &ex)
+	if len(ex.Subscriptions) != 0 {
+		t.Errorf("tenant B's explain lists %d of A's subscriptions", len(ex.Subscriptions))
+	}
+	expectProblem(t, do(t, http.MethodGet, url+"/v1/subscriptions/"+v1.ID, other, nil, nil), http.StatusNotFound)
+	expectProblem(t, do(t, http.MethodGet, url+"/v1/explain/nothing.v1", author, nil, nil), http.StatusNotFound)
+
+	// Version 2 replaces version 1; rollback brings version 1 back.
+	resp = post(author, "/v1/subscriptions/"+v1.ID+"/versions", spec(`"payload.step in [\"triage\", \"review\"]"`))
+	var v2 subVersion
+	resp.json(t, &v2)
+	if resp.status != http.StatusCreated || v2.Version != 2 || v2.State != "DRAFT" {
+		t.Fatalf("new version = %d %s", resp.status, resp.body)
+	}
+	for _, to := range []string{"VALIDATING", "APPROVED", "ACTIVE"} {
+		if resp := move(approver, 2, to, "wider filter"); resp.status != http.StatusOK {
+			t.Fatalf("v2 → %s = %d %s", to, resp.status, resp.body)
+		}
+	}
+	var hist struct {
+		Versions    []subVersion `json:"versions"`
+		Transitions []struct {
+			Version       int
+			From, To      string
+			Actor, Reason string
+		} `json:"transitions"`
+	}
+	do(t, http.MethodGet, url+"/v1/subscriptions/"+v1.ID, author, nil, nil).json(t, &hist)
+	if len(hist.Versions) != 2 || hist.Versions[0].State != "DISABLED" || hist.Versions[1].State != "ACTIVE" {
+		t.Fatalf("after activating v2: %+v, want v1 DISABLED and v2 ACTIVE", hist.Versions)
+	}
+	resp = post(approver, "/v1/subscriptions/"+v1.ID+"/rollback", `{"reason":"v2 matched too much"}`)
+	var back subVersion
+	resp.json(t, &back)
+	if resp.status != http.StatusOK || back.Version != 1 || back.State != "ACTIVE" {
+		t.Fatalf("rollback = %d %s, want version 1 active", resp.status, resp.body)
+	}
+	do(t, http.MethodGet, url+"/v1/subscriptions/"+v1.ID, author, nil, nil).json(t, &hist)
+	if hist.Versions[1].State != "DISABLED" {
+		t.Errorf("after rollback v2 is %s, want DISABLED", hist.Versions[1].State)
+	}
+	// Each version: created and 3 moves; v1 disabled by v2's activation;
+	// the rollback: v2 disabled, v1 active. Refused moves leave no row.
+	if len(hist.Transitions) != 11 {
+		t.Errorf("%d audited transitions, want 11: %+v", len(hist.Transitions), hist.Transitions)
+	}
+	last := hist.Transitions[len(hist.Transitions)-1]
+	if last.Version != 1 || last.To != "ACTIVE" || last.Actor != "olga" || !strings.Contains(last.Reason, "v2 matched too much") {
+		t.Errorf("last transition %+v, want olga's rollback of version 1", last)
+	}
+	expectProblem(t, post(other, "/v1/subscriptions/"+v1.ID+"/rollback", `{"reason":"x"}`), http.StatusNotFound)
+	var listB []subVersion
+	do(t, http.MethodGet, url+"/v1/subscriptions", other, nil, nil).json(t, &listB)
+	if len(listB) != 0 {
+		t.Errorf("tenant B lists %d subscriptions", len(listB))
+	}
+}

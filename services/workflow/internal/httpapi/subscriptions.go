@@ -1,0 +1,186 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/agora-platform/agora/pkg/fabric/httpjson"
+	"github.com/agora-platform/agora/pkg/fabric/problem"
+	"github.com/agora-platform/agora/pkg/fabric/registry"
+	"github.com/agora-platform/agora/services/workflow/internal/process"
+	"github.com/agora-platform/agora/services/workflow/internal/subscription"
+)
+
+// Subscriptions are the tenant's reactive subscriptions.
+type Subscriptions interface {
+	Create(ctx context.Context, a process.Actor, spec subscription.Spec) (subscription.Version, error)
+	AddVersion(ctx context.Context, a process.Actor, id string, spec subscription.Spec) (subscription.Version, error)
+	List(ctx context.Context, tenantID string) ([]subscription.Version, error)
+	History(ctx context.Context, tenantID, id string) ([]subscription.Version, []subscription.Transition, error)
+	Move(ctx context.Context, a process.Actor, id string, version int, to subscription.State, reason string) (subscription.Version, error)
+	Rollback(ctx context.Context, a process.Actor, id, reason string) (subscription.Version, error)
+	Active(ctx context.Context, tenantID, typ string) ([]subscription.Version, error)
+}
+
+// subscriptionError answers the subscription domain's errors.
+func subscriptionError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	switch {
+	case errors.Is(err, subscription.ErrInvalid):
+		problem.Error(w, r, http.StatusUnprocessableEntity, err.Error())
+	case errors.Is(err, subscription.ErrNotFound):
+		problem.Error(w, r, http.StatusNotFound, "no such subscription")
+	case errors.Is(err, subscription.ErrTransition), errors.Is(err, subscription.ErrNoPrevious):
+		problem.Error(w, r, http.StatusConflict, err.Error())
+	case errors.Is(err, subscription.ErrFourEyes):
+		problem.Error(w, r, http.StatusForbidden, err.Error())
+	default:
+		writeError(w, r, log, err)
+	}
+}
+
+func handleCreateSubscription(store Subscriptions, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var spec subscription.Spec
+		if err := decodeOptional(w, r, &spec); err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		var (
+			v   subscription.Version
+			err error
+		)
+		if id := chi.URLParam(r, "id"); id != "" {
+			v, err = store.AddVersion(r.Context(), actor(r), id, spec)
+		} else {
+			v, err = store.Create(r.Context(), actor(r), spec)
+		}
+		if err != nil {
+			subscriptionError(w, r, log, err)
+			return
+		}
+		httpjson.Write(w, http.StatusCreated, v)
+	})
+}
+
+func handleListSubscriptions(store Subscriptions, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		list, err := store.List(r.Context(), actor(r).TenantID)
+		if err != nil {
+			subscriptionError(w, r, log, err)
+			return
+		}
+		httpjson.Write(w, http.StatusOK, list)
+	})
+}
+
+func handleSubscriptionHistory(store Subscriptions, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		versions, transitions, err := store.History(r.Context(), actor(r).TenantID, chi.URLParam(r, "id"))
+		if err != nil {
+			subscriptionError(w, r, log, err)
+			return
+		}
+		httpjson.Write(w, http.StatusOK, map[string]any{"versions": versions, "transitions": transitions})
+	})
+}
+
+type transitionBody struct {
+	To     subscription.State `json:"to"`
+	Reason string             `json:"reason"`
+}
+
+func handleTransition(store Subscriptions, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		version, err := strconv.Atoi(chi.URLParam(r, "version"))
+		if err != nil || version < 1 {
+			problem.Error(w, r, http.StatusNotFound, "no such subscription version")
+			return
+		}
+		var body transitionBody
+		if err := decodeOptional(w, r, &body); err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		if body.Reason == "" || len(body.Reason) > process.MaxReasonLen {
+			problem.Write(w, r, problem.Details{Status: http.StatusBadRequest, Detail: "a reason is required",
+				Errors: map[string]any{"reason": "1 to 1000 characters, recorded in the audit"}})
+			return
+		}
+		v, err := store.Move(r.Context(), actor(r), chi.URLParam(r, "id"), version, body.To, body.Reason)
+		if err != nil {
+			subscriptionError(w, r, log, err)
+			return
+		}
+		httpjson.Write(w, http.StatusOK, v)
+	})
+}
+
+func handleRollback(store Subscriptions, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Reason string `json:"reason"`
+		}
+		if err := decodeOptional(w, r, &body); err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		if body.Reason == "" || len(body.Reason) > process.MaxReasonLen {
+			problem.Write(w, r, problem.Details{Status: http.StatusBadRequest, Detail: "a reason is required",
+				Errors: map[string]any{"reason": "1 to 1000 characters, recorded in the audit"}})
+			return
+		}
+		v, err := store.Rollback(r.Context(), actor(r), chi.URLParam(r, "id"), body.Reason)
+		if err != nil {
+			subscriptionError(w, r, log, err)
+			return
+		}
+		httpjson.Write(w, http.StatusOK, v)
+	})
+}
+
+// explained is GET /v1/explain/{type}: what an event is, and what the
+// tenant's active subscriptions make of it.
+type explained struct {
+	Definition    registry.Definition `json:"definition"`
+	Schema        json.RawMessage     `json:"schema"`
+	Subscriptions []explainedReaction `json:"subscriptions"`
+}
+
+type explainedReaction struct {
+	ID       string                `json:"id"`
+	Version  int                   `json:"version"`
+	Name     string                `json:"name"`
+	Filter   string                `json:"filter"`
+	Policy   subscription.Policy   `json:"policy"`
+	Reaction subscription.Reaction `json:"reaction"`
+	// Emits are the types the reaction can lead the workflow to emit.
+	Emits []string `json:"emits"`
+}
+
+func handleExplain(reg *registry.Registry, store Subscriptions, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		typ := chi.URLParam(r, "type")
+		def, ok := reg.Lookup(typ)
+		if !ok {
+			problem.Error(w, r, http.StatusNotFound, "no such type in the catalog")
+			return
+		}
+		subs, err := store.Active(r.Context(), actor(r).TenantID, typ)
+		if err != nil {
+			subscriptionError(w, r, log, err)
+			return
+		}
+		out := explained{Definition: def, Schema: def.Schema, Subscriptions: []explainedReaction{}}
+		for _, s := range subs {
+			out.Subscriptions = append(out.Subscriptions, explainedReaction{ID: s.ID, Version: s.Version, Name: s.Name,
+				Filter: s.Filter, Policy: s.Policy, Reaction: s.Reaction, Emits: s.Reaction.Emits()})
+		}
+		httpjson.Write(w, http.StatusOK, out)
+	})
+}

@@ -1,0 +1,201 @@
+// Package subscription is the reactive fabric's subscriptions (seed 004
+// §17-21, §72-74): a tenant's declaration that events of some types,
+// matching a filter, lead through a policy to a reaction. A subscription
+// is versioned; each version goes through a lifecycle, every transition
+// audited:
+//
+//	DRAFT → VALIDATING → APPROVED → ACTIVE ⇄ DISABLED → DEPRECATED → REMOVED
+//
+// VALIDATING is entered only by a version whose filter and policy compile
+// against the JSON Schemas of its event types; APPROVED only by an
+// operator who did not write the version (four eyes); at most one version
+// of a subscription is ACTIVE, and activating one disables the other.
+// Rollback reactivates the previous version.
+//
+// This package is the pure part: the model, its checks and the lifecycle.
+package subscription
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agora-platform/agora/pkg/fabric/filter"
+	"github.com/agora-platform/agora/pkg/fabric/registry"
+)
+
+// State is a version's place in the lifecycle.
+type State string
+
+const (
+	Draft      State = "DRAFT"
+	Validating State = "VALIDATING"
+	Approved   State = "APPROVED"
+	Active     State = "ACTIVE"
+	Disabled   State = "DISABLED"
+	Deprecated State = "DEPRECATED"
+	Removed    State = "REMOVED"
+)
+
+// next lists the transitions the lifecycle allows.
+var next = map[State][]State{
+	Draft:      {Validating, Removed},
+	Validating: {Approved, Draft},
+	Approved:   {Active, Deprecated},
+	Active:     {Disabled, Deprecated},
+	Disabled:   {Active, Deprecated},
+	Deprecated: {Removed},
+}
+
+// Outcome is a policy's decision (seed 004 §19-21).
+type Outcome string
+
+const (
+	Allow              Outcome = "ALLOW"
+	RequireApproval    Outcome = "REQUIRE_APPROVAL"
+	RequireHumanReview Outcome = "REQUIRE_HUMAN_REVIEW"
+	Deny               Outcome = "DENY"
+)
+
+var outcomes = []Outcome{Allow, RequireApproval, RequireHumanReview, Deny}
+
+// Policy decides what a matching event leads to: the outcome of its first
+// rule whose condition (a filter) holds, else Default. The message itself
+// never authorizes anything: the policy is the subscription's.
+type Policy struct {
+	Default Outcome `json:"default"`
+	Rules   []Rule  `json:"rules,omitempty"`
+}
+
+// Rule is one policy rule.
+type Rule struct {
+	When    string  `json:"when"`
+	Outcome Outcome `json:"outcome"`
+}
+
+// Reaction is what an allowed (or approved) match does.
+type Reaction struct {
+	// Kind: start-workflow (a process of DefinitionID for the event's
+	// request) or review-task (a task for Role to look at the event).
+	Kind         string `json:"kind"`
+	DefinitionID string `json:"definitionId,omitempty"`
+	Role         string `json:"role,omitempty"`
+}
+
+// Reaction kinds.
+const (
+	StartWorkflow = "start-workflow"
+	ReviewTask    = "review-task"
+)
+
+// Spec is a version as its author writes it.
+type Spec struct {
+	Name       string   `json:"name"`
+	EventTypes []string `json:"eventTypes"`
+	Filter     string   `json:"filter"`
+	Policy     Policy   `json:"policy"`
+	Reaction   Reaction `json:"reaction"`
+}
+
+// Version is one stored version.
+type Version struct {
+	ID      string `json:"id"`
+	Version int    `json:"version"`
+	Spec
+	State     State     `json:"state"`
+	CreatedBy string    `json:"createdBy"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// Transition is one audited lifecycle step.
+type Transition struct {
+	Version int       `json:"version"`
+	From    State     `json:"from"`
+	To      State     `json:"to"`
+	Actor   string    `json:"actor"`
+	Reason  string    `json:"reason"`
+	At      time.Time `json:"at"`
+}
+
+// Errors.
+var (
+	ErrInvalid    = errors.New("invalid subscription")
+	ErrTransition = errors.New("transition not allowed")
+	ErrFourEyes   = errors.New("a version is approved by an operator who did not write it")
+	ErrNotFound   = errors.New("no such subscription")
+	ErrNoPrevious = errors.New("no previous version to roll back to")
+)
+
+// Check validates s as far as it can without running it: the name, event
+// types known to reg, a filter and policy rules that compile against
+// their schemas, known outcomes and a complete reaction. definitions says
+// whether a workflow definition exists.
+func (s *Spec) Check(reg *registry.Registry, definitions func(string) bool) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+	}
+	s.Name = strings.TrimSpace(s.Name)
+	if s.Name == "" || len(s.Name) > 100 {
+		return bad("name: 1 to 100 characters")
+	}
+	if len(s.EventTypes) == 0 || len(s.EventTypes) > 20 {
+		return bad("eventTypes: 1 to 20 event types")
+	}
+	for _, t := range s.EventTypes {
+		d, ok := reg.Lookup(t)
+		if !ok {
+			return bad("eventTypes: %s is not in the catalog", t)
+		}
+		if d.Kind != registry.KindEvent {
+			return bad("eventTypes: %s is a %s; subscriptions react to events", t, d.Kind)
+		}
+	}
+	if _, err := filter.Compile(reg, s.EventTypes, s.Filter); err != nil {
+		return fmt.Errorf("%w: filter: %v", ErrInvalid, err)
+	}
+	if !slices.Contains(outcomes, s.Policy.Default) {
+		return bad("policy.default %q: want one of %v", s.Policy.Default, outcomes)
+	}
+	for i, r := range s.Policy.Rules {
+		if !slices.Contains(outcomes, r.Outcome) {
+			return bad("policy.rules[%d].outcome %q: want one of %v", i, r.Outcome, outcomes)
+		}
+		if _, err := filter.Compile(reg, s.EventTypes, r.When); err != nil {
+			return fmt.Errorf("%w: policy.rules[%d].when: %v", ErrInvalid, i, err)
+		}
+	}
+	switch s.Reaction.Kind {
+	case StartWorkflow:
+		if !definitions(s.Reaction.DefinitionID) {
+			return bad("reaction.definitionId %q: no such workflow definition", s.Reaction.DefinitionID)
+		}
+	case ReviewTask:
+		if s.Reaction.Role != "attendant" && s.Reaction.Role != "operator" {
+			return bad("reaction.role %q: want attendant or operator", s.Reaction.Role)
+		}
+	default:
+		return bad("reaction.kind %q: want %s or %s", s.Reaction.Kind, StartWorkflow, ReviewTask)
+	}
+	return nil
+}
+
+// CanMove reports whether from → to is a lifecycle transition.
+func CanMove(from, to State) bool { return slices.Contains(next[from], to) }
+
+// Emits lists, deterministically, the types a reaction can lead the
+// workflow service to emit: a started process emits its lifecycle and
+// timers' events (and, approved, its SEI registration command); a review
+// task its completion.
+func (r Reaction) Emits() []string {
+	switch r.Kind {
+	case StartWorkflow:
+		return []string{"workflow.process-started.v1", "workflow.task-completed.v1", "workflow.process-completed.v1",
+			"task.sla-breached.v1", "workflow.stuck.v1", "integration.sei.register.v1"}
+	case ReviewTask:
+		return []string{"workflow.task-completed.v1", "task.sla-breached.v1", "workflow.stuck.v1"}
+	}
+	return nil
+}
