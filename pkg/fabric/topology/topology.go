@@ -197,6 +197,11 @@ func Platform() Description {
 			{Queue: "workflow.start-commands", Service: "workflow", Bindings: []Binding{{Exchange: CommandsExchange, Key: "workflow.start.v1"}}},
 			{Queue: "workflow.sei-register", Service: "workflow", Bindings: []Binding{{Exchange: CommandsExchange, Key: "integration.sei.register.v1"}}},
 			{Queue: "analytics.report-export", Service: "analytics", Bindings: []Binding{{Exchange: WorkExchange, Key: "report.export.v1"}}},
+			// The reactive fabric: the workflow evaluates its tenants' active
+			// subscriptions on these types (the only ones a subscription may
+			// name, so none is accepted that could never fire).
+			{Queue: "workflow.reactions", Service: "workflow", Bindings: ev(
+				"workflow.stuck.v1", "task.sla-breached.v1", "document.processed.v1", "workflow.schedule-fired.v1")},
 			// The request service keeps the status a citizen sees current.
 			{Queue: "request.workflow-events", Service: "request", Bindings: []Binding{
 				{Exchange: EventsExchange, Key: "workflow.#"}, {Exchange: EventsExchange, Key: "task.#"}}},

@@ -35,6 +35,8 @@ const (
 	startCommandsQueue = "workflow.start-commands"
 	// seiRegisterQueue registers approved requests in SEI.
 	seiRegisterQueue = "workflow.sei-register"
+	// reactionsQueue brings the events subscriptions may react to.
+	reactionsQueue = "workflow.reactions"
 )
 
 type config struct {
@@ -119,7 +121,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	}
 	// The SEI queue is declared even when registration is off, so the
 	// commands approvals enqueue are routed and wait there.
-	specs, err := topology.Platform().Lookup(requestSubmittedQueue, requestCancelledQueue, startCommandsQueue, seiRegisterQueue)
+	specs, err := topology.Platform().Lookup(requestSubmittedQueue, requestCancelledQueue, startCommandsQueue, seiRegisterQueue, reactionsQueue)
 	if err != nil {
 		return err
 	}
@@ -155,8 +157,22 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		// it.
 		h.Log.Warn("SEI registration is off (SEI_URL is unset): approved requests wait, pending, in queue " + seiRegisterQueue)
 	}
+	// The reactive fabric: subscriptions may name the types the reactions
+	// queue receives, and no other.
+	var reactable []string
+	for _, spec := range specs {
+		if spec.Queue == reactionsQueue {
+			for _, b := range spec.Bindings {
+				reactable = append(reactable, b.Key)
+			}
+		}
+	}
+	subs := store.Subscriptions(h.Reg, reactable)
+	if err := h.ConsumeTx(reactionsQueue, messaging.Reactions(subs), fabric.ConsumerOptions{}); err != nil {
+		return err
+	}
 	routes := httpapi.NewHandler(httpapi.Deps{Auth: h.Verifier, Processes: store, Schedules: store,
-		Subscriptions: store.Subscriptions(h.Reg), Registry: h.Reg, Log: h.Log})
+		Subscriptions: subs, Registry: h.Reg, Log: h.Log})
 
 	// The SLA watcher stops with the consumers, before the relay: a sweep
 	// in flight rolls back (its timers stay due), so no breach is lost.

@@ -32,7 +32,7 @@ func checkAPI(t testing.TB, url string) {
 func TestOpenAPIServed(t *testing.T) {
 	url := newPlatform(t).start(t, nil)
 	err := openapitest.CheckServed(context.Background(), http.DefaultClient, url, httpapi.OpenAPI,
-		openapi.Host{Queues: []string{requestSubmittedQueue, requestCancelledQueue, startCommandsQueue, seiRegisterQueue}, Ops: true})
+		openapi.Host{Queues: []string{requestSubmittedQueue, requestCancelledQueue, startCommandsQueue, seiRegisterQueue, reactionsQueue}, Ops: true})
 	if err != nil {
 		t.Error(err)
 	}

@@ -50,6 +50,7 @@ func NewHandler(d Deps) http.Handler {
 	r.With(staff).Method(http.MethodPost, "/v1/subscriptions/{id}/versions/{version}/transitions", handleTransition(d.Subscriptions, d.Log))
 	r.With(staff).Method(http.MethodPost, "/v1/subscriptions/{id}/rollback", handleRollback(d.Subscriptions, d.Log))
 	r.With(staff).Method(http.MethodGet, "/v1/explain/{type}", handleExplain(d.Registry, d.Subscriptions, d.Log))
+	r.With(staff).Method(http.MethodGet, "/v1/decisions", handleDecisions(d.Subscriptions, d.Log))
 	return r
 }
 

@@ -26,6 +26,28 @@ type Subscriptions interface {
 	Move(ctx context.Context, a process.Actor, id string, version int, to subscription.State, reason string) (subscription.Version, error)
 	Rollback(ctx context.Context, a process.Actor, id, reason string) (subscription.Version, error)
 	Active(ctx context.Context, tenantID, typ string) ([]subscription.Version, error)
+	Decisions(ctx context.Context, tenantID, correlationID, eventID string) ([]subscription.Decision, error)
+}
+
+// handleDecisions serves GET /v1/decisions?correlationId= (or ?eventId=):
+// every decision the reactive fabric recorded, for the token's tenant:
+// which event, which subscription version, what the policy decided (and
+// by which rule), who decided, what came of it.
+func handleDecisions(store Subscriptions, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		correlationID, eventID := r.URL.Query().Get("correlationId"), r.URL.Query().Get("eventId")
+		if (correlationID == "") == (eventID == "") || len(correlationID) > 200 {
+			problem.Write(w, r, problem.Details{Status: http.StatusBadRequest, Detail: "give one of correlationId or eventId",
+				Errors: map[string]any{"correlationId": "a correlation id", "eventId": "an event id"}})
+			return
+		}
+		list, err := store.Decisions(r.Context(), actor(r).TenantID, correlationID, eventID)
+		if err != nil {
+			subscriptionError(w, r, log, err)
+			return
+		}
+		httpjson.Write(w, http.StatusOK, list)
+	})
 }
 
 // subscriptionError answers the subscription domain's errors.

@@ -85,3 +85,23 @@ func RequestCancelled(s Canceller) inbox.TxHandler {
 		return s.CancelProcess(ctx, tx, tenantID, process.Cancelled{RequestID: p.RequestID, CitizenID: p.CancelledBy}, env)
 	}
 }
+
+// Reactor evaluates the tenants' subscriptions on an event inside the
+// inbox transaction (postgres.Subscriptions).
+type Reactor interface {
+	React(ctx context.Context, tx pgx.Tx, env envelope.Envelope) (int, error)
+}
+
+// Reactions handles queue workflow.reactions: every event the reactive
+// fabric receives is evaluated against the tenant's active subscriptions,
+// each decision recorded in the transaction that claims the event, so an
+// event is decided once.
+func Reactions(r Reactor) inbox.TxHandler {
+	return func(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
+		if env.TenantID == "" {
+			return fabric.Invalid(fmt.Errorf("%s %s: a reaction needs the event's tenant", env.Type, env.ID))
+		}
+		_, err := r.React(ctx, tx, env)
+		return err
+	}
+}

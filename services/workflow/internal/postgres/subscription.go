@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -18,16 +19,28 @@ import (
 // filters are checked against.
 type Subscriptions struct {
 	*Store
-	reg *registry.Registry
+	reg       *registry.Registry
+	reactable []string
+	cache     compiledCache
 }
 
-// Subscriptions returns the subscription store over s.
-func (s *Store) Subscriptions(reg *registry.Registry) *Subscriptions {
-	return &Subscriptions{Store: s, reg: reg}
+// Subscriptions returns the subscription store over s; reactable are the
+// event types the service receives for subscriptions (its reactions
+// queue's bindings): no subscription may name another.
+func (s *Store) Subscriptions(reg *registry.Registry, reactable []string) *Subscriptions {
+	return &Subscriptions{Store: s, reg: reg, reactable: reactable}
 }
 
 func (s *Subscriptions) check(spec *subscription.Spec) error {
-	return spec.Check(s.reg, func(id string) bool { _, ok := s.catalog.ByID(id); return ok })
+	if err := spec.Check(s.reg, func(id string) bool { _, ok := s.catalog.ByID(id); return ok }); err != nil {
+		return err
+	}
+	for _, t := range spec.EventTypes {
+		if !slices.Contains(s.reactable, t) {
+			return fmt.Errorf("%w: eventTypes: the workflow does not receive %s (it reacts to %v)", subscription.ErrInvalid, t, s.reactable)
+		}
+	}
+	return nil
 }
 
 // Create stores spec as version 1 of a new subscription, in DRAFT.

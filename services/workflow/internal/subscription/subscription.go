@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/filter"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 )
@@ -199,3 +200,77 @@ func (r Reaction) Emits() []string {
 	}
 	return nil
 }
+
+// Compiled is a version ready to evaluate events: its filter and policy
+// conditions compiled once.
+type Compiled struct {
+	Version
+	filter *filter.Filter
+	rules  []*filter.Filter
+}
+
+// Compile prepares v for Evaluate.
+func Compile(reg *registry.Registry, v Version) (*Compiled, error) {
+	c := &Compiled{Version: v}
+	var err error
+	if c.filter, err = filter.Compile(reg, v.EventTypes, v.Filter); err != nil {
+		return nil, err
+	}
+	for _, r := range v.Policy.Rules {
+		f, err := filter.Compile(reg, v.EventTypes, r.When)
+		if err != nil {
+			return nil, err
+		}
+		c.rules = append(c.rules, f)
+	}
+	return c, nil
+}
+
+// Evaluate runs the filter on env and, when it holds, the policy: the
+// outcome of the first rule whose condition holds (rule is its index),
+// else the default (rule -1). An error evaluating anything is returned:
+// the caller decides DENY, failing closed.
+func (c *Compiled) Evaluate(env envelope.Envelope) (matched bool, outcome Outcome, rule int, err error) {
+	if matched, err = c.filter.Match(env); err != nil || !matched {
+		return false, "", -1, err
+	}
+	for i, f := range c.rules {
+		ok, err := f.Match(env)
+		if err != nil {
+			return true, Deny, i, err
+		}
+		if ok {
+			return true, c.Policy.Rules[i].Outcome, i, nil
+		}
+	}
+	return true, c.Policy.Default, -1, nil
+}
+
+// Decision is one recorded decision: why the platform did (or did not do)
+// something on an event.
+type Decision struct {
+	ID                  string    `json:"id"`
+	EventID             string    `json:"eventId"`
+	EventType           string    `json:"eventType"`
+	CorrelationID       string    `json:"correlationId"`
+	SubscriptionID      string    `json:"subscriptionId"`
+	SubscriptionVersion int       `json:"subscriptionVersion"`
+	Outcome             Outcome   `json:"outcome"`
+	Rule                *int      `json:"rule,omitempty"`
+	ActorType           string    `json:"actorType"`
+	Actor               string    `json:"actor"`
+	Status              string    `json:"status"`
+	Detail              string    `json:"detail"`
+	ReviewID            string    `json:"reviewId,omitempty"`
+	DecidedAt           time.Time `json:"decidedAt"`
+}
+
+// Decision statuses.
+const (
+	StatusExecuted        = "executed"
+	StatusPendingApproval = "pending-approval"
+	StatusPendingReview   = "pending-review"
+	StatusDenied          = "denied"
+	StatusNotRun          = "not-run"
+	StatusError           = "error"
+)

@@ -23,6 +23,34 @@ type ProcessInstance struct {
 	CompletedAt   *time.Time
 }
 
+type ReactionDecision struct {
+	ID                  string
+	TenantID            string
+	EventID             string
+	EventType           string
+	CorrelationID       string
+	SubscriptionID      string
+	SubscriptionVersion int32
+	Outcome             string
+	Rule                *int32
+	ActorType           string
+	Actor               string
+	Status              string
+	Detail              string
+	ReviewID            *string
+	DecidedAt           time.Time
+}
+
+type ReactionReview struct {
+	ID         string
+	TenantID   string
+	DecisionID string
+	Kind       string
+	Role       string
+	Status     string
+	CreatedAt  time.Time
+}
+
 type Schedule struct {
 	ID         string
 	TenantID   string

@@ -239,6 +239,96 @@ func (q *Queries) CompleteTask(ctx context.Context, arg CompleteTaskParams) erro
 	return err
 }
 
+const decisionsByCorrelation = `-- name: DecisionsByCorrelation :many
+SELECT id, tenant_id, event_id, event_type, correlation_id, subscription_id, subscription_version, outcome, rule, actor_type, actor, status, detail, review_id, decided_at FROM reaction_decision WHERE tenant_id = $1 AND correlation_id = $2 ORDER BY decided_at, id
+`
+
+type DecisionsByCorrelationParams struct {
+	TenantID      string
+	CorrelationID string
+}
+
+func (q *Queries) DecisionsByCorrelation(ctx context.Context, arg DecisionsByCorrelationParams) ([]ReactionDecision, error) {
+	rows, err := q.db.Query(ctx, decisionsByCorrelation, arg.TenantID, arg.CorrelationID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReactionDecision
+	for rows.Next() {
+		var i ReactionDecision
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.EventID,
+			&i.EventType,
+			&i.CorrelationID,
+			&i.SubscriptionID,
+			&i.SubscriptionVersion,
+			&i.Outcome,
+			&i.Rule,
+			&i.ActorType,
+			&i.Actor,
+			&i.Status,
+			&i.Detail,
+			&i.ReviewID,
+			&i.DecidedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const decisionsByEvent = `-- name: DecisionsByEvent :many
+SELECT id, tenant_id, event_id, event_type, correlation_id, subscription_id, subscription_version, outcome, rule, actor_type, actor, status, detail, review_id, decided_at FROM reaction_decision WHERE tenant_id = $1 AND event_id = $2 ORDER BY decided_at, id
+`
+
+type DecisionsByEventParams struct {
+	TenantID string
+	EventID  string
+}
+
+func (q *Queries) DecisionsByEvent(ctx context.Context, arg DecisionsByEventParams) ([]ReactionDecision, error) {
+	rows, err := q.db.Query(ctx, decisionsByEvent, arg.TenantID, arg.EventID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReactionDecision
+	for rows.Next() {
+		var i ReactionDecision
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.EventID,
+			&i.EventType,
+			&i.CorrelationID,
+			&i.SubscriptionID,
+			&i.SubscriptionVersion,
+			&i.Outcome,
+			&i.Rule,
+			&i.ActorType,
+			&i.Actor,
+			&i.Status,
+			&i.Detail,
+			&i.ReviewID,
+			&i.DecidedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const deleteScheduleTimer = `-- name: DeleteScheduleTimer :exec
 DELETE FROM schedule_timer WHERE schedule_id = $1
 `
@@ -628,6 +718,54 @@ func (q *Queries) GetTaskForUpdate(ctx context.Context, arg GetTaskForUpdatePara
 	return i, err
 }
 
+const insertDecision = `-- name: InsertDecision :execrows
+INSERT INTO reaction_decision (id, tenant_id, event_id, event_type, correlation_id, subscription_id, subscription_version,
+                               outcome, rule, actor_type, actor, status, detail, review_id, decided_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7,
+        $8, $9, 'SYSTEM', $10, $11, $12, $13, $14)
+ON CONFLICT (event_id, subscription_id) DO NOTHING
+`
+
+type InsertDecisionParams struct {
+	ID                  string
+	TenantID            string
+	EventID             string
+	EventType           string
+	CorrelationID       string
+	SubscriptionID      string
+	SubscriptionVersion int32
+	Outcome             string
+	Rule                *int32
+	Actor               string
+	Status              string
+	Detail              string
+	ReviewID            *string
+	DecidedAt           time.Time
+}
+
+func (q *Queries) InsertDecision(ctx context.Context, arg InsertDecisionParams) (int64, error) {
+	result, err := q.db.Exec(ctx, insertDecision,
+		arg.ID,
+		arg.TenantID,
+		arg.EventID,
+		arg.EventType,
+		arg.CorrelationID,
+		arg.SubscriptionID,
+		arg.SubscriptionVersion,
+		arg.Outcome,
+		arg.Rule,
+		arg.Actor,
+		arg.Status,
+		arg.Detail,
+		arg.ReviewID,
+		arg.DecidedAt,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const insertProcess = `-- name: InsertProcess :execrows
 INSERT INTO process_instance (id, tenant_id, request_id, citizen_id, service_id, definition_id,
                               correlation_id, started_at)
@@ -661,6 +799,32 @@ func (q *Queries) InsertProcess(ctx context.Context, arg InsertProcessParams) (i
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const insertReview = `-- name: InsertReview :exec
+INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at)
+VALUES ($1, $2, $3, $4, $5, $6)
+`
+
+type InsertReviewParams struct {
+	ID         string
+	TenantID   string
+	DecisionID string
+	Kind       string
+	Role       string
+	CreatedAt  time.Time
+}
+
+func (q *Queries) InsertReview(ctx context.Context, arg InsertReviewParams) error {
+	_, err := q.db.Exec(ctx, insertReview,
+		arg.ID,
+		arg.TenantID,
+		arg.DecisionID,
+		arg.Kind,
+		arg.Role,
+		arg.CreatedAt,
+	)
+	return err
 }
 
 const insertSEIPending = `-- name: InsertSEIPending :exec

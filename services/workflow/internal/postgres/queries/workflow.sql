@@ -248,3 +248,20 @@ SELECT * FROM subscription_transition WHERE tenant_id = @tenant_id AND subscript
 
 -- name: ActiveSubscriptionsFor :many
 SELECT * FROM subscription WHERE tenant_id = @tenant_id AND state = 'ACTIVE' AND @event_type::text = ANY(event_types) ORDER BY name;
+
+-- name: InsertDecision :execrows
+INSERT INTO reaction_decision (id, tenant_id, event_id, event_type, correlation_id, subscription_id, subscription_version,
+                               outcome, rule, actor_type, actor, status, detail, review_id, decided_at)
+VALUES (@id, @tenant_id, @event_id, @event_type, @correlation_id, @subscription_id, @subscription_version,
+        @outcome, @rule, 'SYSTEM', @actor, @status, @detail, @review_id, @decided_at)
+ON CONFLICT (event_id, subscription_id) DO NOTHING;
+
+-- name: InsertReview :exec
+INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at)
+VALUES (@id, @tenant_id, @decision_id, @kind, @role, @created_at);
+
+-- name: DecisionsByCorrelation :many
+SELECT * FROM reaction_decision WHERE tenant_id = @tenant_id AND correlation_id = @correlation_id ORDER BY decided_at, id;
+
+-- name: DecisionsByEvent :many
+SELECT * FROM reaction_decision WHERE tenant_id = @tenant_id AND event_id = @event_id ORDER BY decided_at, id;

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+)
+
+type decisionView struct {
+	EventID             string `json:"eventId"`
+	SubscriptionID      string `json:"subscriptionId"`
+	SubscriptionVersion int    `json:"subscriptionVersion"`
+	Outcome             string `json:"outcome"`
+	Rule                *int   `json:"rule"`
+	ActorType           string `json:"actorType"`
+	Status              string `json:"status"`
+	ReviewID            string `json:"reviewId"`
+}
+
+// TestReactionsDecideOncePerEvent: active subscriptions of tenant A on
+// workflow.stuck.v1 decide each matching event by their policies (ALLOW,
+// REQUIRE_APPROVAL, REQUIRE_HUMAN_REVIEW, DENY), once even when the event
+// is delivered twice; tenant B's event and A's non-matching event lead to
+// no decision; GET /v1/decisions says why, per correlation id.
+func TestReactionsDecideOncePerEvent(t *testing.T) {
+	p := newPlatform(t)
+	url := p.start(t, nil)
+	author := p.token(t, "org-a", "ana", "attendant")
+	approver := p.token(t, "org-a", "olga", "operator")
+	post := func(token, path, body string) response {
+		return do(t, http.MethodPost, url+path, token, strings.NewReader(body), map[string]string{"Content-Type": "application/json"})
+	}
+	activate := func(body string) string {
+		t.Helper()
+		var v subVersion
+		resp := post(author, "/v1/subscriptions", body)
+		if resp.status != http.StatusCreated {
+			t.Fatalf("create = %d %s", resp.status, resp.body)
+		}
+		resp.json(t, &v)
+		for _, to := range []string{"VALIDATING", "APPROVED", "ACTIVE"} {
+			if resp := post(approver, "/v1/subscriptions/"+v.ID+"/versions/1/transitions", `{"to":"`+to+`","reason":"test"}`); resp.status != http.StatusOK {
+				t.Fatalf("→ %s = %d %s", to, resp.status, resp.body)
+			}
+		}
+		return v.ID
+	}
+	// A type the workflow does not receive is refused: it could never fire.
+	expectProblem(t, post(author, "/v1/subscriptions", `{"name":"x","eventTypes":["request.submitted.v1"],"policy":{"default":"ALLOW"},
+		"reaction":{"kind":"review-task","role":"operator"}}`), http.StatusUnprocessableEntity)
+	triage := activate(`{"name":"stuck triage","eventTypes":["workflow.stuck.v1"],"filter":"payload.step == \"triage\"",
+		"policy":{"default":"REQUIRE_HUMAN_REVIEW","rules":[
+			{"when":"payload.definitionId == \"blocked\"","outcome":"DENY"},
+			{"when":"payload.stuckAfterSeconds >= 86400","outcome":"REQUIRE_APPROVAL"}]},
+		"reaction":{"kind":"review-task","role":"operator"}}`)
+	decision := activate(`{"name":"stuck decision","eventTypes":["workflow.stuck.v1"],"filter":"payload.step == \"decision\"",
+		"policy":{"default":"ALLOW"},"reaction":{"kind":"review-task","role":"attendant"}}`)
+
+	stuck := func(tenant, step, definition string, after int) envelope.Envelope {
+		t.Helper()
+		e, err := envelope.New("workflow.stuck.v1", tenant, "workflow-service", map[string]any{
+			"processId": newUUID(t), "requestId": newUUID(t), "definitionId": definition, "taskId": newUUID(t), "step": step,
+			"waitingSince": "2026-12-01T10:00:00Z", "stuckAfterSeconds": after})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.publish(t, e)
+		return e
+	}
+	review := stuck("org-a", "triage", "standard-review", 3600)
+	approval := stuck("org-a", "triage", "standard-review", 259200)
+	denied := stuck("org-a", "triage", "blocked", 259200)
+	allowed := stuck("org-a", "decision", "standard-review", 3600)
+	p.publish(t, allowed) // delivered twice
+	ignored := stuck("org-a", "document-check", "standard-review", 3600)
+	other := stuck("org-b", "triage", "standard-review", 3600)
+	decisions := func(token string, e envelope.Envelope) []decisionView {
+		var out []decisionView
+		do(t, http.MethodGet, url+"/v1/decisions?correlationId="+e.CorrelationID, token, nil, nil).json(t, &out)
+		return out
+	}
+	// Handled, matched or not: every event's claim is in the reactions
+	// consumer's inbox (committed with its decisions, if any).
+	ids := []string{review.ID, approval.ID, denied.ID, allowed.ID, ignored.ID, other.ID}
+	fabrictest.Eventually(t, 20*time.Second, "every event handled", func() bool {
+		var n int
+		_ = p.pool.QueryRow(context.Background(), `SELECT count(*) FROM `+p.schema+`.inbox_message
+			WHERE consumer = 'workflow.reactions' AND event_id::text = ANY($1)`, ids).Scan(&n)
+		return n == len(ids)
+	})
+
+	rule := func(d decisionView) string {
+		if d.Rule == nil {
+			return "default"
+		}
+		return strconv.Itoa(*d.Rule)
+	}
+	for _, tc := range []struct {
+		name          string
+		e             envelope.Envelope
+		sub           string
+		outcome, rule string
+		status        string
+		opensReview   bool
+	}{
+		{"default: human review", review, triage, "REQUIRE_HUMAN_REVIEW", "default", "pending-review", true},
+		{"rule 1: approval", approval, triage, "REQUIRE_APPROVAL", "1", "pending-approval", true},
+		{"rule 0: deny", denied, triage, "DENY", "0", "denied", false},
+		{"allow: the reaction runs", allowed, decision, "ALLOW", "default", "executed", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := decisions(author, tc.e)
+			if len(got) != 1 {
+				t.Fatalf("%d decisions, want exactly 1: %+v", len(got), got)
+			}
+			d := got[0]
+			if d.EventID != tc.e.ID || d.SubscriptionID != tc.sub || d.SubscriptionVersion != 1 || d.Outcome != tc.outcome ||
+				rule(d) != tc.rule || d.Status != tc.status || d.ActorType != "SYSTEM" || (d.ReviewID != "") != tc.opensReview {
+				t.Errorf("decision %+v, want %s by rule %s, %s", d, tc.outcome, tc.rule, tc.status)
+			}
+		})
+	}
+	if got := decisions(author, ignored); len(got) != 0 {
+		t.Errorf("a step no filter matches was decided: %+v", got)
+	}
+	if got := decisions(p.token(t, "org-b", "bruno", "operator"), other); len(got) != 0 {
+		t.Errorf("tenant B's event was decided by A's subscriptions: %+v", got)
+	}
+	var reviews int
+	if err := p.pool.QueryRow(context.Background(), `SELECT count(*) FROM `+p.schema+`.reaction_review`).Scan(&reviews); err != nil {
+		t.Fatal(err)
+	}
+	if reviews != 3 { // the review, the approval, the allowed reaction's review task
+		t.Errorf("%d reviews opened, want 3", reviews)
+	}
+	expectProblem(t, do(t, http.MethodGet, url+"/v1/decisions", author, nil, nil), http.StatusBadRequest)
+}
