@@ -68,11 +68,69 @@ type Binding struct {
 // Consumer is one consumer queue `<consumer>.<purpose>` with its bindings,
 // retry tiers (Q.retry.<n>) and dead-letter queue (Q.dlq).
 type Consumer struct {
-	Queue         string     `yaml:"queue"`
-	Service       string     `yaml:"service"`
-	Bindings      []Binding  `yaml:"bindings"`
+	Queue    string    `yaml:"queue"`
+	Service  string    `yaml:"service"`
+	Bindings []Binding `yaml:"bindings"`
+	// Priority binds the consumer's priority lane, queue Q.priority (with
+	// its own retry tiers and DLQ): what goes ahead of a backlog in Q, since
+	// RabbitMQ's quorum queues have no message priorities. The service
+	// consumes both queues with one handler, the lane with handlers of its
+	// own (the weight). No binding of Q may also match a priority key, or
+	// the message would come twice. Description.WithLanes adds the lanes.
+	Priority      []Binding  `yaml:"priority,omitempty"`
 	RetryTiers    []Duration `yaml:"retryTiers"`
 	DeliveryLimit int        `yaml:"deliveryLimit"`
+}
+
+// LaneSuffix names a consumer's priority lane: Q + LaneSuffix.
+const LaneSuffix = ".priority"
+
+// Lane returns the consumer's priority lane, when it has one.
+func (c Consumer) Lane() (Consumer, bool) {
+	if len(c.Priority) == 0 {
+		return Consumer{}, false
+	}
+	return Consumer{Queue: c.Queue + LaneSuffix, Service: c.Service, Bindings: c.Priority,
+		RetryTiers: c.RetryTiers, DeliveryLimit: c.DeliveryLimit}, true
+}
+
+// WithLanes returns d with every consumer's priority lane added as a
+// consumer of its own, so declaring, permissions and lookups treat lanes
+// like any other queue.
+func (d Description) WithLanes() Description {
+	out := d
+	out.Consumers = nil
+	for _, c := range d.Consumers {
+		out.Consumers = append(out.Consumers, c)
+		if lane, ok := c.Lane(); ok {
+			out.Consumers = append(out.Consumers, lane)
+		}
+	}
+	return out
+}
+
+// TopicMatch reports whether a topic exchange routes key to a binding of
+// pattern ("*" one word, "#" zero or more).
+func TopicMatch(pattern, key string) bool {
+	return topicMatch(strings.Split(pattern, "."), strings.Split(key, "."))
+}
+
+func topicMatch(p, k []string) bool {
+	if len(p) == 0 {
+		return len(k) == 0
+	}
+	switch p[0] {
+	case "#":
+		for i := 0; i <= len(k); i++ {
+			if topicMatch(p[1:], k[i:]) {
+				return true
+			}
+		}
+		return false
+	case "*":
+		return len(k) > 0 && topicMatch(p[1:], k[1:])
+	}
+	return len(k) > 0 && p[0] == k[0] && topicMatch(p[1:], k[1:])
 }
 
 // Duration is a time.Duration that reads "30s" / "5m" in YAML.
@@ -203,10 +261,13 @@ func Platform() Description {
 			{Queue: "workflow.reactions", Service: "workflow", Bindings: ev(
 				"workflow.stuck.v1", "task.sla-breached.v1", "document.processed.v1", "workflow.schedule-fired.v1")},
 			// The request service keeps the status a citizen sees current.
-			{Queue: "request.workflow-events", Service: "request", Bindings: []Binding{
-				{Exchange: EventsExchange, Key: "workflow.#"}, {Exchange: EventsExchange, Key: "task.#"}}},
+			// Alerts (an SLA breach, a stuck process) go ahead of a backlog
+			// of ordinary progress in their priority lane.
+			{Queue: "request.workflow-events", Service: "request",
+				Bindings: ev("workflow.process-started.v1", "workflow.task-completed.v1", "workflow.process-completed.v1"),
+				Priority: ev("task.sla-breached.v1", "workflow.stuck.v1")},
 		},
-	}
+	}.WithLanes()
 }
 
 // Load reads a YAML description. Exchanges default to the platform's five
@@ -224,7 +285,7 @@ func Load(data []byte) (Description, error) {
 	if err := d.Validate(); err != nil {
 		return Description{}, err
 	}
-	return d, nil
+	return d.WithLanes(), nil
 }
 
 // LoadFile reads a YAML description from path.
@@ -294,6 +355,19 @@ func (d Description) Validate() error {
 		for i, t := range c.RetryTiers {
 			if t <= 0 {
 				return bad("queue %q: retry tier %d must be positive", c.Queue, i+1)
+			}
+		}
+		for _, p := range c.Priority {
+			if !ex[p.Exchange] {
+				return bad("queue %q: priority binding to undeclared exchange %q", c.Queue, p.Exchange)
+			}
+			if strings.ContainsAny(p.Key, "*#") {
+				return bad("queue %q: priority key %q: name the types themselves", c.Queue, p.Key)
+			}
+			for _, b := range c.Bindings {
+				if b.Exchange == p.Exchange && TopicMatch(b.Key, p.Key) {
+					return bad("queue %q: binding %q also matches priority key %q (it would arrive twice)", c.Queue, b.Key, p.Key)
+				}
 			}
 		}
 	}

@@ -32,6 +32,10 @@ func main() { host.Main("request", run) }
 
 const workflowEventsQueue = "request.workflow-events"
 
+// workflowAlertsQueue is its priority lane: SLA breaches and stuck
+// processes, ahead of any backlog of ordinary progress.
+const workflowAlertsQueue = workflowEventsQueue + topology.LaneSuffix
+
 type config struct {
 	host.Config
 	DocumentsBucket string
@@ -117,7 +121,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 }
 
 func serve(ctx context.Context, cfg config, stdout io.Writer) error {
-	specs, err := topology.Platform().Lookup(workflowEventsQueue)
+	specs, err := topology.Platform().Lookup(workflowEventsQueue, workflowAlertsQueue)
 	if err != nil {
 		return err
 	}
@@ -142,6 +146,12 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 	store := postgres.NewStore(h.Pool, h.Outbox, time.Now)
 	if err := h.ConsumeTx(workflowEventsQueue, messaging.WorkflowEvents(store),
 		fabric.ConsumerOptions{}); err != nil {
+		return err
+	}
+	// The lane's own handlers (its weight): an alert never waits for
+	// handlers busy with the backlog.
+	if err := h.ConsumeTx(workflowAlertsQueue, messaging.WorkflowEvents(store),
+		fabric.ConsumerOptions{Prefetch: 8, Concurrency: 2}); err != nil {
 		return err
 	}
 	// External systems' events: none are accepted until sources are

@@ -559,6 +559,7 @@ func TestWorkflowEventsKeepStatusCurrent(t *testing.T) {
 		want    string
 	}{{"approved", "completed"}, {"completed", "completed"}, {"rejected", "rejected"}}
 	queued := 0 // workflow events sent to the consumer's queue so far
+	alerts := 0 // and to its priority lane (the SLA breaches)
 	for _, tc := range tests {
 		t.Run(tc.outcome, func(t *testing.T) {
 			rc := mustSubmit(t, s, s.token(t, "org-a", "citizen-1", "citizen"))
@@ -597,18 +598,21 @@ func TestWorkflowEventsKeepStatusCurrent(t *testing.T) {
 			// The marker: another request's process-started, behind the
 			// late one on the same queue. The consumer runs several handlers
 			// at once and can finish the marker first, so the processed
-			// counter (acks follow commits) proves all six events were
-			// handled, and the drained outbox puts every status-changed
+			// counters (acks follow commits) prove all six events were
+			// handled (five here, the SLA breach in the priority lane), and the drained outbox puts every status-changed
 			// they committed in the observer's queue.
 			markerRequest := mustSubmit(t, s, s.token(t, "org-a", "citizen-1", "citizen"))
 			s.publish(t, "org-a", "workflow.process-started.v1",
 				map[string]any{"processId": newUUID(t), "requestId": markerRequest.ID, "definitionId": "standard-review"})
-			queued += 6
+			queued += 5
+			alerts++
 			fabrictest.Eventually(t, 15*time.Second, "the marker request in_progress", func() bool {
 				return s.view(t, "org-a", markerRequest.ID).Status == "in_progress"
 			})
 			fabrictest.WaitCounter(t, 15*time.Second, s.url+"/metrics", "fabric_consumer_processed_total",
 				map[string]string{"consumer": workflowEventsQueue}, float64(queued))
+			fabrictest.WaitCounter(t, 15*time.Second, s.url+"/metrics", "fabric_consumer_processed_total",
+				map[string]string{"consumer": workflowAlertsQueue}, float64(alerts))
 			fabrictest.WaitOutboxPublished(t, s.pool, "request.status-changed.v1", "")
 			if got := s.view(t, "org-a", rc.ID).Status; got != tc.want {
 				t.Errorf("status after a late process-started = %s, want %s", got, tc.want)

@@ -32,7 +32,7 @@ func checkAPI(t testing.TB, url string) {
 func TestOpenAPIServed(t *testing.T) {
 	s := start(t, nil)
 	err := openapitest.CheckServed(context.Background(), http.DefaultClient, s.url, httpapi.OpenAPI,
-		openapi.Host{Queues: []string{workflowEventsQueue}, Ops: true})
+		openapi.Host{Queues: []string{workflowEventsQueue, workflowAlertsQueue}, Ops: true})
 	if err != nil {
 		t.Error(err)
 	}
