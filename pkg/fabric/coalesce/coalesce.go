@@ -33,6 +33,7 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
+	"github.com/agora-platform/agora/pkg/fabric/sweep"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
 )
 
@@ -228,25 +229,5 @@ func (c *Coalescer) Flush(ctx context.Context, limit int) (int, error) {
 // Run flushes every interval until ctx ends (a full batch is followed at
 // once by another). Errors go to onError and the next tick retries.
 func (c *Coalescer) Run(ctx context.Context, interval time.Duration, batch int, onError func(error)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		for ctx.Err() == nil {
-			n, err := c.Flush(ctx, batch)
-			if err != nil {
-				if ctx.Err() == nil && onError != nil {
-					onError(err)
-				}
-				break
-			}
-			if n < batch {
-				break
-			}
-		}
-	}
+	sweep.Run(ctx, interval, batch, c.Flush, onError, nil)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/enum"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
+	"github.com/agora-platform/agora/pkg/fabric/sweep"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/services/communication/internal/notify"
 )
@@ -272,27 +273,8 @@ func (d *Deliverer) DispatchHeld(ctx context.Context, limit int) (int, error) {
 
 // WatchHeld runs DispatchHeld every interval until ctx ends.
 func (d *Deliverer) WatchHeld(ctx context.Context, interval time.Duration, limit int) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		for {
-			n, err := d.DispatchHeld(ctx, limit)
-			if err != nil {
-				if ctx.Err() == nil {
-					d.log.Error("dispatch held notifications", "err", err)
-				}
-				break
-			}
-			if n < limit {
-				break
-			}
-		}
-	}
+	sweep.Run(ctx, interval, limit, d.DispatchHeld,
+		func(err error) { d.log.Error("dispatch held notifications", "err", err) }, nil)
 }
 
 func (d *Deliverer) emit(ctx context.Context, tx pgx.Tx, cause envelope.Envelope, n notify.Notification, st notify.Status) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -48,6 +49,17 @@ func handleDecisions(store Subscriptions, log *slog.Logger) http.Handler {
 		}
 		httpjson.Write(w, http.StatusOK, list)
 	})
+}
+
+// reasonGiven answers 400 unless reason fits the audit (1 to
+// process.MaxReasonLen characters).
+func reasonGiven(w http.ResponseWriter, r *http.Request, reason string) bool {
+	if reason == "" || len(reason) > process.MaxReasonLen {
+		problem.Write(w, r, problem.Details{Status: http.StatusBadRequest, Detail: "a reason is required",
+			Errors: map[string]any{"reason": fmt.Sprintf("1 to %d characters, recorded in the audit", process.MaxReasonLen)}})
+		return false
+	}
+	return true
 }
 
 // subscriptionError answers the subscription domain's errors.
@@ -129,9 +141,7 @@ func handleTransition(store Subscriptions, log *slog.Logger) http.Handler {
 			writeError(w, r, log, err)
 			return
 		}
-		if body.Reason == "" || len(body.Reason) > process.MaxReasonLen {
-			problem.Write(w, r, problem.Details{Status: http.StatusBadRequest, Detail: "a reason is required",
-				Errors: map[string]any{"reason": "1 to 1000 characters, recorded in the audit"}})
+		if !reasonGiven(w, r, body.Reason) {
 			return
 		}
 		v, err := store.Move(r.Context(), actor(r), chi.URLParam(r, "id"), version, body.To, body.Reason)
@@ -152,9 +162,7 @@ func handleRollback(store Subscriptions, log *slog.Logger) http.Handler {
 			writeError(w, r, log, err)
 			return
 		}
-		if body.Reason == "" || len(body.Reason) > process.MaxReasonLen {
-			problem.Write(w, r, problem.Details{Status: http.StatusBadRequest, Detail: "a reason is required",
-				Errors: map[string]any{"reason": "1 to 1000 characters, recorded in the audit"}})
+		if !reasonGiven(w, r, body.Reason) {
 			return
 		}
 		v, err := store.Rollback(r.Context(), actor(r), chi.URLParam(r, "id"), body.Reason)

@@ -114,14 +114,8 @@ func (s *Subscriptions) List(ctx context.Context, tenantID string) ([]subscripti
 		if err != nil {
 			return fmt.Errorf("list subscriptions: %w", err)
 		}
-		for _, r := range rows {
-			v, err := versionOf(r)
-			if err != nil {
-				return err
-			}
-			out = append(out, v)
-		}
-		return nil
+		out, err = versionsOf(rows)
+		return err
 	})
 	return out, err
 }
@@ -142,12 +136,8 @@ func (s *Subscriptions) History(ctx context.Context, tenantID, id string) ([]sub
 		if len(rows) == 0 {
 			return subscription.ErrNotFound
 		}
-		for _, r := range rows {
-			v, err := versionOf(r)
-			if err != nil {
-				return err
-			}
-			versions = append(versions, v)
+		if versions, err = versionsOf(rows); err != nil {
+			return err
 		}
 		trs, err := q.ListSubscriptionTransitions(ctx, pgdb.ListSubscriptionTransitionsParams{TenantID: tenantID, SubscriptionID: id})
 		if err != nil {
@@ -287,16 +277,22 @@ func (s *Subscriptions) Active(ctx context.Context, tenantID, typ string) ([]sub
 		if err != nil {
 			return fmt.Errorf("active subscriptions to %s: %w", typ, err)
 		}
-		for _, r := range rows {
-			v, err := versionOf(r)
-			if err != nil {
-				return err
-			}
-			out = append(out, v)
-		}
-		return nil
+		out, err = versionsOf(rows)
+		return err
 	})
 	return out, err
+}
+
+func versionsOf(rows []pgdb.Subscription) ([]subscription.Version, error) {
+	out := make([]subscription.Version, 0, len(rows))
+	for _, r := range rows {
+		v, err := versionOf(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 func versionOf(r pgdb.Subscription) (subscription.Version, error) {
