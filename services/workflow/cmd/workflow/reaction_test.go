@@ -21,6 +21,9 @@ type decisionView struct {
 	ActorType           string `json:"actorType"`
 	Status              string `json:"status"`
 	ReviewID            string `json:"reviewId"`
+	Reviews             []struct {
+		Kind, Role, Status, Resolution, ResolvedBy, Follows string
+	} `json:"reviews"`
 }
 
 // TestReactionsDecideOncePerEvent: active subscriptions of tenant A on
@@ -140,4 +143,37 @@ func TestReactionsDecideOncePerEvent(t *testing.T) {
 		t.Errorf("%d reviews opened, want 3", reviews)
 	}
 	expectProblem(t, do(t, http.MethodGet, url+"/v1/decisions", author, nil, nil), http.StatusBadRequest)
+
+	// People resolve what the policy left them. The approval is an
+	// operator's: the attendant may not; once approved, the reaction it
+	// held back runs (the review task opens, following it); twice is 409.
+	approvalID := decisions(author, approval)[0].ReviewID
+	resolve := func(token, id string, approve bool) response {
+		return post(token, "/v1/reviews/"+id+"/resolve", `{"approve":`+strconv.FormatBool(approve)+`,"reason":"checked the process"}`)
+	}
+	var attendantReviews []struct{ ID, Kind, Role string }
+	do(t, http.MethodGet, url+"/v1/reviews", author, nil, nil).json(t, &attendantReviews)
+	if len(attendantReviews) != 1 || attendantReviews[0].Role != "attendant" || attendantReviews[0].Kind != "review" {
+		t.Errorf("the attendant sees %+v, want only the allowed reaction's review task (the others are operators')", attendantReviews)
+	}
+	expectProblem(t, resolve(author, approvalID, true), http.StatusForbidden)
+	if resp := resolve(approver, approvalID, true); resp.status != http.StatusOK {
+		t.Fatalf("approve = %d %s", resp.status, resp.body)
+	}
+	expectProblem(t, resolve(approver, approvalID, false), http.StatusConflict)
+	expectProblem(t, post(approver, "/v1/reviews/"+approvalID+"/resolve", `{"reason":"x"}`), http.StatusBadRequest)
+	got := decisions(author, approval)[0]
+	if len(got.Reviews) != 2 || got.Reviews[0].Resolution != "approved" || got.Reviews[0].ResolvedBy != "olga" ||
+		got.Reviews[1].Follows != approvalID || got.Reviews[1].Kind != "review" || got.Reviews[1].Status != "open" {
+		t.Errorf("the approved decision's reviews = %+v, want the approval approved by olga and the review task it opened", got.Reviews)
+	}
+	// Rejecting a human review runs nothing more.
+	reviewID := decisions(author, review)[0].ReviewID
+	if resp := resolve(approver, reviewID, false); resp.status != http.StatusOK {
+		t.Fatalf("reject = %d %s", resp.status, resp.body)
+	}
+	if got := decisions(author, review)[0].Reviews; len(got) != 1 || got[0].Resolution != "rejected" {
+		t.Errorf("the rejected review = %+v", got)
+	}
+	expectProblem(t, resolve(p.token(t, "org-b", "bruno", "operator"), approvalID, true), http.StatusNotFound)
 }

@@ -51,6 +51,8 @@ func NewHandler(d Deps) http.Handler {
 	r.With(staff).Method(http.MethodPost, "/v1/subscriptions/{id}/rollback", handleRollback(d.Subscriptions, d.Log))
 	r.With(staff).Method(http.MethodGet, "/v1/explain/{type}", handleExplain(d.Registry, d.Subscriptions, d.Log))
 	r.With(staff).Method(http.MethodGet, "/v1/decisions", handleDecisions(d.Subscriptions, d.Log))
+	r.With(staff).Method(http.MethodGet, "/v1/reviews", handleReviews(d.Subscriptions, d.Log))
+	r.With(staff).Method(http.MethodPost, "/v1/reviews/{id}/resolve", handleResolve(d.Subscriptions, d.Log))
 	return r
 }
 

@@ -28,6 +28,49 @@ type Subscriptions interface {
 	Rollback(ctx context.Context, a process.Actor, id, reason string) (subscription.Version, error)
 	Active(ctx context.Context, tenantID, typ string) ([]subscription.Version, error)
 	Decisions(ctx context.Context, tenantID, correlationID, eventID string) ([]subscription.Decision, error)
+	Reviews(ctx context.Context, a process.Actor) ([]subscription.Review, error)
+	Resolve(ctx context.Context, a process.Actor, id string, approve bool, reason string) (subscription.Review, error)
+}
+
+// handleReviews serves GET /v1/reviews: the open approvals and reviews
+// for the caller's roles.
+func handleReviews(store Subscriptions, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		list, err := store.Reviews(r.Context(), actor(r))
+		if err != nil {
+			subscriptionError(w, r, log, err)
+			return
+		}
+		httpjson.Write(w, http.StatusOK, list)
+	})
+}
+
+// handleResolve serves POST /v1/reviews/{id}/resolve {approve, reason}.
+func handleResolve(store Subscriptions, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Approve *bool  `json:"approve"`
+			Reason  string `json:"reason"`
+		}
+		if err := decodeOptional(w, r, &body); err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		if body.Approve == nil {
+			problem.Write(w, r, problem.Details{Status: http.StatusBadRequest, Detail: "say whether you approve",
+				Errors: map[string]any{"approve": "true or false"}})
+			return
+		}
+		if !reasonGiven(w, r, body.Reason) {
+			return
+		}
+		rv, err := store.Resolve(r.Context(), actor(r), chi.URLParam(r, "id"), *body.Approve, body.Reason)
+		if err != nil {
+			subscriptionError(w, r, log, err)
+			return
+		}
+		httpjson.Write(w, http.StatusOK, rv)
+	})
 }
 
 // handleDecisions serves GET /v1/decisions?correlationId= (or ?eventId=):
@@ -68,10 +111,10 @@ func subscriptionError(w http.ResponseWriter, r *http.Request, log *slog.Logger,
 	case errors.Is(err, subscription.ErrInvalid):
 		problem.Error(w, r, http.StatusUnprocessableEntity, err.Error())
 	case errors.Is(err, subscription.ErrNotFound):
-		problem.Error(w, r, http.StatusNotFound, "no such subscription")
-	case errors.Is(err, subscription.ErrTransition), errors.Is(err, subscription.ErrNoPrevious):
+		problem.Error(w, r, http.StatusNotFound, "no such subscription or review")
+	case errors.Is(err, subscription.ErrTransition), errors.Is(err, subscription.ErrNoPrevious), errors.Is(err, subscription.ErrReviewClosed):
 		problem.Error(w, r, http.StatusConflict, err.Error())
-	case errors.Is(err, subscription.ErrFourEyes):
+	case errors.Is(err, subscription.ErrFourEyes), errors.Is(err, subscription.ErrNotYourRole):
 		problem.Error(w, r, http.StatusForbidden, err.Error())
 	default:
 		writeError(w, r, log, err)

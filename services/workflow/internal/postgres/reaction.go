@@ -2,7 +2,9 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -166,7 +168,129 @@ func (s *Subscriptions) Decisions(ctx context.Context, tenantID, correlationID, 
 			}
 			out = append(out, d)
 		}
+		if len(out) == 0 {
+			return nil
+		}
+		ids := make([]string, len(out))
+		for i, d := range out {
+			ids[i] = d.ID
+		}
+		reviews, err := q.ReviewsOfDecisions(ctx, pgdb.ReviewsOfDecisionsParams{TenantID: tenantID, DecisionIds: ids})
+		if err != nil {
+			return fmt.Errorf("decisions: reviews: %w", err)
+		}
+		for _, r := range reviews {
+			for i := range out {
+				if out[i].ID == r.DecisionID {
+					out[i].Reviews = append(out[i].Reviews, reviewOf(r))
+				}
+			}
+		}
 		return nil
 	})
 	return out, err
+}
+
+func reviewOf(r pgdb.ReactionReview) subscription.Review {
+	return subscription.Review{ID: r.ID, DecisionID: r.DecisionID, Kind: r.Kind, Role: r.Role, Status: r.Status,
+		CreatedAt: r.CreatedAt, ResolvedAt: r.ResolvedAt, Resolution: deref(r.Resolution), ResolvedBy: deref(r.ResolvedBy),
+		Reason: deref(r.ResolvedReason), Follows: deref(r.Follows)}
+}
+
+// Reviews returns the tenant's open approvals and reviews for a's roles
+// (an operator sees every one).
+func (s *Subscriptions) Reviews(ctx context.Context, a process.Actor) ([]subscription.Review, error) {
+	roles := a.Roles
+	if a.Operator() {
+		roles = []string{"attendant", "operator"}
+	}
+	out := []subscription.Review{}
+	err := s.inTenant(ctx, a.TenantID, func(tx pgx.Tx, q *pgdb.Queries) error {
+		rows, err := q.OpenReviews(ctx, pgdb.OpenReviewsParams{TenantID: a.TenantID, Roles: roles})
+		if err != nil {
+			return fmt.Errorf("open reviews: %w", err)
+		}
+		for _, r := range rows {
+			out = append(out, reviewOf(r))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Resolve records a's resolution of review id. Approving an approval runs
+// the reaction it held back, as ALLOW would have: a review-task reaction
+// opens its review (following this one). Rejecting closes it, and nothing
+// runs. It returns subscription.ErrNotFound, ErrReviewClosed or
+// ErrNotYourRole.
+func (s *Subscriptions) Resolve(ctx context.Context, a process.Actor, id string, approve bool, reason string) (subscription.Review, error) {
+	id, ok := canonicalID(id)
+	if !ok {
+		return subscription.Review{}, subscription.ErrNotFound
+	}
+	var out subscription.Review
+	err := s.inTenant(ctx, a.TenantID, func(tx pgx.Tx, q *pgdb.Queries) error {
+		r, err := q.GetReviewForUpdate(ctx, pgdb.GetReviewForUpdateParams{TenantID: a.TenantID, ID: id})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return subscription.ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("review %s: %w", id, err)
+		}
+		if r.Status != "open" {
+			return subscription.ErrReviewClosed
+		}
+		if !a.Operator() && !slices.Contains(a.Roles, r.Role) {
+			return subscription.ErrNotYourRole
+		}
+		resolution := "rejected"
+		if approve {
+			resolution = "approved"
+		}
+		now := s.clock()
+		row, err := q.ResolveReview(ctx, pgdb.ResolveReviewParams{TenantID: a.TenantID, ID: id, Resolution: &resolution,
+			ResolvedBy: &a.Subject, ResolvedReason: &reason, ResolvedAt: &now})
+		if err != nil {
+			return fmt.Errorf("resolve review %s: %w", id, err)
+		}
+		out = reviewOf(row)
+		if r.Kind != "approval" || !approve {
+			return nil
+		}
+		d, err := q.GetDecision(ctx, pgdb.GetDecisionParams{TenantID: a.TenantID, ID: r.DecisionID})
+		if err != nil {
+			return fmt.Errorf("review %s: its decision: %w", id, err)
+		}
+		versions, err := q.ListSubscriptionVersions(ctx, pgdb.ListSubscriptionVersionsParams{TenantID: a.TenantID, ID: d.SubscriptionID})
+		if err != nil {
+			return fmt.Errorf("review %s: its subscription: %w", id, err)
+		}
+		for _, v := range versions {
+			if v.Version != d.SubscriptionVersion {
+				continue
+			}
+			sv, err := versionOf(v)
+			if err != nil {
+				return err
+			}
+			if sv.Reaction.Kind != subscription.ReviewTask {
+				return nil // start-workflow: nothing it can start (see decide)
+			}
+			followID, err := newID()
+			if err != nil {
+				return err
+			}
+			return q.InsertFollowUpReview(ctx, pgdb.InsertFollowUpReviewParams{ID: followID, TenantID: a.TenantID, DecisionID: d.ID,
+				Kind: "review", Role: sv.Reaction.Role, CreatedAt: now, Follows: &id})
+		}
+		return nil
+	})
+	return out, err
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

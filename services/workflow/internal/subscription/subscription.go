@@ -263,6 +263,9 @@ type Decision struct {
 	Detail              string    `json:"detail"`
 	ReviewID            string    `json:"reviewId,omitempty"`
 	DecidedAt           time.Time `json:"decidedAt"`
+	// Reviews are the approval or review the decision opened and what
+	// people made of it (an approved approval opens the reaction's review).
+	Reviews []Review `json:"reviews,omitempty"`
 }
 
 // Decision statuses.
@@ -273,4 +276,26 @@ const (
 	StatusDenied          = "denied"
 	StatusNotRun          = "not-run"
 	StatusError           = "error"
+)
+
+// Review is an approval or review a decision left for people.
+type Review struct {
+	ID         string     `json:"id"`
+	DecisionID string     `json:"decisionId"`
+	Kind       string     `json:"kind"` // approval | review
+	Role       string     `json:"role"`
+	Status     string     `json:"status"` // open | resolved
+	CreatedAt  time.Time  `json:"createdAt"`
+	Resolution string     `json:"resolution,omitempty"` // approved | rejected
+	ResolvedBy string     `json:"resolvedBy,omitempty"`
+	Reason     string     `json:"reason,omitempty"`
+	ResolvedAt *time.Time `json:"resolvedAt,omitempty"`
+	// Follows is the approval whose approval opened this review.
+	Follows string `json:"follows,omitempty"`
+}
+
+// Errors of resolving a review.
+var (
+	ErrReviewClosed = errors.New("the review is already resolved")
+	ErrNotYourRole  = errors.New("the review is for another role")
 )

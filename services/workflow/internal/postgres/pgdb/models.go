@@ -42,13 +42,18 @@ type ReactionDecision struct {
 }
 
 type ReactionReview struct {
-	ID         string
-	TenantID   string
-	DecisionID string
-	Kind       string
-	Role       string
-	Status     string
-	CreatedAt  time.Time
+	ID             string
+	TenantID       string
+	DecisionID     string
+	Kind           string
+	Role           string
+	Status         string
+	CreatedAt      time.Time
+	Resolution     *string
+	ResolvedBy     *string
+	ResolvedReason *string
+	ResolvedAt     *time.Time
+	Follows        *string
 }
 
 type Schedule struct {

@@ -497,6 +497,38 @@ func (q *Queries) DueTimers(ctx context.Context, arg DueTimersParams) ([]SlaTime
 	return items, nil
 }
 
+const getDecision = `-- name: GetDecision :one
+SELECT id, tenant_id, event_id, event_type, correlation_id, subscription_id, subscription_version, outcome, rule, actor_type, actor, status, detail, review_id, decided_at FROM reaction_decision WHERE tenant_id = $1 AND id = $2
+`
+
+type GetDecisionParams struct {
+	TenantID string
+	ID       string
+}
+
+func (q *Queries) GetDecision(ctx context.Context, arg GetDecisionParams) (ReactionDecision, error) {
+	row := q.db.QueryRow(ctx, getDecision, arg.TenantID, arg.ID)
+	var i ReactionDecision
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.EventID,
+		&i.EventType,
+		&i.CorrelationID,
+		&i.SubscriptionID,
+		&i.SubscriptionVersion,
+		&i.Outcome,
+		&i.Rule,
+		&i.ActorType,
+		&i.Actor,
+		&i.Status,
+		&i.Detail,
+		&i.ReviewID,
+		&i.DecidedAt,
+	)
+	return i, err
+}
+
 const getProcess = `-- name: GetProcess :one
 SELECT id, tenant_id, request_id, citizen_id, service_id, definition_id, status, outcome, current_step, correlation_id, started_at, completed_at FROM process_instance WHERE tenant_id = $1 AND id = $2
 `
@@ -551,6 +583,35 @@ func (q *Queries) GetProcessForUpdate(ctx context.Context, arg GetProcessForUpda
 		&i.CorrelationID,
 		&i.StartedAt,
 		&i.CompletedAt,
+	)
+	return i, err
+}
+
+const getReviewForUpdate = `-- name: GetReviewForUpdate :one
+SELECT id, tenant_id, decision_id, kind, role, status, created_at, resolution, resolved_by, resolved_reason, resolved_at, follows FROM reaction_review WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+`
+
+type GetReviewForUpdateParams struct {
+	TenantID string
+	ID       string
+}
+
+func (q *Queries) GetReviewForUpdate(ctx context.Context, arg GetReviewForUpdateParams) (ReactionReview, error) {
+	row := q.db.QueryRow(ctx, getReviewForUpdate, arg.TenantID, arg.ID)
+	var i ReactionReview
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.DecisionID,
+		&i.Kind,
+		&i.Role,
+		&i.Status,
+		&i.CreatedAt,
+		&i.Resolution,
+		&i.ResolvedBy,
+		&i.ResolvedReason,
+		&i.ResolvedAt,
+		&i.Follows,
 	)
 	return i, err
 }
@@ -764,6 +825,34 @@ func (q *Queries) InsertDecision(ctx context.Context, arg InsertDecisionParams) 
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const insertFollowUpReview = `-- name: InsertFollowUpReview :exec
+INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at, follows)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+`
+
+type InsertFollowUpReviewParams struct {
+	ID         string
+	TenantID   string
+	DecisionID string
+	Kind       string
+	Role       string
+	CreatedAt  time.Time
+	Follows    *string
+}
+
+func (q *Queries) InsertFollowUpReview(ctx context.Context, arg InsertFollowUpReviewParams) error {
+	_, err := q.db.Exec(ctx, insertFollowUpReview,
+		arg.ID,
+		arg.TenantID,
+		arg.DecisionID,
+		arg.Kind,
+		arg.Role,
+		arg.CreatedAt,
+		arg.Follows,
+	)
+	return err
 }
 
 const insertProcess = `-- name: InsertProcess :execrows
@@ -1607,6 +1696,49 @@ func (q *Queries) MoveScheduleTimer(ctx context.Context, arg MoveScheduleTimerPa
 	return err
 }
 
+const openReviews = `-- name: OpenReviews :many
+SELECT id, tenant_id, decision_id, kind, role, status, created_at, resolution, resolved_by, resolved_reason, resolved_at, follows FROM reaction_review WHERE tenant_id = $1 AND status = 'open' AND role = ANY($2::text[])
+ORDER BY created_at, id
+`
+
+type OpenReviewsParams struct {
+	TenantID string
+	Roles    []string
+}
+
+func (q *Queries) OpenReviews(ctx context.Context, arg OpenReviewsParams) ([]ReactionReview, error) {
+	rows, err := q.db.Query(ctx, openReviews, arg.TenantID, arg.Roles)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReactionReview
+	for rows.Next() {
+		var i ReactionReview
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.DecisionID,
+			&i.Kind,
+			&i.Role,
+			&i.Status,
+			&i.CreatedAt,
+			&i.Resolution,
+			&i.ResolvedBy,
+			&i.ResolvedReason,
+			&i.ResolvedAt,
+			&i.Follows,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const recordSEIAttempt = `-- name: RecordSEIAttempt :one
 INSERT INTO sei_registration AS r (tenant_id, request_id, status, unit, sei_number, attempts, last_error,
                                    created_at, updated_at, registered_at)
@@ -1707,6 +1839,91 @@ func (q *Queries) ReleaseTask(ctx context.Context, arg ReleaseTaskParams) (Task,
 		&i.Reason,
 	)
 	return i, err
+}
+
+const resolveReview = `-- name: ResolveReview :one
+UPDATE reaction_review SET status = 'resolved', resolution = $1, resolved_by = $2,
+    resolved_reason = $3, resolved_at = $4
+WHERE tenant_id = $5 AND id = $6
+RETURNING id, tenant_id, decision_id, kind, role, status, created_at, resolution, resolved_by, resolved_reason, resolved_at, follows
+`
+
+type ResolveReviewParams struct {
+	Resolution     *string
+	ResolvedBy     *string
+	ResolvedReason *string
+	ResolvedAt     *time.Time
+	TenantID       string
+	ID             string
+}
+
+func (q *Queries) ResolveReview(ctx context.Context, arg ResolveReviewParams) (ReactionReview, error) {
+	row := q.db.QueryRow(ctx, resolveReview,
+		arg.Resolution,
+		arg.ResolvedBy,
+		arg.ResolvedReason,
+		arg.ResolvedAt,
+		arg.TenantID,
+		arg.ID,
+	)
+	var i ReactionReview
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.DecisionID,
+		&i.Kind,
+		&i.Role,
+		&i.Status,
+		&i.CreatedAt,
+		&i.Resolution,
+		&i.ResolvedBy,
+		&i.ResolvedReason,
+		&i.ResolvedAt,
+		&i.Follows,
+	)
+	return i, err
+}
+
+const reviewsOfDecisions = `-- name: ReviewsOfDecisions :many
+SELECT id, tenant_id, decision_id, kind, role, status, created_at, resolution, resolved_by, resolved_reason, resolved_at, follows FROM reaction_review WHERE tenant_id = $1 AND decision_id = ANY($2::uuid[]) ORDER BY created_at, id
+`
+
+type ReviewsOfDecisionsParams struct {
+	TenantID    string
+	DecisionIds []string
+}
+
+func (q *Queries) ReviewsOfDecisions(ctx context.Context, arg ReviewsOfDecisionsParams) ([]ReactionReview, error) {
+	rows, err := q.db.Query(ctx, reviewsOfDecisions, arg.TenantID, arg.DecisionIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReactionReview
+	for rows.Next() {
+		var i ReactionReview
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.DecisionID,
+			&i.Kind,
+			&i.Role,
+			&i.Status,
+			&i.CreatedAt,
+			&i.Resolution,
+			&i.ResolvedBy,
+			&i.ResolvedReason,
+			&i.ResolvedAt,
+			&i.Follows,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const setSubscriptionState = `-- name: SetSubscriptionState :one

@@ -265,3 +265,26 @@ SELECT * FROM reaction_decision WHERE tenant_id = @tenant_id AND correlation_id 
 
 -- name: DecisionsByEvent :many
 SELECT * FROM reaction_decision WHERE tenant_id = @tenant_id AND event_id = @event_id ORDER BY decided_at, id;
+
+-- name: OpenReviews :many
+SELECT * FROM reaction_review WHERE tenant_id = @tenant_id AND status = 'open' AND role = ANY(@roles::text[])
+ORDER BY created_at, id;
+
+-- name: GetReviewForUpdate :one
+SELECT * FROM reaction_review WHERE tenant_id = @tenant_id AND id = @id FOR UPDATE;
+
+-- name: ResolveReview :one
+UPDATE reaction_review SET status = 'resolved', resolution = @resolution, resolved_by = @resolved_by,
+    resolved_reason = @resolved_reason, resolved_at = @resolved_at
+WHERE tenant_id = @tenant_id AND id = @id
+RETURNING *;
+
+-- name: InsertFollowUpReview :exec
+INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at, follows)
+VALUES (@id, @tenant_id, @decision_id, @kind, @role, @created_at, @follows);
+
+-- name: GetDecision :one
+SELECT * FROM reaction_decision WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: ReviewsOfDecisions :many
+SELECT * FROM reaction_review WHERE tenant_id = @tenant_id AND decision_id = ANY(@decision_ids::uuid[]) ORDER BY created_at, id;
