@@ -38,6 +38,11 @@ commands:
                               inspect and (audited) replay or purge dead letters
   token [--tenant T --sub S --roles r1,r2 --ttl D]
                               mint a local-development JWT (key in .data/jwt)
+  explain TYPE [--workflow URL --token JWT]
+                              the type's definition and schema, and the tenant's
+                              active subscriptions to it (GET /v1/explain/TYPE)
+  subscription list|show|create|version|move|rollback --workflow URL --token JWT ...
+                              manage the tenant's subscriptions (the workflow's REST API)
 `
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -54,6 +59,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runDLQ(ctx, args[1:], getenv, stdout, stderr)
 	case "token":
 		return runToken(args[1:], stdout)
+	case "explain":
+		return runExplain(ctx, args[1:], getenv, stdout, stderr)
+	case "subscription":
+		return runSubscription(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
