@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -176,4 +178,38 @@ func TestReactionsDecideOncePerEvent(t *testing.T) {
 		t.Errorf("the rejected review = %+v", got)
 	}
 	expectProblem(t, resolve(p.token(t, "org-b", "bruno", "operator"), approvalID, true), http.StatusNotFound)
+}
+
+// TestWatchdogTriggersASubscription: the watchdog's workflow.stuck.v1 for
+// a real process reaches the reactions queue and the tenant's active
+// subscription decides on it, under the request's correlation id.
+func TestWatchdogTriggersASubscription(t *testing.T) {
+	defs := filepath.Join(t.TempDir(), "definitions.json")
+	if err := os.WriteFile(defs, []byte(`{"default":"slow","definitions":[
+		{"id":"slow","stuckAfter":"1s","steps":[{"name":"triage","assigneeRole":"attendant","sla":"1h"}]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := newPlatform(t)
+	url := p.start(t, map[string]string{"WORKFLOW_DEFINITIONS": defs, "WATCHDOG_CHECK_INTERVAL": "100ms"})
+	author, approver := p.token(t, "org-a", "ana", "attendant"), p.token(t, "org-a", "olga", "operator")
+	post := func(token, path, body string) response {
+		return do(t, http.MethodPost, url+path, token, strings.NewReader(body), map[string]string{"Content-Type": "application/json"})
+	}
+	var v subVersion
+	post(author, "/v1/subscriptions", `{"name":"stuck","eventTypes":["workflow.stuck.v1"],"filter":"payload.step == \"triage\"",
+		"policy":{"default":"REQUIRE_HUMAN_REVIEW"},"reaction":{"kind":"review-task","role":"operator"}}`).json(t, &v)
+	for _, to := range []string{"VALIDATING", "APPROVED", "ACTIVE"} {
+		if resp := post(approver, "/v1/subscriptions/"+v.ID+"/versions/1/transitions", `{"to":"`+to+`","reason":"test"}`); resp.status != http.StatusOK {
+			t.Fatalf("→ %s = %d %s", to, resp.status, resp.body)
+		}
+	}
+	submitted := p.submitted(t, "org-a", "citizen-1", "svc")
+	var got []decisionView
+	fabrictest.Eventually(t, 20*time.Second, "the stuck process decided", func() bool {
+		do(t, http.MethodGet, url+"/v1/decisions?correlationId="+submitted.CorrelationID, author, nil, nil).json(t, &got)
+		return len(got) > 0
+	})
+	if len(got) != 1 || got[0].SubscriptionID != v.ID || got[0].Outcome != "REQUIRE_HUMAN_REVIEW" || got[0].Status != "pending-review" {
+		t.Errorf("decisions = %+v, want one human review from subscription %s", got, v.ID)
+	}
 }
