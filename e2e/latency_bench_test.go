@@ -228,7 +228,8 @@ func (p *flowPlatform) step(b *testing.B, rate, seconds int) stepResult {
 	// cost sample.
 	const progress = `SELECT
 		(SELECT count(*) FROM workflow.process_instance),
-		(SELECT count(*) FROM communication.notification WHERE status = 'sent'),
+		(SELECT count(*) FROM communication.notification n JOIN request.request r ON n.source_event_id = r.correlation_id
+			WHERE n.status = 'sent'),
 		(SELECT count(*) FROM analytics.inbox_message WHERE event_type = 'request.submitted.v1'),
 		(SELECT count(*) FROM datalake_ingestion.lineage WHERE event_type = 'request.submitted.v1')`
 	deadline := time.Now().Add(time.Duration(max(120, 4*seconds)) * time.Second)
@@ -255,7 +256,9 @@ func (p *flowPlatform) step(b *testing.B, rate, seconds int) stepResult {
 	done := `SELECT r.id::text, p.started_at, n.sent_at, a.received_at, l.ingested_at
 		FROM request.request r
 		JOIN workflow.process_instance p ON p.request_id = r.id
-		JOIN communication.notification n ON n.request_id = r.id AND n.status = 'sent'
+		-- The confirmation (its source is the submission, whose id is the
+		-- correlation id), not the status notices that follow it.
+		JOIN communication.notification n ON n.source_event_id = r.correlation_id AND n.status = 'sent'
 		JOIN analytics.inbox_message a ON a.event_id = r.correlation_id
 		JOIN datalake_ingestion.lineage l ON l.event_id = r.correlation_id
 		WHERE r.id = ANY($1::uuid[])`
