@@ -133,7 +133,10 @@ func (c *console) act(w http.ResponseWriter, r *http.Request, op operator) {
 		return
 	}
 	req.Header.Set("Accept", dlq.StreamType+", application/json;q=0.5")
-	resp, err := c.Client.Do(req)
+	// A walk of a large DLQ outlasts the pages' timeout: this call ends
+	// with the operator's request (its context) instead.
+	long := &http.Client{Transport: c.Client.Transport}
+	resp, err := long.Do(req)
 	if err != nil {
 		data["Error"] = (&callError{Service: t.Name, Detail: "unreachable: " + err.Error()}).Error()
 		c.render(w, http.StatusBadGateway, "action", data)
