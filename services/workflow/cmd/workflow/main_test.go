@@ -36,6 +36,7 @@ type processView struct {
 	DefinitionID string     `json:"definitionId"`
 	Status       string     `json:"status"`
 	Outcome      string     `json:"outcome"`
+	CurrentStep  int        `json:"currentStep"`
 	Tasks        []taskView `json:"tasks"`
 	SEI          *seiView   `json:"seiRegistration"`
 }

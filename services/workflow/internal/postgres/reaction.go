@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -82,6 +83,13 @@ func (s *Subscriptions) React(ctx context.Context, tx pgx.Tx, env envelope.Envel
 			if rule >= 0 {
 				r := int32(rule)
 				d.Rule = &r
+			}
+			if outcome == subscription.Allow && v.Reaction.Kind == subscription.ResumeWorkflow {
+				d.Status, d.Detail, err = s.resume(ctx, tx, v, env)
+				if err != nil {
+					return decided, err
+				}
+				break
 			}
 			d.Status, d.Detail, review = decide(v, outcome, env)
 		}
@@ -293,4 +301,18 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// resume runs a resume-workflow reaction of v on env (Store.Resume).
+func (s *Subscriptions) resume(ctx context.Context, tx pgx.Tx, v subscription.Version, env envelope.Envelope) (string, string, error) {
+	var p struct {
+		RequestID string `json:"requestId"`
+	}
+	if err := json.Unmarshal(env.Payload, &p); err != nil || p.RequestID == "" {
+		return subscription.StatusNotRun, "the event names no request", nil
+	}
+	if _, ok := canonicalID(p.RequestID); !ok {
+		return subscription.StatusNotRun, "the event's requestId is not a UUID", nil
+	}
+	return s.Resume(ctx, tx, env, p.RequestID, fmt.Sprintf("subscription:%s@v%d", v.ID, v.Version))
 }

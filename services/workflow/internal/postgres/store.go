@@ -149,7 +149,14 @@ func (s *Store) StartProcess(ctx context.Context, tx pgx.Tx, tenantID string, su
 	if err != nil {
 		return err
 	}
-	if err := s.outbox.Enqueue(ctx, tx, outbox.Item{Aggregate: aggregate(p.ID), Envelope: env}); err != nil {
+	// A first step waiting for an event that came before the process
+	// started is resumed at once.
+	resumed, err := s.resumeEarly(ctx, q, p, def, 0, taskID)
+	if err != nil {
+		return err
+	}
+	items := append([]outbox.Item{{Aggregate: aggregate(p.ID), Envelope: env}}, resumed...)
+	if err := s.outbox.Enqueue(ctx, tx, items...); err != nil {
 		return fmt.Errorf("enqueue %s for process %s: %w", env.Type, p.ID, err)
 	}
 	return nil
@@ -240,49 +247,9 @@ func (s *Store) CompleteTask(ctx context.Context, a process.Actor, id string, d 
 		if !ok {
 			return fmt.Errorf("process %s: definition %s is no longer deployed", p.ID, p.DefinitionID)
 		}
-		now := s.clock()
-		var stored *string
-		if outcome != "" {
-			stored = &outcome
-		}
-		if err := q.CompleteTask(ctx, pgdb.CompleteTaskParams{TenantID: a.TenantID, ID: t.ID, Outcome: stored,
-			Reason: optional(d.Reason), CompletedAt: &now, CompletedBy: &a.Subject}); err != nil {
-			return fmt.Errorf("complete task %s: %w", t.ID, err)
-		}
-		if err := dropTimers(ctx, q, t.ID); err != nil {
-			return err
-		}
-		done, err := process.Event(p, process.TypeTaskCompleted, payload.TaskCompleted{ProcessID: p.ID, TaskID: t.ID,
-			RequestID: p.RequestID, Step: t.Step, Outcome: outcome, CompletedBy: a.Subject, Reason: d.Reason})
+		items, err := s.finish(ctx, q, p, def, t, outcome, d.Reason, a.Subject, nil)
 		if err != nil {
 			return err
-		}
-		items := []outbox.Item{{Aggregate: aggregate(p.ID), Envelope: done}}
-		next, finished, final := def.Advance(int(t.StepIndex), outcome)
-		if finished {
-			if err := q.CompleteProcess(ctx, pgdb.CompleteProcessParams{TenantID: a.TenantID, ID: p.ID,
-				Outcome: &final, CompletedAt: &now}); err != nil {
-				return fmt.Errorf("complete process %s: %w", p.ID, err)
-			}
-			env, err := process.Event(p, process.TypeProcessCompleted, payload.ProcessCompleted{ProcessID: p.ID, RequestID: p.RequestID, Outcome: final})
-			if err != nil {
-				return err
-			}
-			items = append(items, outbox.Item{Aggregate: aggregate(p.ID), Envelope: env})
-			if final == process.OutcomeApproved {
-				reg, err := s.registerInSEI(ctx, q, p, def, now)
-				if err != nil {
-					return err
-				}
-				items = append(items, reg)
-			}
-		} else {
-			if _, err := s.openTask(ctx, q, p, def, next, now); err != nil {
-				return err
-			}
-			if err := q.AdvanceProcess(ctx, pgdb.AdvanceProcessParams{TenantID: a.TenantID, ID: p.ID, CurrentStep: int32(next)}); err != nil {
-				return fmt.Errorf("advance process %s: %w", p.ID, err)
-			}
 		}
 		if err := s.outbox.Enqueue(ctx, tx, items...); err != nil {
 			return fmt.Errorf("enqueue events of task %s: %w", t.ID, err)

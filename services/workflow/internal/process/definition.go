@@ -24,6 +24,12 @@ type Step struct {
 	Name         string        `json:"name"`
 	AssigneeRole string        `json:"assigneeRole"`
 	SLA          time.Duration `json:"-"`
+	// WaitFor names an event type that, about the process's request,
+	// completes the step's task without a person (seed 004 §20: resume),
+	// through an active subscription whose reaction is resume-workflow.
+	// The task stays open to its role as well, for an event that never
+	// comes.
+	WaitFor string `json:"waitFor,omitempty"`
 }
 
 // Definition is a process for some services.
@@ -70,6 +76,7 @@ func ParseCatalog(data []byte) (*Catalog, error) {
 				Name         string `json:"name"`
 				AssigneeRole string `json:"assigneeRole"`
 				SLA          string `json:"sla"`
+				WaitFor      string `json:"waitFor"`
 			} `json:"steps"`
 		} `json:"definitions"`
 	}
@@ -110,7 +117,10 @@ func ParseCatalog(data []byte) (*Catalog, error) {
 			if !slices.Contains(AssigneeRoles, rs.AssigneeRole) {
 				errs = append(errs, fmt.Errorf("definition %s step %d: assigneeRole %q: want one of %v", d.ID, i, rs.AssigneeRole, AssigneeRoles))
 			}
-			d.Steps = append(d.Steps, Step{Name: rs.Name, AssigneeRole: rs.AssigneeRole, SLA: sla})
+			if rs.WaitFor != strings.TrimSpace(rs.WaitFor) || strings.ContainsAny(rs.WaitFor, " *#") {
+				errs = append(errs, fmt.Errorf("definition %s step %d: waitFor %q: want an event type", d.ID, i, rs.WaitFor))
+			}
+			d.Steps = append(d.Steps, Step{Name: rs.Name, AssigneeRole: rs.AssigneeRole, SLA: sla, WaitFor: rs.WaitFor})
 		}
 		for _, s := range d.Services {
 			if other, dup := c.byService[s]; dup {

@@ -89,6 +89,9 @@ type Reaction struct {
 const (
 	StartWorkflow = "start-workflow"
 	ReviewTask    = "review-task"
+	// ResumeWorkflow completes the step of the event's request's process
+	// that waits for the event's type (a definition step's waitFor).
+	ResumeWorkflow = "resume-workflow"
 )
 
 // Spec is a version as its author writes it.
@@ -177,8 +180,13 @@ func (s *Spec) Check(reg *registry.Registry, definitions func(string) bool) erro
 		if s.Reaction.Role != "attendant" && s.Reaction.Role != "operator" {
 			return bad("reaction.role %q: want attendant or operator", s.Reaction.Role)
 		}
+	case ResumeWorkflow:
+		// The event must say which request's process it resumes.
+		if _, err := filter.Compile(reg, s.EventTypes, "has(payload.requestId)"); err != nil {
+			return bad("reaction resume-workflow: every event type must carry payload.requestId (%v)", err)
+		}
 	default:
-		return bad("reaction.kind %q: want %s or %s", s.Reaction.Kind, StartWorkflow, ReviewTask)
+		return bad("reaction.kind %q: want %s, %s or %s", s.Reaction.Kind, StartWorkflow, ReviewTask, ResumeWorkflow)
 	}
 	return nil
 }
@@ -197,6 +205,9 @@ func (r Reaction) Emits() []string {
 			"task.sla-breached.v1", "workflow.stuck.v1", "integration.sei.register.v1"}
 	case ReviewTask:
 		return []string{"workflow.task-completed.v1", "task.sla-breached.v1", "workflow.stuck.v1"}
+	case ResumeWorkflow:
+		return []string{"workflow.task-completed.v1", "workflow.process-completed.v1", "task.sla-breached.v1",
+			"workflow.stuck.v1", "integration.sei.register.v1"}
 	}
 	return nil
 }
@@ -276,6 +287,8 @@ const (
 	StatusDenied          = "denied"
 	StatusNotRun          = "not-run"
 	StatusError           = "error"
+	// StatusWaiting: a resume kept until the step it is for opens.
+	StatusWaiting = "waiting"
 )
 
 // Review is an approval or review a decision left for people.

@@ -8,6 +8,15 @@ import (
 	"time"
 )
 
+type EarlyEvent struct {
+	TenantID   string
+	RequestID  string
+	EventType  string
+	EventID    string
+	Event      []byte
+	ReceivedAt time.Time
+}
+
 type ProcessInstance struct {
 	ID            string
 	TenantID      string

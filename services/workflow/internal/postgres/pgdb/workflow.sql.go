@@ -558,6 +558,35 @@ func (q *Queries) GetProcess(ctx context.Context, arg GetProcessParams) (Process
 	return i, err
 }
 
+const getProcessByRequestForUpdate = `-- name: GetProcessByRequestForUpdate :one
+SELECT id, tenant_id, request_id, citizen_id, service_id, definition_id, status, outcome, current_step, correlation_id, started_at, completed_at FROM process_instance WHERE tenant_id = $1 AND request_id = $2 FOR UPDATE
+`
+
+type GetProcessByRequestForUpdateParams struct {
+	TenantID  string
+	RequestID string
+}
+
+func (q *Queries) GetProcessByRequestForUpdate(ctx context.Context, arg GetProcessByRequestForUpdateParams) (ProcessInstance, error) {
+	row := q.db.QueryRow(ctx, getProcessByRequestForUpdate, arg.TenantID, arg.RequestID)
+	var i ProcessInstance
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.RequestID,
+		&i.CitizenID,
+		&i.ServiceID,
+		&i.DefinitionID,
+		&i.Status,
+		&i.Outcome,
+		&i.CurrentStep,
+		&i.CorrelationID,
+		&i.StartedAt,
+		&i.CompletedAt,
+	)
+	return i, err
+}
+
 const getProcessForUpdate = `-- name: GetProcessForUpdate :one
 SELECT id, tenant_id, request_id, citizen_id, service_id, definition_id, status, outcome, current_step, correlation_id, started_at, completed_at FROM process_instance WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
@@ -1182,6 +1211,36 @@ func (q *Queries) InsertTimer(ctx context.Context, arg InsertTimerParams) error 
 	return err
 }
 
+const keepEarlyEvent = `-- name: KeepEarlyEvent :execrows
+INSERT INTO early_event (tenant_id, request_id, event_type, event_id, event, received_at)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (tenant_id, request_id, event_type) DO NOTHING
+`
+
+type KeepEarlyEventParams struct {
+	TenantID   string
+	RequestID  string
+	EventType  string
+	EventID    string
+	Event      []byte
+	ReceivedAt time.Time
+}
+
+func (q *Queries) KeepEarlyEvent(ctx context.Context, arg KeepEarlyEventParams) (int64, error) {
+	result, err := q.db.Exec(ctx, keepEarlyEvent,
+		arg.TenantID,
+		arg.RequestID,
+		arg.EventType,
+		arg.EventID,
+		arg.Event,
+		arg.ReceivedAt,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const lastScheduleSlots = `-- name: LastScheduleSlots :many
 SELECT schedule_id, slot, tenant_id, event_id, fired_at FROM schedule_slot WHERE tenant_id = $1 AND schedule_id = $2
 ORDER BY slot DESC LIMIT $3
@@ -1739,6 +1798,40 @@ func (q *Queries) OpenReviews(ctx context.Context, arg OpenReviewsParams) ([]Rea
 	return items, nil
 }
 
+const openTaskOfStep = `-- name: OpenTaskOfStep :one
+SELECT id, tenant_id, process_id, step_index, step, assignee_role, status, outcome, due_at, breached_at, created_at, completed_at, completed_by, assignee, claimed_at, reason FROM task WHERE tenant_id = $1 AND process_id = $2 AND step_index = $3 AND status = 'open' FOR UPDATE
+`
+
+type OpenTaskOfStepParams struct {
+	TenantID  string
+	ProcessID string
+	StepIndex int32
+}
+
+func (q *Queries) OpenTaskOfStep(ctx context.Context, arg OpenTaskOfStepParams) (Task, error) {
+	row := q.db.QueryRow(ctx, openTaskOfStep, arg.TenantID, arg.ProcessID, arg.StepIndex)
+	var i Task
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.ProcessID,
+		&i.StepIndex,
+		&i.Step,
+		&i.AssigneeRole,
+		&i.Status,
+		&i.Outcome,
+		&i.DueAt,
+		&i.BreachedAt,
+		&i.CreatedAt,
+		&i.CompletedAt,
+		&i.CompletedBy,
+		&i.Assignee,
+		&i.ClaimedAt,
+		&i.Reason,
+	)
+	return i, err
+}
+
 const recordSEIAttempt = `-- name: RecordSEIAttempt :one
 INSERT INTO sei_registration AS r (tenant_id, request_id, status, unit, sei_number, attempts, last_error,
                                    created_at, updated_at, registered_at)
@@ -1964,4 +2057,22 @@ func (q *Queries) SetSubscriptionState(ctx context.Context, arg SetSubscriptionS
 		&i.UpdatedAt,
 	)
 	return i, err
+}
+
+const takeEarlyEvent = `-- name: TakeEarlyEvent :one
+DELETE FROM early_event WHERE tenant_id = $1 AND request_id = $2 AND event_type = $3
+RETURNING event
+`
+
+type TakeEarlyEventParams struct {
+	TenantID  string
+	RequestID string
+	EventType string
+}
+
+func (q *Queries) TakeEarlyEvent(ctx context.Context, arg TakeEarlyEventParams) ([]byte, error) {
+	row := q.db.QueryRow(ctx, takeEarlyEvent, arg.TenantID, arg.RequestID, arg.EventType)
+	var event []byte
+	err := row.Scan(&event)
+	return event, err
 }

@@ -288,3 +288,18 @@ SELECT * FROM reaction_decision WHERE tenant_id = @tenant_id AND id = @id;
 
 -- name: ReviewsOfDecisions :many
 SELECT * FROM reaction_review WHERE tenant_id = @tenant_id AND decision_id = ANY(@decision_ids::uuid[]) ORDER BY created_at, id;
+
+-- name: GetProcessByRequestForUpdate :one
+SELECT * FROM process_instance WHERE tenant_id = @tenant_id AND request_id = @request_id FOR UPDATE;
+
+-- name: OpenTaskOfStep :one
+SELECT * FROM task WHERE tenant_id = @tenant_id AND process_id = @process_id AND step_index = @step_index AND status = 'open' FOR UPDATE;
+
+-- name: KeepEarlyEvent :execrows
+INSERT INTO early_event (tenant_id, request_id, event_type, event_id, event, received_at)
+VALUES (@tenant_id, @request_id, @event_type, @event_id, @event, @received_at)
+ON CONFLICT (tenant_id, request_id, event_type) DO NOTHING;
+
+-- name: TakeEarlyEvent :one
+DELETE FROM early_event WHERE tenant_id = @tenant_id AND request_id = @request_id AND event_type = @event_type
+RETURNING event;

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+)
+
+// TestResumeWaitingStep is seed 004 §87's first slice on this service: a
+// step waits for its request's document to be processed; a subscription
+// (ALLOW, resume-workflow) resumes exactly that process when the document
+// worker's event comes, at most once, and an event that comes before the
+// step opens is kept and resumes it the moment it opens.
+func TestResumeWaitingStep(t *testing.T) {
+	defs := filepath.Join(t.TempDir(), "definitions.json")
+	if err := os.WriteFile(defs, []byte(`{"default":"docs","definitions":[
+		{"id":"docs","steps":[
+			{"name":"document-check","assigneeRole":"attendant","sla":"1h","waitFor":"document.processed.v1"},
+			{"name":"decision","assigneeRole":"attendant","sla":"1h"}]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := newPlatform(t)
+	url := p.start(t, map[string]string{"WORKFLOW_DEFINITIONS": defs})
+	author, approver := p.token(t, "org-a", "ana", "attendant"), p.token(t, "org-a", "olga", "operator")
+	post := func(token, path, body string) response {
+		return do(t, http.MethodPost, url+path, token, strings.NewReader(body), map[string]string{"Content-Type": "application/json"})
+	}
+	var v subVersion
+	post(author, "/v1/subscriptions", `{"name":"readable documents","eventTypes":["document.processed.v1"],
+		"filter":"payload.characters > 0","policy":{"default":"ALLOW"},"reaction":{"kind":"resume-workflow"}}`).json(t, &v)
+	for _, to := range []string{"VALIDATING", "APPROVED", "ACTIVE"} {
+		if resp := post(approver, "/v1/subscriptions/"+v.ID+"/versions/1/transitions", `{"to":"`+to+`","reason":"test"}`); resp.status != http.StatusOK {
+			t.Fatalf("→ %s = %d %s", to, resp.status, resp.body)
+		}
+	}
+	processed := func(requestID, correlationID string, characters int) envelope.Envelope {
+		t.Helper()
+		e, err := envelope.New("document.processed.v1", "org-a", "document-worker", map[string]any{
+			"documentId": newUUID(t), "requestId": requestID, "textObjectKey": "tenant=org-a/x.txt", "pages": 1, "characters": characters})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.CorrelationID = correlationID
+		p.publish(t, e)
+		return e
+	}
+	decisionsOf := func(e envelope.Envelope) []decisionView {
+		var out []decisionView
+		do(t, http.MethodGet, url+"/v1/decisions?eventId="+e.ID, author, nil, nil).json(t, &out)
+		return out
+	}
+	status := func(e envelope.Envelope) string {
+		var got []decisionView
+		fabrictest.Eventually(t, 20*time.Second, "a decision on "+e.ID, func() bool { got = decisionsOf(e); return len(got) == 1 })
+		return got[0].Status
+	}
+
+	// On time: the step waits, the document comes, the process moves on.
+	sub := p.submitted(t, "org-a", "citizen-1", "svc")
+	requestID := requestIDOf(t, sub)
+	proc := waitProcess(t, url, author, requestID)
+	if proc.CurrentStep != 0 {
+		t.Fatalf("process at step %d, want the waiting document-check", proc.CurrentStep)
+	}
+	unreadable := processed(requestID, sub.CorrelationID, 0) // the filter does not hold: nothing happens
+	readable := processed(requestID, sub.CorrelationID, 1200)
+	if got := status(readable); got != "executed" {
+		t.Fatalf("decision on the readable document: %s", got)
+	}
+	proc = waitProcess(t, url, author, requestID)
+	if proc.CurrentStep != 1 || proc.Tasks[0].Status != "completed" || !strings.HasPrefix(proc.Tasks[0].CompletedBy, "subscription:"+v.ID) {
+		t.Errorf("process after the resume: step %d, first task %+v; want it completed by the subscription and decision open", proc.CurrentStep, proc.Tasks[0])
+	}
+	fabrictest.Eventually(t, 20*time.Second, "the unreadable document handled", func() bool {
+		var n int
+		_ = p.pool.QueryRow(context.Background(), `SELECT count(*) FROM `+p.schema+`.inbox_message
+			WHERE consumer = 'workflow.reactions' AND event_id = $1`, unreadable.ID).Scan(&n)
+		return n == 1
+	})
+	if got := decisionsOf(unreadable); len(got) != 0 {
+		t.Errorf("the unreadable document was decided: %+v", got)
+	}
+	// At most once: a second document finds no step waiting.
+	if got := status(processed(requestID, sub.CorrelationID, 800)); got != "not-run" {
+		t.Errorf("a second document's decision: %s, want not-run", got)
+	}
+
+	// Early: the document is processed before the request's process
+	// starts; it is kept, and resumes the step the moment it opens.
+	early := newUUID(t)
+	earlyEvent := processed(early, newUUID(t), 500)
+	if got := status(earlyEvent); got != "waiting" {
+		t.Fatalf("the early document's decision: %s, want waiting", got)
+	}
+	env, err := envelope.New("request.submitted.v1", "org-a", "request-service", map[string]any{
+		"requestId": early, "protocol": "AGR-2026-000002", "serviceId": "svc", "formId": "f", "formVersion": 1,
+		"channel": "web", "citizenId": "citizen-2", "submittedAt": time.Now().UTC().Format(time.RFC3339Nano)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.publish(t, env)
+	fabrictest.Eventually(t, 20*time.Second, "the early request's process past its waiting step", func() bool {
+		return waitProcess(t, url, author, early).CurrentStep == 1
+	})
+}
