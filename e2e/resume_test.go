@@ -1,0 +1,106 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agora-platform/agora/e2e/harness"
+	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/services/document-worker/doctest"
+)
+
+// TestDocumentResumesTheWaitingStep is seed 004 §87's first slice across
+// the real services: the request's process waits on its document-check
+// step; the citizen uploads a document; the document worker OCRs it and
+// says so (document.processed.v1); the tenant's active subscription
+// (filter: readable text; policy ALLOW; reaction resume-workflow) resumes
+// exactly that process, and the decision says why.
+func TestDocumentResumesTheWaitingStep(t *testing.T) {
+	h := harness.New(t, os.Getenv)
+	if h.Compose() {
+		t.Skip("runs against processes (E2E_TARGET=processes): the compose test runs the request and document flows")
+	}
+	defs := filepath.Join(t.TempDir(), "definitions.json")
+	if err := os.WriteFile(defs, []byte(`{"default":"docs","definitions":[
+		{"id":"docs","steps":[
+			{"name":"document-check","assigneeRole":"attendant","sla":"1h","waitFor":"document.processed.v1"},
+			{"name":"decision","assigneeRole":"attendant","sla":"1h"}]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.Start(t, "request")
+	h.Start(t, "document-worker")
+	h.Start(t, "workflow", harness.Env{"WORKFLOW_DEFINITIONS": defs})
+	tenant := "org-a-" + randHex(3)
+	citizen := h.Token(tenant, "citizen-"+randHex(2), "citizen")
+	attendant, operator := h.Token(tenant, "ana", "attendant"), h.Token(tenant, "olga", "operator")
+	call := func(method, path, token, body string, out any) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, h.URL("workflow")+path, strings.NewReader(body))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		status, data := do(t, req, token)
+		if out != nil && status < 300 {
+			if err := json.Unmarshal(data, out); err != nil {
+				t.Fatalf("%s %s: %v: %s", method, path, err, data)
+			}
+		}
+		return status
+	}
+	var sub struct{ ID string }
+	if status := call(http.MethodPost, "/v1/subscriptions", attendant, `{"name":"readable documents",
+		"eventTypes":["document.processed.v1"],"filter":"payload.characters > 0","policy":{"default":"ALLOW"},
+		"reaction":{"kind":"resume-workflow"}}`, &sub); status != http.StatusCreated {
+		t.Fatalf("create subscription = %d", status)
+	}
+	for _, to := range []string{"VALIDATING", "APPROVED", "ACTIVE"} {
+		if status := call(http.MethodPost, "/v1/subscriptions/"+sub.ID+"/versions/1/transitions", operator,
+			`{"to":"`+to+`","reason":"the slice"}`, nil); status != http.StatusOK {
+			t.Fatalf("→ %s = %d", to, status)
+		}
+	}
+
+	reqID := submitRequest(t, h.URL("request"), citizen)
+	type proc struct {
+		CurrentStep int `json:"currentStep"`
+		Tasks       []struct {
+			Status, CompletedBy string
+		} `json:"tasks"`
+	}
+	processOf := func() (proc, bool) {
+		var list struct{ Processes []proc }
+		if call(http.MethodGet, "/v1/processes?requestId="+reqID, attendant, "", &list) != http.StatusOK || len(list.Processes) != 1 {
+			return proc{}, false
+		}
+		return list.Processes[0], true
+	}
+	fabrictest.Eventually(t, time.Minute, "the process waiting on document-check", func() bool {
+		p, ok := processOf()
+		return ok && p.CurrentStep == 0
+	})
+	pngData, err := doctest.PNG(pngLines, 36)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uploadDocument(t, h.URL("request"), citizen, reqID, "alvara.png", pngData)
+	var p proc
+	fabrictest.Eventually(t, 2*time.Minute, "the document resuming the process", func() bool {
+		var ok bool
+		p, ok = processOf()
+		return ok && p.CurrentStep == 1
+	})
+	if p.Tasks[0].Status != "completed" || !strings.HasPrefix(p.Tasks[0].CompletedBy, "subscription:"+sub.ID) {
+		t.Errorf("document-check = %+v, want completed by the subscription", p.Tasks[0])
+	}
+	correlation := requestCorrelation(t, h.URL("request"), citizen, reqID)
+	var decisions []struct{ EventType, Outcome, Status, Detail string }
+	call(http.MethodGet, "/v1/decisions?correlationId="+correlation, attendant, "", &decisions)
+	if len(decisions) != 1 || decisions[0].EventType != "document.processed.v1" || decisions[0].Outcome != "ALLOW" || decisions[0].Status != "executed" {
+		t.Errorf("decisions = %+v, want the document's ALLOW, executed", decisions)
+	}
+}
