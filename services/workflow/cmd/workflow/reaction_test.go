@@ -41,30 +41,15 @@ func TestReactionsDecideOncePerEvent(t *testing.T) {
 	post := func(token, path, body string) response {
 		return do(t, http.MethodPost, url+path, token, strings.NewReader(body), map[string]string{"Content-Type": "application/json"})
 	}
-	activate := func(body string) string {
-		t.Helper()
-		var v subVersion
-		resp := post(author, "/v1/subscriptions", body)
-		if resp.status != http.StatusCreated {
-			t.Fatalf("create = %d %s", resp.status, resp.body)
-		}
-		resp.json(t, &v)
-		for _, to := range []string{"VALIDATING", "APPROVED", "ACTIVE"} {
-			if resp := post(approver, "/v1/subscriptions/"+v.ID+"/versions/1/transitions", `{"to":"`+to+`","reason":"test"}`); resp.status != http.StatusOK {
-				t.Fatalf("→ %s = %d %s", to, resp.status, resp.body)
-			}
-		}
-		return v.ID
-	}
 	// A type the workflow does not receive is refused: it could never fire.
 	expectProblem(t, post(author, "/v1/subscriptions", `{"name":"x","eventTypes":["request.submitted.v1"],"policy":{"default":"ALLOW"},
 		"reaction":{"kind":"review-task","role":"operator"}}`), http.StatusUnprocessableEntity)
-	triage := activate(`{"name":"stuck triage","eventTypes":["workflow.stuck.v1"],"filter":"payload.step == \"triage\"",
+	triage := activate(t, url, author, approver, `{"name":"stuck triage","eventTypes":["workflow.stuck.v1"],"filter":"payload.step == \"triage\"",
 		"policy":{"default":"REQUIRE_HUMAN_REVIEW","rules":[
 			{"when":"payload.definitionId == \"blocked\"","outcome":"DENY"},
 			{"when":"payload.stuckAfterSeconds >= 86400","outcome":"REQUIRE_APPROVAL"}]},
 		"reaction":{"kind":"review-task","role":"operator"}}`)
-	decision := activate(`{"name":"stuck decision","eventTypes":["workflow.stuck.v1"],"filter":"payload.step == \"decision\"",
+	decision := activate(t, url, author, approver, `{"name":"stuck decision","eventTypes":["workflow.stuck.v1"],"filter":"payload.step == \"decision\"",
 		"policy":{"default":"ALLOW"},"reaction":{"kind":"review-task","role":"attendant"}}`)
 
 	stuck := func(tenant, step, definition string, after int) envelope.Envelope {
@@ -192,24 +177,15 @@ func TestWatchdogTriggersASubscription(t *testing.T) {
 	p := newPlatform(t)
 	url := p.start(t, map[string]string{"WORKFLOW_DEFINITIONS": defs, "WATCHDOG_CHECK_INTERVAL": "100ms"})
 	author, approver := p.token(t, "org-a", "ana", "attendant"), p.token(t, "org-a", "olga", "operator")
-	post := func(token, path, body string) response {
-		return do(t, http.MethodPost, url+path, token, strings.NewReader(body), map[string]string{"Content-Type": "application/json"})
-	}
-	var v subVersion
-	post(author, "/v1/subscriptions", `{"name":"stuck","eventTypes":["workflow.stuck.v1"],"filter":"payload.step == \"triage\"",
-		"policy":{"default":"REQUIRE_HUMAN_REVIEW"},"reaction":{"kind":"review-task","role":"operator"}}`).json(t, &v)
-	for _, to := range []string{"VALIDATING", "APPROVED", "ACTIVE"} {
-		if resp := post(approver, "/v1/subscriptions/"+v.ID+"/versions/1/transitions", `{"to":"`+to+`","reason":"test"}`); resp.status != http.StatusOK {
-			t.Fatalf("→ %s = %d %s", to, resp.status, resp.body)
-		}
-	}
+	subID := activate(t, url, author, approver, `{"name":"stuck","eventTypes":["workflow.stuck.v1"],"filter":"payload.step == \"triage\"",
+		"policy":{"default":"REQUIRE_HUMAN_REVIEW"},"reaction":{"kind":"review-task","role":"operator"}}`)
 	submitted := p.submitted(t, "org-a", "citizen-1", "svc")
 	var got []decisionView
 	fabrictest.Eventually(t, 20*time.Second, "the stuck process decided", func() bool {
 		do(t, http.MethodGet, url+"/v1/decisions?correlationId="+submitted.CorrelationID, author, nil, nil).json(t, &got)
 		return len(got) > 0
 	})
-	if len(got) != 1 || got[0].SubscriptionID != v.ID || got[0].Outcome != "REQUIRE_HUMAN_REVIEW" || got[0].Status != "pending-review" {
-		t.Errorf("decisions = %+v, want one human review from subscription %s", got, v.ID)
+	if len(got) != 1 || got[0].SubscriptionID != subID || got[0].Outcome != "REQUIRE_HUMAN_REVIEW" || got[0].Status != "pending-review" {
+		t.Errorf("decisions = %+v, want one human review from subscription %s", got, subID)
 	}
 }

@@ -29,17 +29,8 @@ func TestResumeWaitingStep(t *testing.T) {
 	p := newPlatform(t)
 	url := p.start(t, map[string]string{"WORKFLOW_DEFINITIONS": defs})
 	author, approver := p.token(t, "org-a", "ana", "attendant"), p.token(t, "org-a", "olga", "operator")
-	post := func(token, path, body string) response {
-		return do(t, http.MethodPost, url+path, token, strings.NewReader(body), map[string]string{"Content-Type": "application/json"})
-	}
-	var v subVersion
-	post(author, "/v1/subscriptions", `{"name":"readable documents","eventTypes":["document.processed.v1"],
-		"filter":"payload.characters > 0","policy":{"default":"ALLOW"},"reaction":{"kind":"resume-workflow"}}`).json(t, &v)
-	for _, to := range []string{"VALIDATING", "APPROVED", "ACTIVE"} {
-		if resp := post(approver, "/v1/subscriptions/"+v.ID+"/versions/1/transitions", `{"to":"`+to+`","reason":"test"}`); resp.status != http.StatusOK {
-			t.Fatalf("→ %s = %d %s", to, resp.status, resp.body)
-		}
-	}
+	subID := activate(t, url, author, approver, `{"name":"readable documents","eventTypes":["document.processed.v1"],
+		"filter":"payload.characters > 0","policy":{"default":"ALLOW"},"reaction":{"kind":"resume-workflow"}}`)
 	processed := func(requestID, correlationID string, characters int) envelope.Envelope {
 		t.Helper()
 		e, err := envelope.New("document.processed.v1", "org-a", "document-worker", map[string]any{
@@ -75,7 +66,7 @@ func TestResumeWaitingStep(t *testing.T) {
 		t.Fatalf("decision on the readable document: %s", got)
 	}
 	proc = waitProcess(t, url, author, requestID)
-	if proc.CurrentStep != 1 || proc.Tasks[0].Status != "completed" || !strings.HasPrefix(proc.Tasks[0].CompletedBy, "subscription:"+v.ID) {
+	if proc.CurrentStep != 1 || proc.Tasks[0].Status != "completed" || !strings.HasPrefix(proc.Tasks[0].CompletedBy, "subscription:"+subID) {
 		t.Errorf("process after the resume: step %d, first task %+v; want it completed by the subscription and decision open", proc.CurrentStep, proc.Tasks[0])
 	}
 	fabrictest.Eventually(t, 20*time.Second, "the unreadable document handled", func() bool {

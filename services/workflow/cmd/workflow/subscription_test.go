@@ -14,6 +14,27 @@ type subVersion struct {
 	Filter  string `json:"filter"`
 }
 
+// activate creates a subscription from body as author and takes version 1
+// through VALIDATING and APPROVED to ACTIVE as approver, returning its id.
+func activate(t *testing.T, url, author, approver, body string) string {
+	t.Helper()
+	post := func(token, path, body string) response {
+		return do(t, http.MethodPost, url+path, token, strings.NewReader(body), map[string]string{"Content-Type": "application/json"})
+	}
+	resp := post(author, "/v1/subscriptions", body)
+	if resp.status != http.StatusCreated {
+		t.Fatalf("create subscription = %d %s", resp.status, resp.body)
+	}
+	var v subVersion
+	resp.json(t, &v)
+	for _, to := range []string{"VALIDATING", "APPROVED", "ACTIVE"} {
+		if resp := post(approver, "/v1/subscriptions/"+v.ID+"/versions/1/transitions", `{"to":"`+to+`","reason":"test"}`); resp.status != http.StatusOK {
+			t.Fatalf("subscription → %s = %d %s", to, resp.status, resp.body)
+		}
+	}
+	return v.ID
+}
+
 // TestSubscriptionLifecycle drives a subscription through its lifecycle
 // as two tenants' staff: creation and validation of the filter against
 // the event's schema, the four-eyes approval, activation, a second
