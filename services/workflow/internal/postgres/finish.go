@@ -149,6 +149,11 @@ func (s *Store) Resume(ctx context.Context, tx pgx.Tx, env envelope.Envelope, re
 	if !ok {
 		return "", "", fmt.Errorf("resume: process %s: definition %s is no longer deployed", p.ID, p.DefinitionID)
 	}
+	if p.CurrentStep >= len(def.Steps) {
+		// The definition was redeployed with fewer steps under a running
+		// process: nothing here knows which step it is on.
+		return subscription.StatusNotRun, fmt.Sprintf("process %s is at step %d, which definition %s no longer has", p.ID, p.CurrentStep, def.ID), nil
+	}
 	if def.Steps[p.CurrentStep].WaitFor != env.Type {
 		for _, st := range def.Steps[p.CurrentStep+1:] {
 			if st.WaitFor == env.Type {
