@@ -73,7 +73,7 @@ func PlatformServices() []Service {
 			"workflow.start.v1", "document.process.v1",
 			// External systems' events, which the request service's gateway
 			// (POST /v1/external-events) accepts and enqueues.
-			"appointment.scheduled.v1", "appointment.cancelled.v1", "citizen.updated.v1"}},
+			"appointment.scheduled.v1", "appointment.cancelled.v1", "citizen.updated.v1", "catalog.service-updated.v1"}},
 		{Name: "workflow", Publishes: []string{"workflow.process-started.v1", "workflow.task-completed.v1", "workflow.process-completed.v1", "workflow.stuck.v1", "workflow.schedule-fired.v1", "task.sla-breached.v1",
 			"integration.sei.register.v1"}},
 		{Name: "communication", Publishes: []string{"communication.notification-sent.v1"}},

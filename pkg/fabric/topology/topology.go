@@ -244,7 +244,7 @@ func Platform() Description {
 			// is left without a subscriber (an unroutable event never leaves
 			// its outbox).
 			{Queue: "datalake.platform-events", Service: "datalake-ingestion", Bindings: ev(
-				"workflow.#", "task.#", "communication.#", "document.#", "ai.#", "citizen.#", "appointment.#", "platform.#")},
+				"workflow.#", "task.#", "communication.#", "document.#", "ai.#", "citizen.#", "appointment.#", "platform.#", "catalog.#")},
 			// Channel adapters (SMS, WhatsApp, email) are fed by commands.
 			{Queue: "communication.send-commands", Service: "communication", Bindings: []Binding{{Exchange: CommandsExchange, Key: "communication.send.v1"}}},
 			// Commands and jobs, each with its competing workers: an operator
@@ -259,7 +259,8 @@ func Platform() Description {
 			// subscriptions on these types (the only ones a subscription may
 			// name, so none is accepted that could never fire).
 			{Queue: "workflow.reactions", Service: "workflow", Bindings: ev(
-				"workflow.stuck.v1", "task.sla-breached.v1", "document.processed.v1", "workflow.schedule-fired.v1")},
+				"workflow.stuck.v1", "task.sla-breached.v1", "document.processed.v1", "workflow.schedule-fired.v1",
+				"catalog.service-updated.v1")},
 			// The request service keeps the status a citizen sees current.
 			// Alerts (an SLA breach, a stuck process) go ahead of a backlog
 			// of ordinary progress in their priority lane.

@@ -54,6 +54,7 @@ func samples() []message {
 		payload.SLABreached{TaskID: id3, ProcessID: id2, RequestID: id1, Step: "review", AssigneeRole: "attendant", DueAt: at},
 		payload.Stuck{ProcessID: id2, RequestID: id1, DefinitionID: "default", TaskID: id3, Step: "review", WaitingSince: at, StuckAfterSeconds: 259200},
 		payload.ScheduleFired{ScheduleID: id1, Name: "daily-report", Slot: at, FiredAt: at, Late: true, SkippedBefore: 2, Payload: []byte(`{"report":"daily"}`)},
+		payload.ServiceUpdated{ServiceID: "street-lighting", Change: enum.Of(payload.ServiceChange("requires-document")), RequiredDocument: "proof of address", Description: "now required"},
 		payload.Send{Channel: "sms", RecipientRef: "citizen-7", Template: "confirmation", RequestID: id1,
 			Params: map[string]any{"protocol": "2026-000042", "attempt": 2.0}},
 		payload.NotificationSent{NotificationID: id3, RequestID: id1, Channel: enum.Of(payload.NotificationChannel("email")), Status: "sent"},

@@ -52,6 +52,10 @@ type config struct {
 	// ScheduleInterval (SCHEDULE_CHECK_INTERVAL) is how often due schedule
 	// slots are fired: a slot fires at most this late.
 	ScheduleInterval time.Duration
+	// JobInterval (REACTION_JOB_INTERVAL) and JobBatch (REACTION_JOB_BATCH)
+	// pace mass reactions: a batch of requests per transaction.
+	JobInterval time.Duration
+	JobBatch    int
 	// DueSoon is the worklist's due-soon window (GET /v1/tasks?sla=due_soon).
 	DueSoon time.Duration
 	// SEI is the SEI gateway (SEI_URL, SEI_TIMEOUT); nil when SEI_URL is
@@ -65,7 +69,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return config{}, err
 	}
 	c := config{Config: hc, SLAInterval: time.Second, SLABatch: 100, DueSoon: process.DefaultDueSoon,
-		StuckAfter: process.DefaultStuckAfter, WatchdogInterval: 30 * time.Second, ScheduleInterval: time.Second}
+		StuckAfter: process.DefaultStuckAfter, WatchdogInterval: 30 * time.Second, ScheduleInterval: time.Second,
+		JobInterval: time.Second, JobBatch: 500}
 	defs := process.DefaultDefinitions
 	if path := getenv("WORKFLOW_DEFINITIONS"); path != "" {
 		if defs, err = os.ReadFile(path); err != nil {
@@ -88,11 +93,16 @@ func loadConfig(getenv func(string) string) (config, error) {
 	for _, d := range []struct {
 		name string
 		into *time.Duration
-	}{{"WATCHDOG_STUCK_AFTER", &c.StuckAfter}, {"WATCHDOG_CHECK_INTERVAL", &c.WatchdogInterval}, {"SCHEDULE_CHECK_INTERVAL", &c.ScheduleInterval}} {
+	}{{"WATCHDOG_STUCK_AFTER", &c.StuckAfter}, {"WATCHDOG_CHECK_INTERVAL", &c.WatchdogInterval}, {"SCHEDULE_CHECK_INTERVAL", &c.ScheduleInterval}, {"REACTION_JOB_INTERVAL", &c.JobInterval}} {
 		if v := getenv(d.name); v != "" {
 			if *d.into, err = time.ParseDuration(v); err != nil || *d.into <= 0 {
 				return config{}, fmt.Errorf("%s %q: want a positive duration like 72h", d.name, v)
 			}
+		}
+	}
+	if v := getenv("REACTION_JOB_BATCH"); v != "" {
+		if c.JobBatch, err = strconv.Atoi(v); err != nil || c.JobBatch <= 0 || c.JobBatch > 10_000 {
+			return config{}, fmt.Errorf("REACTION_JOB_BATCH %q: want 1 to 10000", v)
 		}
 	}
 	if v := getenv("SLA_DUE_SOON"); v != "" {
@@ -184,6 +194,11 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	// once (workflow.stuck.v1), stopping like the SLA watcher.
 	h.Go("watchdog", func(ctx context.Context) error {
 		process.Watch(ctx, "watchdog", store.SweepStuck, cfg.WatchdogInterval, cfg.SLABatch, h.Log)
+		return nil
+	})
+	// Mass reactions, a batch per transaction (resumed after a crash).
+	h.Go("reaction-jobs", func(ctx context.Context) error {
+		process.Watch(ctx, "reaction-jobs", subs.SweepJobs, cfg.JobInterval, cfg.JobBatch, h.Log)
 		return nil
 	})
 	// Scheduled events: each due slot fires once across instances.

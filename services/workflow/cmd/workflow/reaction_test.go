@@ -24,8 +24,12 @@ type decisionView struct {
 	Status              string `json:"status"`
 	ReviewID            string `json:"reviewId"`
 	Reviews             []struct {
-		Kind, Role, Status, Resolution, ResolvedBy, Follows string
+		Kind, Role, Status, Resolution, ResolvedBy, Follows, Note string
 	} `json:"reviews"`
+	Job *struct {
+		Total, Done int
+		Status      string
+	} `json:"job"`
 }
 
 // TestReactionsDecideOncePerEvent: active subscriptions of tenant A on

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/services/workflow/internal/postgres/pgdb"
 	"github.com/agora-platform/agora/services/workflow/internal/process"
 	"github.com/agora-platform/agora/services/workflow/internal/subscription"
@@ -64,6 +65,7 @@ func (s *Subscriptions) React(ctx context.Context, tx pgx.Tx, env envelope.Envel
 		d := pgdb.InsertDecisionParams{TenantID: env.TenantID, EventID: env.ID, EventType: env.Type, CorrelationID: env.CorrelationID,
 			SubscriptionID: v.ID, SubscriptionVersion: int32(v.Version), Actor: process.Producer, DecidedAt: s.clock()}
 		var review *pgdb.InsertReviewParams
+		var job *pgdb.InsertJobParams
 		c, err := s.compiled(v)
 		var matched bool
 		var outcome subscription.Outcome
@@ -91,6 +93,23 @@ func (s *Subscriptions) React(ctx context.Context, tx pgx.Tx, env envelope.Envel
 				}
 				break
 			}
+			if v.Reaction.Kind == subscription.ReviewAffectedRequests && outcome != subscription.Deny && outcome != subscription.RequireHumanReview {
+				var gated bool
+				if gated, d.Status, d.Detail, job, err = s.gate(ctx, q, v, env); err != nil {
+					return decided, err
+				}
+				if gated || outcome == subscription.RequireApproval {
+					// The blast radius (or the policy) wants an operator:
+					// the estimate goes with the approval, and the job
+					// waits for it.
+					d.Outcome, d.Status = string(subscription.RequireApproval), subscription.StatusPendingApproval
+					review = &pgdb.InsertReviewParams{Kind: "approval", Role: "operator", Note: &d.Detail}
+					if job != nil {
+						job.Status = "awaiting-approval"
+					}
+				}
+				break
+			}
 			d.Status, d.Detail, review = decide(v, outcome, env)
 		}
 		if d.ID, err = newID(); err != nil {
@@ -115,9 +134,144 @@ func (s *Subscriptions) React(ctx context.Context, tx pgx.Tx, env envelope.Envel
 				return decided, fmt.Errorf("react to %s: open %s: %w", env.ID, review.Kind, err)
 			}
 		}
+		if job != nil {
+			if err := s.startJob(ctx, q, *job, d.ID); err != nil {
+				return decided, err
+			}
+		}
 		decided++
 	}
 	return decided, nil
+}
+
+// gate measures a mass reaction's blast radius (seed 004 §69-71): the
+// service's open requests, their citizens and workflows, in the event's
+// tenant (every count is the tenant's: the event is). Above the
+// subscription's limit it is gated (an operator approves it with the
+// estimate in hand); otherwise the job to run it.
+func (s *Subscriptions) gate(ctx context.Context, q *pgdb.Queries, v subscription.Version, env envelope.Envelope) (bool, string, string, *pgdb.InsertJobParams, error) {
+	var p struct {
+		ServiceID string `json:"serviceId"`
+	}
+	if err := json.Unmarshal(env.Payload, &p); err != nil || p.ServiceID == "" {
+		return false, subscription.StatusNotRun, "the event names no service", nil, nil
+	}
+	n, err := q.AffectedRequests(ctx, pgdb.AffectedRequestsParams{TenantID: env.TenantID, ServiceID: p.ServiceID})
+	if err != nil {
+		return false, "", "", nil, fmt.Errorf("react to %s: blast radius: %w", env.ID, err)
+	}
+	estimate := fmt.Sprintf("blast radius of service %s in tenant %s: %d open requests, %d citizens, %d workflows (limit %d)",
+		p.ServiceID, env.TenantID, n.Requests, n.Citizens, n.Workflows, v.Reaction.Limit())
+	job := &pgdb.InsertJobParams{TenantID: env.TenantID, ServiceID: p.ServiceID, Role: v.Reaction.Role, Total: n.Requests,
+		Status: "running", Now: s.clock()}
+	if int(n.Requests) > v.Reaction.Limit() {
+		return true, subscription.StatusPendingApproval, estimate + ": above the limit, an operator's approval runs it", job, nil
+	}
+	return false, subscription.StatusExecuted, estimate + ": reviews opened in batches", job, nil
+}
+
+// startJob records the mass reaction of decision decisionID as a job the
+// job sweep runs in batches.
+func (s *Subscriptions) startJob(ctx context.Context, q *pgdb.Queries, job pgdb.InsertJobParams, decisionID string) error {
+	var err error
+	if job.ID, err = newID(); err != nil {
+		return err
+	}
+	job.DecisionID = decisionID
+	if err := q.InsertJob(ctx, job); err != nil {
+		return fmt.Errorf("mass reaction of decision %s: %w", decisionID, err)
+	}
+	if job.Status != "running" {
+		return nil // it waits for its approval (settleJob)
+	}
+	return q.InsertJobTimer(ctx, pgdb.InsertJobTimerParams{JobID: job.ID, TenantID: job.TenantID})
+}
+
+// settleJob starts (approved) or cancels the mass reaction an approval
+// held back; a decision without one is left as it is.
+func (s *Subscriptions) settleJob(ctx context.Context, q *pgdb.Queries, tenantID, decisionID string, approved bool) error {
+	status := "cancelled"
+	if approved {
+		status = "running"
+	}
+	id, err := q.SettleAwaitingJob(ctx, pgdb.SettleAwaitingJobParams{TenantID: tenantID, DecisionID: decisionID, Status: status, Now: s.clock()})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("mass reaction of decision %s: %w", decisionID, err)
+	}
+	if !approved {
+		return nil
+	}
+	return q.InsertJobTimer(ctx, pgdb.InsertJobTimerParams{JobID: id, TenantID: tenantID})
+}
+
+// SweepJobs runs one batch of up to limit requests of a running mass
+// reaction: a review for each (once per decision and request), and the
+// job's progress, in one transaction, so a crash resumes after the last
+// committed batch and no request is reviewed twice. Competing instances
+// take different jobs (SKIP LOCKED). It returns how many requests the
+// batch covered.
+func (s *Subscriptions) SweepJobs(ctx context.Context, limit int) (int, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("reaction jobs: begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	q := pgdb.New(tx)
+	next, err := q.NextJob(ctx)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reaction jobs: next: %w", err)
+	}
+	if err := tenant.Set(ctx, tx, next.TenantID); err != nil {
+		return 0, err
+	}
+	job, err := q.GetJob(ctx, pgdb.GetJobParams{TenantID: next.TenantID, ID: next.JobID})
+	if err != nil {
+		return 0, fmt.Errorf("reaction job %s: %w", next.JobID, err)
+	}
+	after := "00000000-0000-0000-0000-000000000000"
+	if job.LastRequestID != nil {
+		after = *job.LastRequestID
+	}
+	batch, err := q.NextAffectedBatch(ctx, pgdb.NextAffectedBatchParams{TenantID: job.TenantID, ServiceID: job.ServiceID,
+		After: after, MaxRows: int32(limit)})
+	if err != nil {
+		return 0, fmt.Errorf("reaction job %s: batch: %w", job.ID, err)
+	}
+	now := s.clock()
+	for _, requestID := range batch {
+		id, err := newID()
+		if err != nil {
+			return 0, err
+		}
+		if _, err := q.InsertRequestReview(ctx, pgdb.InsertRequestReviewParams{ID: id, TenantID: job.TenantID, DecisionID: job.DecisionID,
+			Role: job.Role, CreatedAt: now, RequestID: &requestID}); err != nil {
+			return 0, fmt.Errorf("reaction job %s: review of request %s: %w", job.ID, requestID, err)
+		}
+	}
+	status, last := "running", job.LastRequestID
+	if len(batch) > 0 {
+		last = &batch[len(batch)-1]
+	}
+	if len(batch) < limit {
+		status = "done"
+		if err := q.DeleteJobTimer(ctx, job.ID); err != nil {
+			return 0, fmt.Errorf("reaction job %s: %w", job.ID, err)
+		}
+	}
+	if err := q.AdvanceJob(ctx, pgdb.AdvanceJobParams{TenantID: job.TenantID, ID: job.ID, Added: int32(len(batch)),
+		LastRequestID: last, Status: status, Now: now}); err != nil {
+		return 0, fmt.Errorf("reaction job %s: progress: %w", job.ID, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("reaction job %s: commit: %w", job.ID, err)
+	}
+	return len(batch), nil
 }
 
 // decide turns a policy outcome into what happens: the decision's status
@@ -194,6 +348,17 @@ func (s *Subscriptions) Decisions(ctx context.Context, tenantID, correlationID, 
 				}
 			}
 		}
+		jobs, err := q.JobsOfDecisions(ctx, pgdb.JobsOfDecisionsParams{TenantID: tenantID, DecisionIds: ids})
+		if err != nil {
+			return fmt.Errorf("decisions: jobs: %w", err)
+		}
+		for _, j := range jobs {
+			for i := range out {
+				if out[i].ID == j.DecisionID {
+					out[i].Job = &subscription.Job{ServiceID: j.ServiceID, Total: int(j.Total), Done: int(j.Done), Status: j.Status}
+				}
+			}
+		}
 		return nil
 	})
 	return out, err
@@ -202,7 +367,7 @@ func (s *Subscriptions) Decisions(ctx context.Context, tenantID, correlationID, 
 func reviewOf(r pgdb.ReactionReview) subscription.Review {
 	return subscription.Review{ID: r.ID, DecisionID: r.DecisionID, Kind: r.Kind, Role: r.Role, Status: r.Status,
 		CreatedAt: r.CreatedAt, ResolvedAt: r.ResolvedAt, Resolution: deref(r.Resolution), ResolvedBy: deref(r.ResolvedBy),
-		Reason: deref(r.ResolvedReason), Follows: deref(r.Follows)}
+		Reason: deref(r.ResolvedReason), Follows: deref(r.Follows), RequestID: deref(r.RequestID), Note: deref(r.Note)}
 }
 
 // Reviews returns the tenant's open approvals and reviews for a's roles
@@ -262,6 +427,11 @@ func (s *Subscriptions) Resolve(ctx context.Context, a process.Actor, id string,
 			return fmt.Errorf("resolve review %s: %w", id, err)
 		}
 		out = reviewOf(row)
+		if r.Kind == "approval" {
+			if err := s.settleJob(ctx, q, a.TenantID, r.DecisionID, approve); err != nil {
+				return err
+			}
+		}
 		if r.Kind != "approval" || !approve {
 			return nil
 		}

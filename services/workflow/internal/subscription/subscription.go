@@ -79,10 +79,22 @@ type Rule struct {
 // Reaction is what an allowed (or approved) match does.
 type Reaction struct {
 	// Kind: start-workflow (a process of DefinitionID for the event's
-	// request) or review-task (a task for Role to look at the event).
+	// request), review-task (a task for Role to look at the event),
+	// resume-workflow or review-affected-requests.
 	Kind         string `json:"kind"`
 	DefinitionID string `json:"definitionId,omitempty"`
 	Role         string `json:"role,omitempty"`
+	// MaxAffected is review-affected-requests' blast-radius limit
+	// (DefaultMaxAffected when zero).
+	MaxAffected int `json:"maxAffected,omitempty"`
+}
+
+// Limit is the reaction's blast-radius limit.
+func (r Reaction) Limit() int {
+	if r.MaxAffected > 0 {
+		return r.MaxAffected
+	}
+	return DefaultMaxAffected
 }
 
 // Reaction kinds.
@@ -92,7 +104,16 @@ const (
 	// ResumeWorkflow completes the step of the event's request's process
 	// that waits for the event's type (a definition step's waitFor).
 	ResumeWorkflow = "resume-workflow"
+	// ReviewAffectedRequests opens a review for Role on every open request
+	// of the event's service (seed 004 §88), behind a blast-radius gate:
+	// above MaxAffected requests it needs an operator's approval, and it
+	// runs as a job, in batches.
+	ReviewAffectedRequests = "review-affected-requests"
 )
+
+// DefaultMaxAffected is a mass reaction's blast-radius limit unless its
+// subscription sets maxAffected.
+const DefaultMaxAffected = 100
 
 // Spec is a version as its author writes it.
 type Spec struct {
@@ -180,13 +201,23 @@ func (s *Spec) Check(reg *registry.Registry, definitions func(string) bool) erro
 		if s.Reaction.Role != "attendant" && s.Reaction.Role != "operator" {
 			return bad("reaction.role %q: want attendant or operator", s.Reaction.Role)
 		}
+	case ReviewAffectedRequests:
+		if s.Reaction.Role != "attendant" && s.Reaction.Role != "operator" {
+			return bad("reaction.role %q: want attendant or operator", s.Reaction.Role)
+		}
+		if s.Reaction.MaxAffected < 0 || s.Reaction.MaxAffected > 100_000 {
+			return bad("reaction.maxAffected %d: want 1 to 100000 (0: %d)", s.Reaction.MaxAffected, DefaultMaxAffected)
+		}
+		if _, err := filter.Compile(reg, s.EventTypes, "has(payload.serviceId)"); err != nil {
+			return bad("reaction review-affected-requests: every event type must carry payload.serviceId (%v)", err)
+		}
 	case ResumeWorkflow:
 		// The event must say which request's process it resumes.
 		if _, err := filter.Compile(reg, s.EventTypes, "has(payload.requestId)"); err != nil {
 			return bad("reaction resume-workflow: every event type must carry payload.requestId (%v)", err)
 		}
 	default:
-		return bad("reaction.kind %q: want %s, %s or %s", s.Reaction.Kind, StartWorkflow, ReviewTask, ResumeWorkflow)
+		return bad("reaction.kind %q: want %s, %s, %s or %s", s.Reaction.Kind, StartWorkflow, ReviewTask, ResumeWorkflow, ReviewAffectedRequests)
 	}
 	return nil
 }
@@ -205,6 +236,8 @@ func (r Reaction) Emits() []string {
 			"task.sla-breached.v1", "workflow.stuck.v1", "integration.sei.register.v1"}
 	case ReviewTask:
 		return []string{"workflow.task-completed.v1", "task.sla-breached.v1", "workflow.stuck.v1"}
+	case ReviewAffectedRequests:
+		return nil // reviews for people; no event
 	case ResumeWorkflow:
 		return []string{"workflow.task-completed.v1", "workflow.process-completed.v1", "task.sla-breached.v1",
 			"workflow.stuck.v1", "integration.sei.register.v1"}
@@ -277,6 +310,16 @@ type Decision struct {
 	// Reviews are the approval or review the decision opened and what
 	// people made of it (an approved approval opens the reaction's review).
 	Reviews []Review `json:"reviews,omitempty"`
+	// Job is a mass reaction's progress.
+	Job *Job `json:"job,omitempty"`
+}
+
+// Job is a mass reaction run in batches.
+type Job struct {
+	ServiceID string `json:"serviceId"`
+	Total     int    `json:"total"`
+	Done      int    `json:"done"`
+	Status    string `json:"status"` // running | done
 }
 
 // Decision statuses.
@@ -305,6 +348,10 @@ type Review struct {
 	ResolvedAt *time.Time `json:"resolvedAt,omitempty"`
 	// Follows is the approval whose approval opened this review.
 	Follows string `json:"follows,omitempty"`
+	// RequestID is the request a mass reaction's review is about.
+	RequestID string `json:"requestId,omitempty"`
+	// Note is what the approver should know (a blast-radius estimate).
+	Note string `json:"note,omitempty"`
 }
 
 // Errors of resolving a review.

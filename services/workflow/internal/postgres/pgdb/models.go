@@ -50,6 +50,25 @@ type ReactionDecision struct {
 	DecidedAt           time.Time
 }
 
+type ReactionJob struct {
+	ID            string
+	TenantID      string
+	DecisionID    string
+	ServiceID     string
+	Role          string
+	Total         int32
+	Done          int32
+	LastRequestID *string
+	Status        string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+type ReactionJobTimer struct {
+	JobID    string
+	TenantID string
+}
+
 type ReactionReview struct {
 	ID             string
 	TenantID       string
@@ -63,6 +82,8 @@ type ReactionReview struct {
 	ResolvedReason *string
 	ResolvedAt     *time.Time
 	Follows        *string
+	RequestID      *string
+	Note           *string
 }
 
 type Schedule struct {

@@ -52,6 +52,32 @@ func (q *Queries) ActiveSubscriptionsFor(ctx context.Context, arg ActiveSubscrip
 	return items, nil
 }
 
+const advanceJob = `-- name: AdvanceJob :exec
+UPDATE reaction_job SET done = done + $1, last_request_id = $2, status = $3, updated_at = $4
+WHERE tenant_id = $5 AND id = $6
+`
+
+type AdvanceJobParams struct {
+	Added         int32
+	LastRequestID *string
+	Status        string
+	Now           time.Time
+	TenantID      string
+	ID            string
+}
+
+func (q *Queries) AdvanceJob(ctx context.Context, arg AdvanceJobParams) error {
+	_, err := q.db.Exec(ctx, advanceJob,
+		arg.Added,
+		arg.LastRequestID,
+		arg.Status,
+		arg.Now,
+		arg.TenantID,
+		arg.ID,
+	)
+	return err
+}
+
 const advanceProcess = `-- name: AdvanceProcess :exec
 UPDATE process_instance SET current_step = $1 WHERE tenant_id = $2 AND id = $3
 `
@@ -65,6 +91,30 @@ type AdvanceProcessParams struct {
 func (q *Queries) AdvanceProcess(ctx context.Context, arg AdvanceProcessParams) error {
 	_, err := q.db.Exec(ctx, advanceProcess, arg.CurrentStep, arg.TenantID, arg.ID)
 	return err
+}
+
+const affectedRequests = `-- name: AffectedRequests :one
+SELECT count(*)::int AS requests, count(DISTINCT citizen_id)::int AS citizens, count(*)::int AS workflows
+FROM process_instance WHERE tenant_id = $1 AND service_id = $2 AND status = 'running'
+`
+
+type AffectedRequestsParams struct {
+	TenantID  string
+	ServiceID string
+}
+
+type AffectedRequestsRow struct {
+	Requests  int32
+	Citizens  int32
+	Workflows int32
+}
+
+// The blast radius of a reaction on a service's open requests.
+func (q *Queries) AffectedRequests(ctx context.Context, arg AffectedRequestsParams) (AffectedRequestsRow, error) {
+	row := q.db.QueryRow(ctx, affectedRequests, arg.TenantID, arg.ServiceID)
+	var i AffectedRequestsRow
+	err := row.Scan(&i.Requests, &i.Citizens, &i.Workflows)
+	return i, err
 }
 
 const cancelOpenTasks = `-- name: CancelOpenTasks :many
@@ -329,6 +379,15 @@ func (q *Queries) DecisionsByEvent(ctx context.Context, arg DecisionsByEventPara
 	return items, nil
 }
 
+const deleteJobTimer = `-- name: DeleteJobTimer :exec
+DELETE FROM reaction_job_timer WHERE job_id = $1
+`
+
+func (q *Queries) DeleteJobTimer(ctx context.Context, jobID string) error {
+	_, err := q.db.Exec(ctx, deleteJobTimer, jobID)
+	return err
+}
+
 const deleteScheduleTimer = `-- name: DeleteScheduleTimer :exec
 DELETE FROM schedule_timer WHERE schedule_id = $1
 `
@@ -529,6 +588,34 @@ func (q *Queries) GetDecision(ctx context.Context, arg GetDecisionParams) (React
 	return i, err
 }
 
+const getJob = `-- name: GetJob :one
+SELECT id, tenant_id, decision_id, service_id, role, total, done, last_request_id, status, created_at, updated_at FROM reaction_job WHERE tenant_id = $1 AND id = $2
+`
+
+type GetJobParams struct {
+	TenantID string
+	ID       string
+}
+
+func (q *Queries) GetJob(ctx context.Context, arg GetJobParams) (ReactionJob, error) {
+	row := q.db.QueryRow(ctx, getJob, arg.TenantID, arg.ID)
+	var i ReactionJob
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.DecisionID,
+		&i.ServiceID,
+		&i.Role,
+		&i.Total,
+		&i.Done,
+		&i.LastRequestID,
+		&i.Status,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const getProcess = `-- name: GetProcess :one
 SELECT id, tenant_id, request_id, citizen_id, service_id, definition_id, status, outcome, current_step, correlation_id, started_at, completed_at FROM process_instance WHERE tenant_id = $1 AND id = $2
 `
@@ -617,7 +704,7 @@ func (q *Queries) GetProcessForUpdate(ctx context.Context, arg GetProcessForUpda
 }
 
 const getReviewForUpdate = `-- name: GetReviewForUpdate :one
-SELECT id, tenant_id, decision_id, kind, role, status, created_at, resolution, resolved_by, resolved_reason, resolved_at, follows FROM reaction_review WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT id, tenant_id, decision_id, kind, role, status, created_at, resolution, resolved_by, resolved_reason, resolved_at, follows, request_id, note FROM reaction_review WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type GetReviewForUpdateParams struct {
@@ -641,6 +728,8 @@ func (q *Queries) GetReviewForUpdate(ctx context.Context, arg GetReviewForUpdate
 		&i.ResolvedReason,
 		&i.ResolvedAt,
 		&i.Follows,
+		&i.RequestID,
+		&i.Note,
 	)
 	return i, err
 }
@@ -884,6 +973,51 @@ func (q *Queries) InsertFollowUpReview(ctx context.Context, arg InsertFollowUpRe
 	return err
 }
 
+const insertJob = `-- name: InsertJob :exec
+INSERT INTO reaction_job (id, tenant_id, decision_id, service_id, role, total, status, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)
+ON CONFLICT (decision_id) DO NOTHING
+`
+
+type InsertJobParams struct {
+	ID         string
+	TenantID   string
+	DecisionID string
+	ServiceID  string
+	Role       string
+	Total      int32
+	Status     string
+	Now        time.Time
+}
+
+func (q *Queries) InsertJob(ctx context.Context, arg InsertJobParams) error {
+	_, err := q.db.Exec(ctx, insertJob,
+		arg.ID,
+		arg.TenantID,
+		arg.DecisionID,
+		arg.ServiceID,
+		arg.Role,
+		arg.Total,
+		arg.Status,
+		arg.Now,
+	)
+	return err
+}
+
+const insertJobTimer = `-- name: InsertJobTimer :exec
+INSERT INTO reaction_job_timer (job_id, tenant_id) VALUES ($1, $2) ON CONFLICT DO NOTHING
+`
+
+type InsertJobTimerParams struct {
+	JobID    string
+	TenantID string
+}
+
+func (q *Queries) InsertJobTimer(ctx context.Context, arg InsertJobTimerParams) error {
+	_, err := q.db.Exec(ctx, insertJobTimer, arg.JobID, arg.TenantID)
+	return err
+}
+
 const insertProcess = `-- name: InsertProcess :execrows
 INSERT INTO process_instance (id, tenant_id, request_id, citizen_id, service_id, definition_id,
                               correlation_id, started_at)
@@ -919,9 +1053,39 @@ func (q *Queries) InsertProcess(ctx context.Context, arg InsertProcessParams) (i
 	return result.RowsAffected(), nil
 }
 
+const insertRequestReview = `-- name: InsertRequestReview :execrows
+INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at, request_id)
+VALUES ($1, $2, $3, 'review', $4, $5, $6)
+ON CONFLICT (decision_id, request_id) WHERE request_id IS NOT NULL DO NOTHING
+`
+
+type InsertRequestReviewParams struct {
+	ID         string
+	TenantID   string
+	DecisionID string
+	Role       string
+	CreatedAt  time.Time
+	RequestID  *string
+}
+
+func (q *Queries) InsertRequestReview(ctx context.Context, arg InsertRequestReviewParams) (int64, error) {
+	result, err := q.db.Exec(ctx, insertRequestReview,
+		arg.ID,
+		arg.TenantID,
+		arg.DecisionID,
+		arg.Role,
+		arg.CreatedAt,
+		arg.RequestID,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const insertReview = `-- name: InsertReview :exec
-INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at)
-VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at, note)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
 `
 
 type InsertReviewParams struct {
@@ -931,6 +1095,7 @@ type InsertReviewParams struct {
 	Kind       string
 	Role       string
 	CreatedAt  time.Time
+	Note       *string
 }
 
 func (q *Queries) InsertReview(ctx context.Context, arg InsertReviewParams) error {
@@ -941,6 +1106,7 @@ func (q *Queries) InsertReview(ctx context.Context, arg InsertReviewParams) erro
 		arg.Kind,
 		arg.Role,
 		arg.CreatedAt,
+		arg.Note,
 	)
 	return err
 }
@@ -1209,6 +1375,47 @@ type InsertTimerParams struct {
 func (q *Queries) InsertTimer(ctx context.Context, arg InsertTimerParams) error {
 	_, err := q.db.Exec(ctx, insertTimer, arg.TaskID, arg.TenantID, arg.DueAt)
 	return err
+}
+
+const jobsOfDecisions = `-- name: JobsOfDecisions :many
+SELECT id, tenant_id, decision_id, service_id, role, total, done, last_request_id, status, created_at, updated_at FROM reaction_job WHERE tenant_id = $1 AND decision_id = ANY($2::uuid[])
+`
+
+type JobsOfDecisionsParams struct {
+	TenantID    string
+	DecisionIds []string
+}
+
+func (q *Queries) JobsOfDecisions(ctx context.Context, arg JobsOfDecisionsParams) ([]ReactionJob, error) {
+	rows, err := q.db.Query(ctx, jobsOfDecisions, arg.TenantID, arg.DecisionIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReactionJob
+	for rows.Next() {
+		var i ReactionJob
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.DecisionID,
+			&i.ServiceID,
+			&i.Role,
+			&i.Total,
+			&i.Done,
+			&i.LastRequestID,
+			&i.Status,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const keepEarlyEvent = `-- name: KeepEarlyEvent :execrows
@@ -1755,9 +1962,58 @@ func (q *Queries) MoveScheduleTimer(ctx context.Context, arg MoveScheduleTimerPa
 	return err
 }
 
+const nextAffectedBatch = `-- name: NextAffectedBatch :many
+SELECT request_id FROM process_instance
+WHERE tenant_id = $1 AND service_id = $2 AND status = 'running' AND request_id > $3
+ORDER BY request_id LIMIT $4
+`
+
+type NextAffectedBatchParams struct {
+	TenantID  string
+	ServiceID string
+	After     string
+	MaxRows   int32
+}
+
+func (q *Queries) NextAffectedBatch(ctx context.Context, arg NextAffectedBatchParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, nextAffectedBatch,
+		arg.TenantID,
+		arg.ServiceID,
+		arg.After,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var request_id string
+		if err := rows.Scan(&request_id); err != nil {
+			return nil, err
+		}
+		items = append(items, request_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const nextJob = `-- name: NextJob :one
+SELECT job_id, tenant_id FROM reaction_job_timer LIMIT 1 FOR UPDATE SKIP LOCKED
+`
+
+func (q *Queries) NextJob(ctx context.Context) (ReactionJobTimer, error) {
+	row := q.db.QueryRow(ctx, nextJob)
+	var i ReactionJobTimer
+	err := row.Scan(&i.JobID, &i.TenantID)
+	return i, err
+}
+
 const openReviews = `-- name: OpenReviews :many
-SELECT id, tenant_id, decision_id, kind, role, status, created_at, resolution, resolved_by, resolved_reason, resolved_at, follows FROM reaction_review WHERE tenant_id = $1 AND status = 'open' AND role = ANY($2::text[])
-ORDER BY created_at, id
+SELECT id, tenant_id, decision_id, kind, role, status, created_at, resolution, resolved_by, resolved_reason, resolved_at, follows, request_id, note FROM reaction_review WHERE tenant_id = $1 AND status = 'open' AND role = ANY($2::text[])
+ORDER BY created_at, id LIMIT 200
 `
 
 type OpenReviewsParams struct {
@@ -1787,6 +2043,8 @@ func (q *Queries) OpenReviews(ctx context.Context, arg OpenReviewsParams) ([]Rea
 			&i.ResolvedReason,
 			&i.ResolvedAt,
 			&i.Follows,
+			&i.RequestID,
+			&i.Note,
 		); err != nil {
 			return nil, err
 		}
@@ -1938,7 +2196,7 @@ const resolveReview = `-- name: ResolveReview :one
 UPDATE reaction_review SET status = 'resolved', resolution = $1, resolved_by = $2,
     resolved_reason = $3, resolved_at = $4
 WHERE tenant_id = $5 AND id = $6
-RETURNING id, tenant_id, decision_id, kind, role, status, created_at, resolution, resolved_by, resolved_reason, resolved_at, follows
+RETURNING id, tenant_id, decision_id, kind, role, status, created_at, resolution, resolved_by, resolved_reason, resolved_at, follows, request_id, note
 `
 
 type ResolveReviewParams struct {
@@ -1973,12 +2231,15 @@ func (q *Queries) ResolveReview(ctx context.Context, arg ResolveReviewParams) (R
 		&i.ResolvedReason,
 		&i.ResolvedAt,
 		&i.Follows,
+		&i.RequestID,
+		&i.Note,
 	)
 	return i, err
 }
 
 const reviewsOfDecisions = `-- name: ReviewsOfDecisions :many
-SELECT id, tenant_id, decision_id, kind, role, status, created_at, resolution, resolved_by, resolved_reason, resolved_at, follows FROM reaction_review WHERE tenant_id = $1 AND decision_id = ANY($2::uuid[]) ORDER BY created_at, id
+SELECT id, tenant_id, decision_id, kind, role, status, created_at, resolution, resolved_by, resolved_reason, resolved_at, follows, request_id, note FROM reaction_review WHERE tenant_id = $1 AND decision_id = ANY($2::uuid[]) AND request_id IS NULL
+ORDER BY created_at, id
 `
 
 type ReviewsOfDecisionsParams struct {
@@ -1986,6 +2247,7 @@ type ReviewsOfDecisionsParams struct {
 	DecisionIds []string
 }
 
+// A mass reaction's per-request reviews are counted by its job, not listed.
 func (q *Queries) ReviewsOfDecisions(ctx context.Context, arg ReviewsOfDecisionsParams) ([]ReactionReview, error) {
 	rows, err := q.db.Query(ctx, reviewsOfDecisions, arg.TenantID, arg.DecisionIds)
 	if err != nil {
@@ -2008,6 +2270,8 @@ func (q *Queries) ReviewsOfDecisions(ctx context.Context, arg ReviewsOfDecisions
 			&i.ResolvedReason,
 			&i.ResolvedAt,
 			&i.Follows,
+			&i.RequestID,
+			&i.Note,
 		); err != nil {
 			return nil, err
 		}
@@ -2057,6 +2321,31 @@ func (q *Queries) SetSubscriptionState(ctx context.Context, arg SetSubscriptionS
 		&i.UpdatedAt,
 	)
 	return i, err
+}
+
+const settleAwaitingJob = `-- name: SettleAwaitingJob :one
+UPDATE reaction_job SET status = $1, updated_at = $2
+WHERE tenant_id = $3 AND decision_id = $4 AND status = 'awaiting-approval'
+RETURNING id
+`
+
+type SettleAwaitingJobParams struct {
+	Status     string
+	Now        time.Time
+	TenantID   string
+	DecisionID string
+}
+
+func (q *Queries) SettleAwaitingJob(ctx context.Context, arg SettleAwaitingJobParams) (string, error) {
+	row := q.db.QueryRow(ctx, settleAwaitingJob,
+		arg.Status,
+		arg.Now,
+		arg.TenantID,
+		arg.DecisionID,
+	)
+	var id string
+	err := row.Scan(&id)
+	return id, err
 }
 
 const takeEarlyEvent = `-- name: TakeEarlyEvent :one

@@ -257,8 +257,8 @@ VALUES (@id, @tenant_id, @event_id, @event_type, @correlation_id, @subscription_
 ON CONFLICT (event_id, subscription_id) DO NOTHING;
 
 -- name: InsertReview :exec
-INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at)
-VALUES (@id, @tenant_id, @decision_id, @kind, @role, @created_at);
+INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at, note)
+VALUES (@id, @tenant_id, @decision_id, @kind, @role, @created_at, @note);
 
 -- name: DecisionsByCorrelation :many
 SELECT * FROM reaction_decision WHERE tenant_id = @tenant_id AND correlation_id = @correlation_id ORDER BY decided_at, id;
@@ -268,7 +268,7 @@ SELECT * FROM reaction_decision WHERE tenant_id = @tenant_id AND event_id = @eve
 
 -- name: OpenReviews :many
 SELECT * FROM reaction_review WHERE tenant_id = @tenant_id AND status = 'open' AND role = ANY(@roles::text[])
-ORDER BY created_at, id;
+ORDER BY created_at, id LIMIT 200;
 
 -- name: GetReviewForUpdate :one
 SELECT * FROM reaction_review WHERE tenant_id = @tenant_id AND id = @id FOR UPDATE;
@@ -287,7 +287,9 @@ VALUES (@id, @tenant_id, @decision_id, @kind, @role, @created_at, @follows);
 SELECT * FROM reaction_decision WHERE tenant_id = @tenant_id AND id = @id;
 
 -- name: ReviewsOfDecisions :many
-SELECT * FROM reaction_review WHERE tenant_id = @tenant_id AND decision_id = ANY(@decision_ids::uuid[]) ORDER BY created_at, id;
+-- A mass reaction's per-request reviews are counted by its job, not listed.
+SELECT * FROM reaction_review WHERE tenant_id = @tenant_id AND decision_id = ANY(@decision_ids::uuid[]) AND request_id IS NULL
+ORDER BY created_at, id;
 
 -- name: GetProcessByRequestForUpdate :one
 SELECT * FROM process_instance WHERE tenant_id = @tenant_id AND request_id = @request_id FOR UPDATE;
@@ -303,3 +305,47 @@ ON CONFLICT (tenant_id, request_id, event_type) DO NOTHING;
 -- name: TakeEarlyEvent :one
 DELETE FROM early_event WHERE tenant_id = @tenant_id AND request_id = @request_id AND event_type = @event_type
 RETURNING event;
+
+-- name: AffectedRequests :one
+-- The blast radius of a reaction on a service's open requests.
+SELECT count(*)::int AS requests, count(DISTINCT citizen_id)::int AS citizens, count(*)::int AS workflows
+FROM process_instance WHERE tenant_id = @tenant_id AND service_id = @service_id AND status = 'running';
+
+-- name: InsertJob :exec
+INSERT INTO reaction_job (id, tenant_id, decision_id, service_id, role, total, status, created_at, updated_at)
+VALUES (@id, @tenant_id, @decision_id, @service_id, @role, @total, @status, @now, @now)
+ON CONFLICT (decision_id) DO NOTHING;
+
+-- name: SettleAwaitingJob :one
+UPDATE reaction_job SET status = @status, updated_at = @now
+WHERE tenant_id = @tenant_id AND decision_id = @decision_id AND status = 'awaiting-approval'
+RETURNING id;
+
+-- name: InsertJobTimer :exec
+INSERT INTO reaction_job_timer (job_id, tenant_id) VALUES (@job_id, @tenant_id) ON CONFLICT DO NOTHING;
+
+-- name: NextJob :one
+SELECT job_id, tenant_id FROM reaction_job_timer LIMIT 1 FOR UPDATE SKIP LOCKED;
+
+-- name: GetJob :one
+SELECT * FROM reaction_job WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: NextAffectedBatch :many
+SELECT request_id FROM process_instance
+WHERE tenant_id = @tenant_id AND service_id = @service_id AND status = 'running' AND request_id > @after
+ORDER BY request_id LIMIT @max_rows;
+
+-- name: InsertRequestReview :execrows
+INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at, request_id)
+VALUES (@id, @tenant_id, @decision_id, 'review', @role, @created_at, @request_id)
+ON CONFLICT (decision_id, request_id) WHERE request_id IS NOT NULL DO NOTHING;
+
+-- name: AdvanceJob :exec
+UPDATE reaction_job SET done = done + @added, last_request_id = @last_request_id, status = @status, updated_at = @now
+WHERE tenant_id = @tenant_id AND id = @id;
+
+-- name: DeleteJobTimer :exec
+DELETE FROM reaction_job_timer WHERE job_id = @job_id;
+
+-- name: JobsOfDecisions :many
+SELECT * FROM reaction_job WHERE tenant_id = @tenant_id AND decision_id = ANY(@decision_ids::uuid[]);

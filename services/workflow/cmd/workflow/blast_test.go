@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+)
+
+// TestBlastRadiusGate is seed 004 §88's mass reaction: a service now
+// requires another document; a subscription reviews every open request of
+// the service. With 5,000 of them, above the subscription's limit of
+// 1,000, the reaction waits for an operator's approval with the estimate
+// in hand, then runs in batches of 500 across two competing instances,
+// reviewing each request exactly once; another tenant's requests of the
+// same service are not touched; a small service's change runs at once.
+func TestBlastRadiusGate(t *testing.T) {
+	p := newPlatform(t)
+	extra := map[string]string{"REACTION_JOB_INTERVAL": "100ms", "REACTION_JOB_BATCH": "500"}
+	url := p.start(t, extra)
+	p.start(t, extra)
+	author, approver := p.token(t, "org-a", "ana", "attendant"), p.token(t, "org-a", "olga", "operator")
+	ctx := context.Background()
+	// The open requests, written directly: 5,000 processes of street-lighting
+	// in org-a (1,000 citizens), 3 in org-b, 10 of a small service in org-a.
+	for _, seed := range []struct {
+		tenant, service string
+		n, citizens     int
+	}{{"org-a", "street-lighting", 5000, 1000}, {"org-b", "street-lighting", 3, 3}, {"org-a", "small-service", 10, 10}} {
+		if _, err := p.pool.Exec(ctx, `INSERT INTO `+p.schema+`.process_instance
+			(id, tenant_id, request_id, citizen_id, service_id, definition_id, correlation_id, started_at)
+			SELECT gen_random_uuid(), $1, gen_random_uuid(), 'citizen-' || (i % $4), $2, 'standard-review', gen_random_uuid(), now()
+			FROM generate_series(1, $3) AS i`, seed.tenant, seed.service, seed.n, seed.citizens); err != nil {
+			t.Fatal(err)
+		}
+	}
+	activate(t, url, author, approver, `{"name":"new document","eventTypes":["catalog.service-updated.v1"],
+		"filter":"payload.change == \"requires-document\"","policy":{"default":"ALLOW"},
+		"reaction":{"kind":"review-affected-requests","role":"attendant","maxAffected":1000}}`)
+	changed := func(service string) envelope.Envelope {
+		e, err := envelope.New("catalog.service-updated.v1", "org-a", "catalog-system", map[string]any{
+			"serviceId": service, "change": "requires-document", "requiredDocument": "proof of address"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.publish(t, e)
+		return e
+	}
+	decision := func(e envelope.Envelope) decisionView {
+		t.Helper()
+		var got []decisionView
+		fabrictest.Eventually(t, 20*time.Second, "the decision on "+e.ID, func() bool {
+			do(t, http.MethodGet, url+"/v1/decisions?eventId="+e.ID, author, nil, nil).json(t, &got)
+			return len(got) == 1
+		})
+		return got[0]
+	}
+	reviewed := func(e envelope.Envelope) (int, int) {
+		var n, distinct int
+		if err := p.pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT r.request_id) FROM `+p.schema+`.reaction_review r
+			JOIN `+p.schema+`.reaction_decision d ON d.id = r.decision_id WHERE d.event_id = $1 AND r.request_id IS NOT NULL`, e.ID).Scan(&n, &distinct); err != nil {
+			t.Fatal(err)
+		}
+		return n, distinct
+	}
+
+	big := changed("street-lighting")
+	d := decision(big)
+	if d.Outcome != "REQUIRE_APPROVAL" || d.Status != "pending-approval" || d.Job == nil || d.Job.Status != "awaiting-approval" || d.Job.Total != 5000 {
+		t.Fatalf("decision %+v (job %+v), want the gate: approval pending, 5,000 awaiting", d, d.Job)
+	}
+	if len(d.Reviews) != 1 || !strings.Contains(d.Reviews[0].Note, "5000 open requests, 1000 citizens") {
+		t.Errorf("the approval %+v, want the estimate in its note", d.Reviews)
+	}
+	if n, _ := reviewed(big); n != 0 {
+		t.Fatalf("%d requests reviewed before the approval", n)
+	}
+	if resp := post(t, url, approver, "/v1/reviews/"+d.ReviewID+"/resolve", `{"approve":true,"reason":"the new document applies to all"}`); resp.status != http.StatusOK {
+		t.Fatalf("approve = %d %s", resp.status, resp.body)
+	}
+	fabrictest.Eventually(t, 60*time.Second, "the mass reaction done", func() bool {
+		d = decision(big)
+		return d.Job != nil && d.Job.Status == "done"
+	})
+	if n, distinct := reviewed(big); n != 5000 || distinct != 5000 || d.Job.Done != 5000 {
+		t.Errorf("%d reviews of %d requests (job done %d), want each of the 5,000 once", n, distinct, d.Job.Done)
+	}
+
+	small := changed("small-service")
+	fabrictest.Eventually(t, 20*time.Second, "the small reaction done", func() bool {
+		d = decision(small)
+		return d.Job != nil && d.Job.Status == "done"
+	})
+	if d.Outcome != "ALLOW" || d.Status != "executed" || d.Job.Done != 10 {
+		t.Errorf("small service: %+v (job %+v), want ALLOW run at once on its 10 requests", d, d.Job)
+	}
+}
+
+func post(t *testing.T, url, token, path, body string) response {
+	t.Helper()
+	return do(t, http.MethodPost, url+path, token, strings.NewReader(body), map[string]string{"Content-Type": "application/json"})
+}
