@@ -350,6 +350,17 @@ func TestRequestFlow(t *testing.T) {
 
 	t.Run("an operator exports the day's report (report.export.v1 on platform.work)", func(t *testing.T) {
 		today := time.Now().UTC().Format("2006-01-02")
+		// The export reads the projection: it must already hold a2's move
+		// to in_progress (its status change is consumed on its own queue,
+		// racing the steps above), else the file shows it submitted.
+		fabrictest.Eventually(t, 30*time.Second, "the projection with a1 completed and a2 in progress", func() bool {
+			status, body := flowCall(t, http.MethodGet, h.URL("analytics")+"/v1/analytics/requests?from="+today+"&to="+today, staffA, "", "")
+			var out struct {
+				Totals struct{ ByStatus map[string]int64 }
+			}
+			_ = json.Unmarshal(body, &out)
+			return status == http.StatusOK && out.Totals.ByStatus["completed"] == 1 && out.Totals.ByStatus["in_progress"] == 1
+		})
 		status, body := flowCall(t, http.MethodPost, h.URL("analytics")+"/v1/reports/exports", staffA, "",
 			`{"from":"`+today+`","to":"`+today+`","format":"csv"}`)
 		var export struct{ ID, Status, URL, Error string }
