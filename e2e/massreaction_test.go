@@ -1,0 +1,125 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agora-platform/agora/e2e/harness"
+	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/pkg/fabric/gateway"
+)
+
+// TestServiceChangeBehindTheBlastRadius is seed 004 §88's second slice
+// across the real services: the tenant's catalog system tells the
+// platform, through the external-event gateway (a signed CloudEvent), that
+// a service now requires another document; the workflow's subscription
+// would open a review on each of the service's 30 open requests, above its
+// limit of 10, so it waits for an operator with the estimate; approved, it
+// runs in batches and every request gets its review once.
+func TestServiceChangeBehindTheBlastRadius(t *testing.T) {
+	h := harness.New(t, os.Getenv)
+	if h.Compose() {
+		t.Skip("runs against processes (E2E_TARGET=processes): the compose test runs the request and document flows")
+	}
+	tenant := "org-a-" + randHex(3)
+	const secret = "the-catalog-system-secret-of-32-bytes"
+	sources := filepath.Join(t.TempDir(), "sources.json")
+	if err := os.WriteFile(sources, []byte(`[{"id":"catalog","uri":"https://catalogo.example.org","tenantId":"`+tenant+`",
+		"secret":"`+secret+`","types":["catalog.service-updated.v1"]}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.Start(t, "request", harness.Env{"GATEWAY_SOURCES_FILE": sources})
+	h.Start(t, "workflow", harness.Env{"REACTION_JOB_BATCH": "7", "REACTION_JOB_INTERVAL": "100ms"})
+	attendant, operator := h.Token(tenant, "ana", "attendant"), h.Token(tenant, "olga", "operator")
+	call := func(method, path, token, body string, out any) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, h.URL("workflow")+path, strings.NewReader(body))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		status, data := do(t, req, token)
+		if out != nil && status < 300 {
+			if err := json.Unmarshal(data, out); err != nil {
+				t.Fatalf("%s %s: %v: %s", method, path, err, data)
+			}
+		}
+		return status
+	}
+	const open = 30
+	for i := range open {
+		submitRequest(t, h.URL("request"), h.Token(tenant, "citizen-"+string(rune('a'+i%26)), "citizen"))
+	}
+	fabrictest.Eventually(t, time.Minute, "30 open processes", func() bool {
+		var page struct{ Items []json.RawMessage }
+		return call(http.MethodGet, "/v1/tasks?status=open&limit=100", operator, "", &page) == http.StatusOK && len(page.Items) == open
+	})
+	var sub struct{ ID string }
+	if status := call(http.MethodPost, "/v1/subscriptions", attendant, `{"name":"new document required",
+		"eventTypes":["catalog.service-updated.v1"],"filter":"payload.change == \"requires-document\"",
+		"policy":{"default":"ALLOW"},"reaction":{"kind":"review-affected-requests","role":"attendant","maxAffected":10}}`, &sub); status != http.StatusCreated {
+		t.Fatalf("create subscription = %d", status)
+	}
+	for _, to := range []string{"VALIDATING", "APPROVED", "ACTIVE"} {
+		if status := call(http.MethodPost, "/v1/subscriptions/"+sub.ID+"/versions/1/transitions", operator, `{"to":"`+to+`","reason":"the slice"}`, nil); status != http.StatusOK {
+			t.Fatalf("→ %s = %d", to, status)
+		}
+	}
+
+	// The catalog system's signed CloudEvent.
+	body, _ := json.Marshal(map[string]any{"specversion": "1.0", "id": "svc-change-" + randHex(4), "source": "https://catalogo.example.org",
+		"type": "catalog.service-updated.v1", "data": map[string]any{"serviceId": "alvara-funcionamento", "change": "requires-document",
+			"requiredDocument": "laudo do corpo de bombeiros"}})
+	req, _ := http.NewRequest(http.MethodPost, h.URL("request")+gateway.Path, bytes.NewReader(body))
+	req.Header.Set("Content-Type", gateway.ContentType)
+	req.Header.Set(gateway.SignatureHeader, gateway.Sign(secret, time.Now(), body))
+	status, data := do(t, req, "")
+	var accepted struct{ EventID string }
+	if status != http.StatusAccepted || json.Unmarshal(data, &accepted) != nil || accepted.EventID == "" {
+		t.Fatalf("gateway = %d %s", status, data)
+	}
+	type decision struct {
+		Outcome, Status, ReviewID string
+		Reviews                   []struct{ Kind, Note string }
+		Job                       *struct {
+			Total, Done int
+			Status      string
+		}
+	}
+	var d decision
+	decided := func() bool {
+		var list []decision
+		if call(http.MethodGet, "/v1/decisions?eventId="+accepted.EventID, attendant, "", &list) != http.StatusOK || len(list) != 1 {
+			return false
+		}
+		d = list[0]
+		return true
+	}
+	fabrictest.Eventually(t, 30*time.Second, "the change decided", decided)
+	if d.Outcome != "REQUIRE_APPROVAL" || d.Job == nil || d.Job.Status != "awaiting-approval" || d.Job.Total != open ||
+		len(d.Reviews) != 1 || !strings.Contains(d.Reviews[0].Note, "30 open requests") {
+		t.Fatalf("decision %+v (job %+v), want the blast-radius gate with the estimate of 30 open requests", d, d.Job)
+	}
+	if status := call(http.MethodPost, "/v1/reviews/"+d.ReviewID+"/resolve", operator, `{"approve":true,"reason":"inform every applicant"}`, nil); status != http.StatusOK {
+		t.Fatalf("approve = %d", status)
+	}
+	fabrictest.Eventually(t, 30*time.Second, "the reviews opened in batches", func() bool {
+		return decided() && d.Job != nil && d.Job.Status == "done"
+	})
+	var reviews []struct{ RequestID, Role string }
+	call(http.MethodGet, "/v1/reviews", attendant, "", &reviews)
+	seen := map[string]bool{}
+	for _, r := range reviews {
+		if r.RequestID != "" && r.Role == "attendant" {
+			seen[r.RequestID] = true
+		}
+	}
+	if d.Job.Done != open || len(seen) != open {
+		t.Errorf("job done %d, %d requests with an open review; want each of the %d once", d.Job.Done, len(seen), open)
+	}
+}
