@@ -37,20 +37,7 @@ func TestServiceChangeBehindTheBlastRadius(t *testing.T) {
 	h.Start(t, "request", harness.Env{"GATEWAY_SOURCES_FILE": sources})
 	h.Start(t, "workflow", harness.Env{"REACTION_JOB_BATCH": "7", "REACTION_JOB_INTERVAL": "100ms"})
 	attendant, operator := h.Token(tenant, "ana", "attendant"), h.Token(tenant, "olga", "operator")
-	call := func(method, path, token, body string, out any) int {
-		t.Helper()
-		req, _ := http.NewRequest(method, h.URL("workflow")+path, strings.NewReader(body))
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		status, data := do(t, req, token)
-		if out != nil && status < 300 {
-			if err := json.Unmarshal(data, out); err != nil {
-				t.Fatalf("%s %s: %v: %s", method, path, err, data)
-			}
-		}
-		return status
-	}
+	call := workflowCall(t, h)
 	const open = 30
 	for i := range open {
 		submitRequest(t, h.URL("request"), h.Token(tenant, "citizen-"+string(rune('a'+i%26)), "citizen"))
@@ -59,17 +46,9 @@ func TestServiceChangeBehindTheBlastRadius(t *testing.T) {
 		var page struct{ Items []json.RawMessage }
 		return call(http.MethodGet, "/v1/tasks?status=open&limit=100", operator, "", &page) == http.StatusOK && len(page.Items) == open
 	})
-	var sub struct{ ID string }
-	if status := call(http.MethodPost, "/v1/subscriptions", attendant, `{"name":"new document required",
+	activateSubscription(t, call, attendant, operator, `{"name":"new document required",
 		"eventTypes":["catalog.service-updated.v1"],"filter":"payload.change == \"requires-document\"",
-		"policy":{"default":"ALLOW"},"reaction":{"kind":"review-affected-requests","role":"attendant","maxAffected":10}}`, &sub); status != http.StatusCreated {
-		t.Fatalf("create subscription = %d", status)
-	}
-	for _, to := range []string{"VALIDATING", "APPROVED", "ACTIVE"} {
-		if status := call(http.MethodPost, "/v1/subscriptions/"+sub.ID+"/versions/1/transitions", operator, `{"to":"`+to+`","reason":"the slice"}`, nil); status != http.StatusOK {
-			t.Fatalf("→ %s = %d", to, status)
-		}
-	}
+		"policy":{"default":"ALLOW"},"reaction":{"kind":"review-affected-requests","role":"attendant","maxAffected":10}}`)
 
 	// The catalog system's signed CloudEvent.
 	body, _ := json.Marshal(map[string]any{"specversion": "1.0", "id": "svc-change-" + randHex(4), "source": "https://catalogo.example.org",

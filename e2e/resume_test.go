@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -38,32 +37,10 @@ func TestDocumentResumesTheWaitingStep(t *testing.T) {
 	tenant := "org-a-" + randHex(3)
 	citizen := h.Token(tenant, "citizen-"+randHex(2), "citizen")
 	attendant, operator := h.Token(tenant, "ana", "attendant"), h.Token(tenant, "olga", "operator")
-	call := func(method, path, token, body string, out any) int {
-		t.Helper()
-		req, _ := http.NewRequest(method, h.URL("workflow")+path, strings.NewReader(body))
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		status, data := do(t, req, token)
-		if out != nil && status < 300 {
-			if err := json.Unmarshal(data, out); err != nil {
-				t.Fatalf("%s %s: %v: %s", method, path, err, data)
-			}
-		}
-		return status
-	}
-	var sub struct{ ID string }
-	if status := call(http.MethodPost, "/v1/subscriptions", attendant, `{"name":"readable documents",
+	call := workflowCall(t, h)
+	subID := activateSubscription(t, call, attendant, operator, `{"name":"readable documents",
 		"eventTypes":["document.processed.v1"],"filter":"payload.characters > 0","policy":{"default":"ALLOW"},
-		"reaction":{"kind":"resume-workflow"}}`, &sub); status != http.StatusCreated {
-		t.Fatalf("create subscription = %d", status)
-	}
-	for _, to := range []string{"VALIDATING", "APPROVED", "ACTIVE"} {
-		if status := call(http.MethodPost, "/v1/subscriptions/"+sub.ID+"/versions/1/transitions", operator,
-			`{"to":"`+to+`","reason":"the slice"}`, nil); status != http.StatusOK {
-			t.Fatalf("→ %s = %d", to, status)
-		}
-	}
+		"reaction":{"kind":"resume-workflow"}}`)
 
 	reqID := submitRequest(t, h.URL("request"), citizen)
 	type proc struct {
@@ -94,7 +71,7 @@ func TestDocumentResumesTheWaitingStep(t *testing.T) {
 		p, ok = processOf()
 		return ok && p.CurrentStep == 1
 	})
-	if p.Tasks[0].Status != "completed" || !strings.HasPrefix(p.Tasks[0].CompletedBy, "subscription:"+sub.ID) {
+	if p.Tasks[0].Status != "completed" || !strings.HasPrefix(p.Tasks[0].CompletedBy, "subscription:"+subID) {
 		t.Errorf("document-check = %+v, want completed by the subscription", p.Tasks[0])
 	}
 	correlation := requestCorrelation(t, h.URL("request"), citizen, reqID)
