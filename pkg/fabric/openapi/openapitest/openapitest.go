@@ -522,6 +522,34 @@ func (t *Transport) Run(m *testing.M) int {
 	return code
 }
 
+// CheckRoutes reports whether own, a service's OpenAPI document, merged
+// with the host's routes for h, is a valid OpenAPI 3.1 document, and
+// whether own documents exactly the routes the service's router serves
+// (served; Collect gathers them from chi.Walk).
+func CheckRoutes(own []byte, h openapi.Host, served []openapi.Operation) error {
+	doc, err := openapi.Document(own, h)
+	if err != nil {
+		return err
+	}
+	if _, err := New(doc); err != nil {
+		return err
+	}
+	documented, err := openapi.Operations(own)
+	if err != nil {
+		return err
+	}
+	return CompareRoutes(served, documented)
+}
+
+// Collect returns a chi.WalkFunc that appends every route it walks to
+// into (as a plain func type, so this package needs no router).
+func Collect(into *[]openapi.Operation) func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+	return func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		*into = append(*into, openapi.Operation{Method: method, Path: route})
+		return nil
+	}
+}
+
 // CheckServed reports whether the service at baseURL serves, at
 // /openapi.json, exactly its own document own merged with the host's
 // routes for h (openapi.Document), and whether it serves every operation
