@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/agora-platform/agora/e2e/harness"
+	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/services/document-worker/doctest"
 )
 
@@ -29,9 +30,7 @@ func TestOperatorConsole(t *testing.T) {
 		t.Fatal("no chromium on PATH: run `make infra` (deploy/local/infra.sh installs Debian's chromium)")
 	}
 	h := harness.New(t, os.Getenv)
-	if h.Compose() {
-		t.Skip("the console test runs against processes only (E2E_TARGET=processes): the compose test runs the request and document flows")
-	}
+	h.RequireProcesses(t)
 	h.Start(t, "document-worker")
 	h.Start(t, "request", harness.Env{"CONSOLE_SERVICES": "document-worker=" + h.URL("document-worker")})
 	tenantA, tenantB := "org-a-"+randHex(3), "org-b-"+randHex(3)
@@ -145,20 +144,16 @@ func TestOperatorConsole(t *testing.T) {
 		}
 	}
 
-	// The replayed letter fails again (the file is still corrupt): the
-	// journey shows the request's events and the dead letter.
-	// The letter is back once the worker has failed it again: the page is
-	// loaded until it shows it (or the deadline passes).
+	// The replayed letter fails again (the file is still corrupt) and is
+	// back in the DLQ once the worker has failed it: the journey is loaded
+	// until it shows it, then checked whole.
 	wants := []string{"request.submitted.v1", "document.uploaded.v1", "emitted by request", "dead-lettered by document.processing"}
 	var tree string
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	fabrictest.Eventually(t, 30*time.Second, "the journey showing the dead letter", func() bool {
 		run("journey", chromedp.Navigate(base+"journey?correlationId="+correlationID), chromedp.WaitVisible(chromedp.CSS("#tree")))
 		tree = text("#tree")
-		if strings.Contains(tree, wants[len(wants)-1]) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return strings.Contains(tree, wants[len(wants)-1])
+	})
 	for _, want := range wants {
 		if !strings.Contains(tree, want) {
 			t.Errorf("journey %q lacks %q", tree, want)

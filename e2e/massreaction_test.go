@@ -24,9 +24,7 @@ import (
 // runs in batches and every request gets its review once.
 func TestServiceChangeBehindTheBlastRadius(t *testing.T) {
 	h := harness.New(t, os.Getenv)
-	if h.Compose() {
-		t.Skip("runs against processes (E2E_TARGET=processes): the compose test runs the request and document flows")
-	}
+	h.RequireProcesses(t)
 	tenant := "org-a-" + randHex(3)
 	const secret = "the-catalog-system-secret-of-32-bytes"
 	sources := filepath.Join(t.TempDir(), "sources.json")

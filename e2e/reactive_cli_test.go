@@ -17,9 +17,7 @@ import (
 // `fabricctl explain`, which also shows the type from the catalog.
 func TestSubscriptionsThroughFabricctl(t *testing.T) {
 	h := harness.New(t, os.Getenv)
-	if h.Compose() {
-		t.Skip("fabricctl's REST commands are tested against processes (E2E_TARGET=processes)")
-	}
+	h.RequireProcesses(t)
 	root, err := harness.RepoRoot()
 	if err != nil {
 		t.Fatal(err)

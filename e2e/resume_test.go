@@ -21,9 +21,7 @@ import (
 // exactly that process, and the decision says why.
 func TestDocumentResumesTheWaitingStep(t *testing.T) {
 	h := harness.New(t, os.Getenv)
-	if h.Compose() {
-		t.Skip("runs against processes (E2E_TARGET=processes): the compose test runs the request and document flows")
-	}
+	h.RequireProcesses(t)
 	defs := filepath.Join(t.TempDir(), "definitions.json")
 	if err := os.WriteFile(defs, []byte(`{"default":"docs","definitions":[
 		{"id":"docs","steps":[

@@ -116,6 +116,16 @@ type Harness struct {
 // Compose reports whether the tests run against a compose stack.
 func (h *Harness) Compose() bool { return h.stack != nil }
 
+// RequireProcesses fails t at once against a compose stack: the test
+// starts services with settings of its own, which a running stack cannot
+// take. It fails rather than skips, so a run that cannot test it says so.
+func (h *Harness) RequireProcesses(t testing.TB) {
+	t.Helper()
+	if h.Compose() {
+		t.Fatalf("%s starts services with its own settings: run it with E2E_TARGET=processes (the compose test runs TestRequestFlow and TestDocumentFlow)", t.Name())
+	}
+}
+
 type proc struct {
 	key  string
 	cmd  *exec.Cmd

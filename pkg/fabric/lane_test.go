@@ -119,7 +119,7 @@ func BenchmarkPriorityLane(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			for range b.N {
 				r := newLaneRig(b, withLane, 10_000)
-				time.Sleep(200 * time.Millisecond) // the backlog is being worked
+				fabrictest.Eventually(b, 10*time.Second, "the backlog being worked", func() bool { return r.lowLeft.Load() < 9_900 })
 				d := r.urgent(b)
 				b.ReportMetric(float64(d.Microseconds())/1000, "urgent_ms")
 				b.ReportMetric(float64(r.lowOnHigh.Load()), "low_left")
