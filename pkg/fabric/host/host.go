@@ -21,8 +21,6 @@ import (
 	"net/http/pprof"
 	"os"
 	"runtime"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -292,81 +290,6 @@ func (h *Host) initRetention() error {
 	}
 	h.Go("retention", r.Run)
 	return nil
-}
-
-// apiDocument merges the service's OpenAPI document with the host's routes:
-// the DLQ API's for its queues, when it consumes (see dlqHandler).
-func apiDocument(service string, opts Options) ([]byte, error) {
-	doc := opts.OpenAPI
-	if len(doc) == 0 {
-		doc = fmt.Appendf(nil, `{"openapi": "3.1.0", "info": {"title": %q, "version": "1"}, "paths": {}}`, service)
-	}
-	queues := make([]string, len(opts.Consumers))
-	for i, c := range opts.Consumers {
-		queues[i] = c.Queue
-	}
-	return openapi.Document(doc, openapi.Host{Queues: queues, Ops: len(queues) > 0 || opts.Relay})
-}
-
-// dlqHandler is the DLQ API (package dlq) for the service's own queues,
-// served under dlq.PathPrefix by every service that consumes (nil for one
-// that does not). It admits only a verified token with the operator role;
-// the handler keeps the operator to their tenant's letters and audit rows.
-// Without JWT_KEYS no token can be verified, so every call is refused.
-func (h *Host) dlqHandler() http.Handler {
-	if len(h.opts.Consumers) == 0 {
-		return nil
-	}
-	if h.Verifier == nil {
-		h.Log.Warn("DLQ API refuses every call: JWT_KEYS is not set")
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="agora"`)
-			problem.Error(w, r, http.StatusUnauthorized, "DLQ operations need a verified token, and this service has no JWT_KEYS to verify one")
-		})
-	}
-	return h.Verifier.Require(auth.RoleOperator)(dlq.Handler(dlq.New(h.Conn, h.Pub, h.Reg, h.Pool, h.Cfg.Schema), h.queueNames()))
-}
-
-// opsHandler is the operations views (package ops) of a service that
-// consumes or relays, for the operator of a tenant; like the DLQ API it
-// refuses every call without JWT_KEYS.
-func (h *Host) opsHandler() http.Handler {
-	svc := ops.Service{Name: h.Cfg.Service, Schema: h.Cfg.Schema, Queues: h.queueNames(), Relay: h.opts.Relay,
-		Pool: h.Pool, Broker: h.Conn, Letters: dlq.New(h.Conn, h.Pub, h.Reg, h.Pool, h.Cfg.Schema)}
-	if !svc.Serves() {
-		return nil
-	}
-	if h.Verifier == nil {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="agora"`)
-			problem.Error(w, r, http.StatusUnauthorized, "operations views need a verified token, and this service has no JWT_KEYS to verify one")
-		})
-	}
-	return h.Verifier.Require(auth.RoleOperator)(ops.Handler(svc))
-}
-
-// console is the operator console over the services of CONSOLE_SERVICES
-// and this one, reached at its bound address unless listed.
-func (h *Host) console(addr net.Addr) (http.Handler, error) {
-	targets := h.Cfg.Console
-	if !slices.ContainsFunc(targets, func(t console.Target) bool { return t.Name == h.Cfg.Service }) {
-		tcp := addr.(*net.TCPAddr)
-		ip := tcp.IP
-		if ip.IsUnspecified() {
-			ip = net.IPv4(127, 0, 0, 1)
-		}
-		self := "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(tcp.Port))
-		targets = append([]console.Target{{Name: h.Cfg.Service, URL: self}}, targets...)
-	}
-	return console.Handler(console.Options{Targets: targets, Verifier: h.Verifier, Log: h.Log})
-}
-
-func (h *Host) queueNames() []string {
-	queues := make([]string, len(h.opts.Consumers))
-	for i, c := range h.opts.Consumers {
-		queues[i] = c.Queue
-	}
-	return queues
 }
 
 func (h *Host) initTelemetry(ctx context.Context) error {
