@@ -177,7 +177,10 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 			}
 		}
 	}
-	subs := store.Subscriptions(h.Reg, reactable)
+	subs, err := store.Subscriptions(h.Reg, reactable, h.Metrics.Meter)
+	if err != nil {
+		return err
+	}
 	if err := h.ConsumeTx(reactionsQueue, messaging.Reactions(subs), fabric.ConsumerOptions{}); err != nil {
 		return err
 	}

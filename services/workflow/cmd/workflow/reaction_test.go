@@ -22,6 +22,7 @@ type decisionView struct {
 	Rule                *int   `json:"rule"`
 	ActorType           string `json:"actorType"`
 	Status              string `json:"status"`
+	Detail              string `json:"detail"`
 	ReviewID            string `json:"reviewId"`
 	Reviews             []struct {
 		Kind, Role, Status, Resolution, ResolvedBy, Follows, Note string

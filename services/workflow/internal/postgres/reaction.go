@@ -87,6 +87,16 @@ func (s *Subscriptions) React(ctx context.Context, tx pgx.Tx, env envelope.Envel
 				d.Rule = &r
 			}
 			if outcome == subscription.Allow && v.Reaction.Kind == subscription.ResumeWorkflow {
+				if depth := len(env.CausationChain) + 1; depth > s.maxDepth {
+					// What the resumed step emits derives from env, one
+					// level deeper than any consumer accepts: a chain of
+					// reactions this long is a loop, stopped here rather
+					// than dead-lettered downstream.
+					d.Outcome, d.Status = string(subscription.Deny), subscription.StatusLoopStopped
+					d.Detail = fmt.Sprintf("the reaction would emit at causation depth %d, above the limit of %d: a reaction loop, not run", depth, s.maxDepth)
+					s.metrics.loops.Add(ctx, 1)
+					break
+				}
 				d.Status, d.Detail, err = s.resume(ctx, tx, v, env)
 				if err != nil {
 					return decided, err
@@ -129,6 +139,7 @@ func (s *Subscriptions) React(ctx context.Context, tx pgx.Tx, env envelope.Envel
 		if n == 0 {
 			continue // decided before (a redelivery the inbox did not see)
 		}
+		s.metrics.decided(ctx, d.Outcome, d.Status)
 		if review != nil {
 			if err := q.InsertReview(ctx, *review); err != nil {
 				return decided, fmt.Errorf("react to %s: open %s: %w", env.ID, review.Kind, err)
@@ -271,6 +282,7 @@ func (s *Subscriptions) SweepJobs(ctx context.Context, limit int) (int, error) {
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("reaction job %s: commit: %w", job.ID, err)
 	}
+	s.metrics.reviewed.Add(ctx, int64(len(batch)))
 	return len(batch), nil
 }
 

@@ -8,7 +8,9 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/metric"
 
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/services/workflow/internal/postgres/pgdb"
 	"github.com/agora-platform/agora/services/workflow/internal/process"
@@ -22,13 +24,22 @@ type Subscriptions struct {
 	reg       *registry.Registry
 	reactable []string
 	cache     compiledCache
+	metrics   reactionMetrics
+	// maxDepth is the causation depth no message may exceed (the
+	// consumers' limit): a reaction that would emit deeper is a loop.
+	maxDepth int
 }
 
 // Subscriptions returns the subscription store over s; reactable are the
 // event types the service receives for subscriptions (its reactions
-// queue's bindings): no subscription may name another.
-func (s *Store) Subscriptions(reg *registry.Registry, reactable []string) *Subscriptions {
-	return &Subscriptions{Store: s, reg: reg, reactable: reactable}
+// queue's bindings): no subscription may name another. meter may be nil
+// (no metrics).
+func (s *Store) Subscriptions(reg *registry.Registry, reactable []string, meter metric.Meter) (*Subscriptions, error) {
+	m, err := newReactionMetrics(meter)
+	if err != nil {
+		return nil, err
+	}
+	return &Subscriptions{Store: s, reg: reg, reactable: reactable, metrics: m, maxDepth: envelope.DefaultMaxDepth}, nil
 }
 
 func (s *Subscriptions) check(spec *subscription.Spec) error {

@@ -332,6 +332,9 @@ const (
 	StatusError           = "error"
 	// StatusWaiting: a resume kept until the step it is for opens.
 	StatusWaiting = "waiting"
+	// StatusLoopStopped: the reaction would emit deeper in the causation
+	// chain than the fabric lets any message go (a reaction loop).
+	StatusLoopStopped = "loop-stopped"
 )
 
 // Review is an approval or review a decision left for people.

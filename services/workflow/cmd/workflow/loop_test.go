@@ -1,0 +1,106 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+)
+
+// TestReactionLoopIsStopped: a chain of reactions is bounded by the
+// fabric's causation depth (envelope.DefaultMaxDepth). An event that
+// arrives at the limit, as the tail of a loop would, is decided but its
+// resume is not run (what the step emits would be one level deeper than
+// any consumer accepts): the decision says loop-stopped and the loop
+// metric counts it. One level deeper, the consumer refuses the event
+// itself (dead-lettered, counted by reason). A shallow event resumes the
+// same step, so the depth alone stopped the first.
+func TestReactionLoopIsStopped(t *testing.T) {
+	defs := filepath.Join(t.TempDir(), "definitions.json")
+	if err := os.WriteFile(defs, []byte(`{"default":"docs","definitions":[
+		{"id":"docs","steps":[
+			{"name":"document-check","assigneeRole":"attendant","sla":"1h","waitFor":"document.processed.v1"},
+			{"name":"decision","assigneeRole":"attendant","sla":"1h"}]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := newPlatform(t)
+	url := p.start(t, map[string]string{"WORKFLOW_DEFINITIONS": defs})
+	author, approver := p.token(t, "org-a", "ana", "attendant"), p.token(t, "org-a", "olga", "operator")
+	activate(t, url, author, approver, `{"name":"readable documents","eventTypes":["document.processed.v1"],
+		"filter":"payload.characters > 0","policy":{"default":"ALLOW"},"reaction":{"kind":"resume-workflow"}}`)
+	sub := p.submitted(t, "org-a", "citizen-1", "svc")
+	requestID := requestIDOf(t, sub)
+	if proc := waitProcess(t, url, author, requestID); proc.CurrentStep != 0 {
+		t.Fatalf("process at step %d, want the waiting document-check", proc.CurrentStep)
+	}
+	// processedAt returns a document.processed.v1 about the request with
+	// depth ancestors, each derived from the one before, as a loop
+	// re-emitting it would leave them.
+	processedAt := func(depth int) envelope.Envelope {
+		t.Helper()
+		e, err := envelope.New("document.processed.v1", "org-a", "document-worker", map[string]any{
+			"documentId": newUUID(t), "requestId": requestID, "textObjectKey": "tenant=org-a/x.txt", "pages": 1, "characters": 900})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.CorrelationID = sub.CorrelationID
+		for range depth {
+			if e, err = envelope.Derive(e, e.Type, "document-worker", e.Payload); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(e.CausationChain) != depth {
+			t.Fatalf("built a chain of %d, want %d", len(e.CausationChain), depth)
+		}
+		return e
+	}
+	decisionOf := func(e envelope.Envelope) decisionView {
+		t.Helper()
+		var got []decisionView
+		fabrictest.Eventually(t, 20*time.Second, "a decision on "+e.ID, func() bool {
+			do(t, http.MethodGet, url+"/v1/decisions?eventId="+e.ID, author, nil, nil).json(t, &got)
+			return len(got) == 1
+		})
+		return got[0]
+	}
+	metrics := url + "/metrics"
+
+	atLimit := processedAt(envelope.DefaultMaxDepth)
+	p.publish(t, atLimit)
+	if d := decisionOf(atLimit); d.Outcome != "DENY" || d.Status != "loop-stopped" {
+		t.Fatalf("decision at the depth limit: %s/%s (%s), want DENY/loop-stopped", d.Outcome, d.Status, d.Detail)
+	}
+	// The decision and any resume commit together: the step still waits.
+	if proc := waitProcess(t, url, author, requestID); proc.CurrentStep != 0 {
+		t.Errorf("the loop's tail resumed the step (now %d)", proc.CurrentStep)
+	}
+	if got := fabrictest.Counter(t, metrics, "workflow_reaction_loops_stopped_total", nil); got != 1 {
+		t.Errorf("workflow_reaction_loops_stopped_total = %v, want 1", got)
+	}
+
+	beyond := processedAt(envelope.DefaultMaxDepth + 1)
+	p.publish(t, beyond)
+	fabrictest.WaitCounter(t, 20*time.Second, metrics, "fabric_consumer_dead_lettered_total",
+		map[string]string{"consumer": reactionsQueue, "reason": "REACTION_DEPTH_EXCEEDED"}, 1)
+
+	shallow := processedAt(0)
+	p.publish(t, shallow)
+	if d := decisionOf(shallow); d.Outcome != "ALLOW" || d.Status != "executed" {
+		t.Fatalf("decision on a shallow event: %s/%s (%s), want ALLOW/executed", d.Outcome, d.Status, d.Detail)
+	}
+	if proc := waitProcess(t, url, author, requestID); proc.CurrentStep != 1 {
+		t.Errorf("a shallow event left the step at %d, want resumed", proc.CurrentStep)
+	}
+	for _, c := range []struct {
+		outcome, status string
+	}{{"DENY", "loop-stopped"}, {"ALLOW", "executed"}} {
+		if got := fabrictest.Counter(t, metrics, "workflow_reaction_decisions_total",
+			map[string]string{"outcome": c.outcome, "status": c.status}); got != 1 {
+			t.Errorf("workflow_reaction_decisions_total{%s,%s} = %v, want 1", c.outcome, c.status, got)
+		}
+	}
+}
