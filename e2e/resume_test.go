@@ -13,11 +13,21 @@ import (
 	"github.com/agora-platform/agora/services/document-worker/doctest"
 )
 
+// identityLines is the text of an identity card, as the citizen's scan
+// shows it.
+var identityLines = []string{
+	"REPÚBLICA FEDERATIVA DO BRASIL",
+	"CARTEIRA DE IDENTIDADE",
+	"RG 12.345.678-9   CPF 123.456.789-00",
+	"Nome: Maria da Silva Santos",
+}
+
 // TestDocumentResumesTheWaitingStep is seed 004 §87's first slice across
 // the real services: the request's process waits on its document-check
-// step; the citizen uploads a document; the document worker OCRs it and
-// says so (document.processed.v1); the tenant's active subscription
-// (filter: readable text; policy ALLOW; reaction resume-workflow) resumes
+// step; the citizen uploads a scan of an identity card; the document
+// worker OCRs it and gives its verdict (document.validated.v1: readable,
+// kind identity); the tenant's active subscription (filter: a valid
+// identity document; policy ALLOW; reaction resume-workflow) resumes
 // exactly that process, and the decision says why.
 func TestDocumentResumesTheWaitingStep(t *testing.T) {
 	h := harness.New(t, os.Getenv)
@@ -25,7 +35,7 @@ func TestDocumentResumesTheWaitingStep(t *testing.T) {
 	defs := filepath.Join(t.TempDir(), "definitions.json")
 	if err := os.WriteFile(defs, []byte(`{"default":"docs","definitions":[
 		{"id":"docs","steps":[
-			{"name":"document-check","assigneeRole":"attendant","sla":"1h","waitFor":"document.processed.v1"},
+			{"name":"document-check","assigneeRole":"attendant","sla":"1h","waitFor":"document.validated.v1"},
 			{"name":"decision","assigneeRole":"attendant","sla":"1h"}]}]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -36,9 +46,9 @@ func TestDocumentResumesTheWaitingStep(t *testing.T) {
 	citizen := h.Token(tenant, "citizen-"+randHex(2), "citizen")
 	attendant, operator := h.Token(tenant, "ana", "attendant"), h.Token(tenant, "olga", "operator")
 	call := workflowCall(t, h)
-	subID := activateSubscription(t, call, attendant, operator, `{"name":"readable documents",
-		"eventTypes":["document.processed.v1"],"filter":"payload.characters > 0","policy":{"default":"ALLOW"},
-		"reaction":{"kind":"resume-workflow"}}`)
+	subID := activateSubscription(t, call, attendant, operator, `{"name":"identity documents",
+		"eventTypes":["document.validated.v1"],"filter":"payload.valid && payload.kind == 'identity'",
+		"policy":{"default":"ALLOW"},"reaction":{"kind":"resume-workflow"}}`)
 
 	reqID := submitRequest(t, h.URL("request"), citizen)
 	type proc struct {
@@ -58,11 +68,11 @@ func TestDocumentResumesTheWaitingStep(t *testing.T) {
 		p, ok := processOf()
 		return ok && p.CurrentStep == 0
 	})
-	pngData, err := doctest.PNG(pngLines, 36)
+	pngData, err := doctest.PNG(identityLines, 36)
 	if err != nil {
 		t.Fatal(err)
 	}
-	uploadDocument(t, h.URL("request"), citizen, reqID, "alvara.png", pngData)
+	uploadDocument(t, h.URL("request"), citizen, reqID, "rg.png", pngData)
 	var p proc
 	fabrictest.Eventually(t, 2*time.Minute, "the document resuming the process", func() bool {
 		var ok bool
@@ -75,7 +85,7 @@ func TestDocumentResumesTheWaitingStep(t *testing.T) {
 	correlation := requestCorrelation(t, h.URL("request"), citizen, reqID)
 	var decisions []struct{ EventType, Outcome, Status, Detail string }
 	call(http.MethodGet, "/v1/decisions?correlationId="+correlation, attendant, "", &decisions)
-	if len(decisions) != 1 || decisions[0].EventType != "document.processed.v1" || decisions[0].Outcome != "ALLOW" || decisions[0].Status != "executed" {
+	if len(decisions) != 1 || decisions[0].EventType != "document.validated.v1" || decisions[0].Outcome != "ALLOW" || decisions[0].Status != "executed" {
 		t.Errorf("decisions = %+v, want the document's ALLOW, executed", decisions)
 	}
 }

@@ -77,7 +77,7 @@ func PlatformServices() []Service {
 		{Name: "workflow", Publishes: []string{"workflow.process-started.v1", "workflow.task-completed.v1", "workflow.process-completed.v1", "workflow.stuck.v1", "workflow.schedule-fired.v1", "task.sla-breached.v1",
 			"integration.sei.register.v1"}},
 		{Name: "communication", Publishes: []string{"communication.notification-sent.v1"}},
-		{Name: "document-worker", Publishes: []string{"document.processed.v1", "ai.knowledge.index.v1"}},
+		{Name: "document-worker", Publishes: []string{"document.processed.v1", "document.validated.v1", "ai.knowledge.index.v1"}},
 		{Name: "ai-builder", Publishes: []string{"ai.knowledge-indexed.v1"}},
 		{Name: "datalake-ingestion"},
 		{Name: "analytics", Publishes: []string{"report.export.v1"}},

@@ -20,7 +20,7 @@ func TestDefaultCatalogHasArchitectureTypes(t *testing.T) {
 	// Every type docs/architecture.md and the catalog name.
 	want := map[string]Kind{
 		"request.submitted.v1": KindEvent, "document.uploaded.v1": KindEvent, "document.processed.v1": KindEvent,
-		"ai.knowledge-indexed.v1": KindEvent, "task.sla-breached.v1": KindEvent, "workflow.task-completed.v1": KindEvent,
+		"document.validated.v1": KindEvent, "ai.knowledge-indexed.v1": KindEvent, "task.sla-breached.v1": KindEvent, "workflow.task-completed.v1": KindEvent,
 		"workflow.process-completed.v1": KindEvent, "citizen.updated.v1": KindEvent, "appointment.scheduled.v1": KindEvent,
 		"appointment.cancelled.v1": KindEvent, "ai.knowledge.index.v1": KindCommand, "workflow.start.v1": KindCommand,
 		"communication.send.v1": KindCommand, "document.process.v1": KindCommand, "integration.sei.register.v1": KindCommand,
@@ -179,6 +179,7 @@ func TestExtensibleEnums(t *testing.T) {
 	}{
 		{"request.submitted.v1", map[string][]string{"/channel": {"web", "app", "whatsapp", "counter", "phone", "api"}}},
 		{"document.processed.v1", map[string][]string{"/method": {"tesseract", "pdftotext", "pdftoppm+tesseract", "plain"}}},
+		{"document.validated.v1", map[string][]string{"/kind": {"identity", "proof-of-address", "proof-of-income", "unknown"}}},
 		{"communication.notification-sent.v1", map[string][]string{"/channel": {"email", "sms", "whatsapp"}}},
 		{"request.status-changed.v1", nil},
 		{"communication.send.v1", nil}, // a command's channel must be one the adapter can send on

@@ -259,8 +259,8 @@ func Platform() Description {
 			// subscriptions on these types (the only ones a subscription may
 			// name, so none is accepted that could never fire).
 			{Queue: "workflow.reactions", Service: "workflow", Bindings: ev(
-				"workflow.stuck.v1", "task.sla-breached.v1", "document.processed.v1", "workflow.schedule-fired.v1",
-				"catalog.service-updated.v1")},
+				"workflow.stuck.v1", "task.sla-breached.v1", "document.processed.v1", "document.validated.v1",
+				"workflow.schedule-fired.v1", "catalog.service-updated.v1")},
 			// The request service keeps the status a citizen sees current.
 			// Alerts (an SLA breach, a stuck process) go ahead of a backlog
 			// of ordinary progress in their priority lane.

@@ -45,6 +45,42 @@ func (m ExtractionMethod) Known() bool {
 	return false
 }
 
+// DocumentValidated is document.validated.v1: the document worker's verdict
+// on an extracted document. Valid says the text is readable; Kind is the
+// document kind its keywords suggest (a heuristic, "unknown" when none
+// matched); Checks are the tests behind the verdict, in order; Reason says
+// why an invalid document is not valid.
+type DocumentValidated struct {
+	DocumentID string                  `json:"documentId"`
+	RequestID  string                  `json:"requestId"`
+	Valid      bool                    `json:"valid"`
+	Kind       enum.Open[DocumentKind] `json:"kind"`
+	Checks     []DocumentCheck         `json:"checks"`
+	Reason     string                  `json:"reason,omitempty"`
+}
+
+// MessageType returns the catalog type of the payload.
+func (DocumentValidated) MessageType() string { return "document.validated.v1" }
+
+// DocumentCheck is one test of a document.validated.v1 verdict.
+type DocumentCheck struct {
+	Name   string `json:"name"`
+	Passed bool   `json:"passed"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// DocumentKind is the detected kind of a document (extensible).
+type DocumentKind string
+
+// Known reports whether k is a kind this build was written for.
+func (k DocumentKind) Known() bool {
+	switch k {
+	case "identity", "proof-of-address", "proof-of-income", "unknown":
+		return true
+	}
+	return false
+}
+
 // ProcessDocument is document.process.v1: an operator asks for a stored
 // document to be processed again.
 type ProcessDocument struct {

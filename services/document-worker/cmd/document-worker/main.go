@@ -37,6 +37,8 @@ type config struct {
 	bucket      string
 	tools       ocr.Tools
 	concurrency int
+	// minLetters is how many letters a document needs to be readable.
+	minLetters int
 }
 
 func loadConfig(getenv func(string) string) (config, error) {
@@ -63,6 +65,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if c.concurrency, err = strconv.Atoi(get("WORKER_CONCURRENCY", "2")); err != nil || c.concurrency < 1 {
 		return config{}, fmt.Errorf("WORKER_CONCURRENCY %q: want an integer ≥ 1", getenv("WORKER_CONCURRENCY"))
+	}
+	if c.minLetters, err = strconv.Atoi(get("DOCUMENT_MIN_LETTERS", strconv.Itoa(document.DefaultMinLetters))); err != nil || c.minLetters < 1 {
+		return config{}, fmt.Errorf("DOCUMENT_MIN_LETTERS %q: want an integer ≥ 1", getenv("DOCUMENT_MIN_LETTERS"))
 	}
 	return c, nil
 }
@@ -98,7 +103,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		h.Log.Warn("documents bucket not verified", "bucket", cfg.bucket, "err", err)
 	}
 	cancel()
-	proc := document.NewProcessor(store, cfg.tools, cfg.bucket, time.Now)
+	proc := document.NewProcessor(store, cfg.tools, cfg.bucket, time.Now).
+		WithValidator(document.Validator{MinLetters: cfg.minLetters})
 	handler := messaging.NewHandler(proc, postgres.NewStore(), h.Outbox, h.Log)
 	if err := h.Consume(queue, h.Inbox(queue).Handler(handler.Uploaded), fabric.ConsumerOptions{
 		Concurrency: cfg.concurrency, Prefetch: cfg.concurrency,

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -13,6 +14,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -53,6 +55,8 @@ type stack struct {
 
 	mu       sync.Mutex
 	received map[string][]envelope.Envelope // by type
+	// arrivals are the ids of every envelope received, in arrival order.
+	arrivals []string
 }
 
 func env(k, def string) string {
@@ -119,8 +123,8 @@ func newStack(t testing.TB) *stack {
 	return s
 }
 
-// observe collects document.processed.v1 and ai.knowledge.index.v1 from
-// a queue of the test's own.
+// observe collects document.processed.v1, document.validated.v1 and
+// ai.knowledge.index.v1 from a queue of the test's own.
 func (s *stack) observe() {
 	ch, err := s.conn.Channel(context.Background())
 	if err != nil {
@@ -131,7 +135,8 @@ func (s *stack) observe() {
 		s.t.Fatal(err)
 	}
 	for _, b := range []struct{ ex, key string }{
-		{topology.EventsExchange, "document.processed.v1"}, {topology.CommandsExchange, "ai.knowledge.index.v1"},
+		{topology.EventsExchange, "document.processed.v1"}, {topology.EventsExchange, "document.validated.v1"},
+		{topology.CommandsExchange, "ai.knowledge.index.v1"},
 	} {
 		if err := ch.QueueBind(q.Name, b.key, b.ex, false, nil); err != nil {
 			s.t.Fatal(err)
@@ -149,6 +154,7 @@ func (s *stack) observe() {
 			}
 			s.mu.Lock()
 			s.received[e.Type] = append(s.received[e.Type], e)
+			s.arrivals = append(s.arrivals, e.ID)
 			s.mu.Unlock()
 		}
 	}()
@@ -169,6 +175,55 @@ func (s *stack) find(typ, documentID string) []envelope.Envelope {
 		}
 	}
 	return out
+}
+
+// arrivedBefore reports whether envelope a arrived before envelope b (both
+// received).
+func (s *stack) arrivedBefore(a, b envelope.Envelope) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ia, ib := slices.Index(s.arrivals, a.ID), slices.Index(s.arrivals, b.ID)
+	return ia >= 0 && ib >= 0 && ia < ib
+}
+
+// validated is the payload of a document.validated.v1.
+type validated struct {
+	DocumentID string `json:"documentId"`
+	RequestID  string `json:"requestId"`
+	Valid      bool   `json:"valid"`
+	Kind       string `json:"kind"`
+	Checks     []struct {
+		Name   string `json:"name"`
+		Passed bool   `json:"passed"`
+		Detail string `json:"detail"`
+	} `json:"checks"`
+	Reason string `json:"reason"`
+}
+
+// verdict waits for the document.validated.v1 of documentID and checks it
+// against its document.processed.v1: derived from the same trigger, and
+// published after it.
+func (s *stack) verdict(t testing.TB, documentID string) validated {
+	t.Helper()
+	fabrictest.Eventually(t, 90*time.Second, "document.validated.v1 of "+documentID, func() bool {
+		return len(s.find("document.validated.v1", documentID)) > 0 && len(s.find("document.processed.v1", documentID)) > 0
+	})
+	processed, e := s.find("document.processed.v1", documentID)[0], s.find("document.validated.v1", documentID)[0]
+	if e.CausationID != processed.CausationID || e.CorrelationID != processed.CorrelationID || e.TenantID != processed.TenantID {
+		t.Errorf("validated causation/correlation/tenant %s/%s/%s, want the processed event's %s/%s/%s", e.CausationID,
+			e.CorrelationID, e.TenantID, processed.CausationID, processed.CorrelationID, processed.TenantID)
+	}
+	if !s.arrivedBefore(processed, e) {
+		t.Errorf("document.validated.v1 of %s arrived before its document.processed.v1", documentID)
+	}
+	var v validated
+	if err := json.Unmarshal(e.Payload, &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.DocumentID != documentID || v.RequestID == "" || len(v.Checks) == 0 {
+		t.Errorf("validated = %+v, want document %s, its request and the checks", v, documentID)
+	}
+	return v
 }
 
 // worker is one running instance of the service.
@@ -352,15 +407,18 @@ func TestDocumentWorkerExtractsTextWithCompetingInstances(t *testing.T) {
 		data                    []byte
 		method                  string
 		minAccuracy             float64
+		// kind is the verdict's kind ("" when the reading is too poor
+		// to say): the fixtures' text is a "certidão de residência".
+		kind string
 	}{
-		{"png through tesseract", "image/png", "certidao.png", pngData, "tesseract", 0.9},
-		{"pdf with a text layer", "application/pdf", "certidao.pdf", mustDoc(t)(doctest.TextPDF(doctest.Lines)), "pdftotext", 0.99},
-		{"scanned pdf", "application/pdf", "digitalizado.pdf", mustDoc(t)(doctest.ScannedPDF(pngData)), "pdftoppm+tesseract", 0.9},
-		{"plain text", "text/plain; charset=utf-8", "nota.txt", []byte(want), "plain", 1},
-		{"second png", "image/png", "certidao-2.png", pngData, "tesseract", 0.9},
-		{"third png", "image/png", "certidao-3.png", pngData, "tesseract", 0.9},
+		{"png through tesseract", "image/png", "certidao.png", pngData, "tesseract", 0.9, "proof-of-address"},
+		{"pdf with a text layer", "application/pdf", "certidao.pdf", mustDoc(t)(doctest.TextPDF(doctest.Lines)), "pdftotext", 0.99, "proof-of-address"},
+		{"scanned pdf", "application/pdf", "digitalizado.pdf", mustDoc(t)(doctest.ScannedPDF(pngData)), "pdftoppm+tesseract", 0.9, "proof-of-address"},
+		{"plain text", "text/plain; charset=utf-8", "nota.txt", []byte(want), "plain", 1, "proof-of-address"},
+		{"second png", "image/png", "certidao-2.png", pngData, "tesseract", 0.9, "proof-of-address"},
+		{"third png", "image/png", "certidao-3.png", pngData, "tesseract", 0.9, "proof-of-address"},
 		// A poor scan: 18 px glyphs and 2 % salt-and-pepper noise.
-		{"degraded png", "image/png", "ruim.png", mustDoc(t)(doctest.Degraded(doctest.Lines, 0.02, 7)), "tesseract", 0.5},
+		{"degraded png", "image/png", "ruim.png", mustDoc(t)(doctest.Degraded(doctest.Lines, 0.02, 7)), "tesseract", 0.5, ""},
 	}
 	ids := make([]string, len(cases))
 	for i, c := range cases {
@@ -410,12 +468,16 @@ func TestDocumentWorkerExtractsTextWithCompetingInstances(t *testing.T) {
 			if method != c.method {
 				t.Errorf("row method = %q, want %q", method, c.method)
 			}
+			v := s.verdict(t, ids[i])
+			if !v.Valid || v.Reason != "" || (c.kind != "" && v.Kind != c.kind) {
+				t.Errorf("validated = %+v, want valid, no reason, kind %q", v, cmp.Or(c.kind, "any"))
+			}
 		})
 	}
 	t.Run("each document processed exactly once, by both instances", func(t *testing.T) {
 		for i, id := range ids {
-			if n := len(s.find("document.processed.v1", id)); n != 1 {
-				t.Errorf("%s: %d processed events, want 1", cases[i].name, n)
+			if n, m := len(s.find("document.processed.v1", id)), len(s.find("document.validated.v1", id)); n != 1 || m != 1 {
+				t.Errorf("%s: %d processed and %d validated events, want 1 and 1", cases[i].name, n, m)
 			}
 		}
 		n1, n2 := w1.count("document processed"), w2.count("document processed")
@@ -424,6 +486,53 @@ func TestDocumentWorkerExtractsTextWithCompetingInstances(t *testing.T) {
 			t.Errorf("instances processed %d and %d documents, want %d in total shared by both", n1, n2, len(ids))
 		}
 	})
+}
+
+// TestDocumentWorkerJudgesDocuments: after the text, the worker's verdict
+// (document.validated.v1): readable or not, and the kind of document its
+// keywords suggest. An unreadable document is still processed (its text,
+// if any, stored and indexed): the verdict says it is not valid, and why.
+func TestDocumentWorkerJudgesDocuments(t *testing.T) {
+	s := newStack(t)
+	s.start(map[string]string{"DOCUMENT_MIN_LETTERS": "20"})
+	tenantID := "org-a-" + randHex(3)
+	cases := []struct {
+		name, contentType, file string
+		data                    []byte
+		valid                   bool
+		kind                    string
+	}{
+		{"identity card through tesseract", "image/png", "rg.png", mustDoc(t)(doctest.PNG([]string{
+			"REPÚBLICA FEDERATIVA DO BRASIL",
+			"CARTEIRA DE IDENTIDADE",
+			"RG 12.345.678-9   CPF 123.456.789-00",
+			"Nome: Maria da Silva Santos",
+		}, 36)), true, "identity"},
+		{"payslip as text", "text/plain", "holerite.txt", []byte("HOLERITE - demonstrativo de pagamento\nSalário base: R$ 3.000,00"), true, "proof-of-income"},
+		{"blank scan", "image/png", "branco.png", mustDoc(t)(doctest.PNG([]string{" "}, 36)), false, "unknown"},
+		{"a few characters", "text/plain", "nota.txt", []byte("ok 12 / 3"), false, "unknown"},
+	}
+	ids := make([]string, len(cases))
+	for i, c := range cases {
+		ids[i] = s.upload(upload{tenant: tenantID, contentType: c.contentType, name: c.file, data: c.data})
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := s.verdict(t, ids[i])
+			if v.Valid != c.valid || v.Kind != c.kind {
+				t.Errorf("validated = %+v, want valid %v kind %s; text:\n%s", v, c.valid, c.kind, s.text(tenantID, ids[i]))
+			}
+			if c.valid != (v.Reason == "") || (!c.valid && !strings.Contains(v.Reason, "unreadable")) {
+				t.Errorf("reason %q, want one saying unreadable exactly when the document is not valid", v.Reason)
+			}
+			if len(v.Checks) != 2 || v.Checks[0].Name != "readable" || v.Checks[0].Passed != c.valid || v.Checks[1].Name != "kind" {
+				t.Errorf("checks = %+v, want readable (passed %v), then kind", v.Checks, c.valid)
+			}
+			fabrictest.Eventually(t, 30*time.Second, "ai.knowledge.index.v1", func() bool {
+				return len(s.find("ai.knowledge.index.v1", ids[i])) > 0
+			})
+		})
+	}
 }
 
 func TestDocumentWorkerDeadLettersBadFiles(t *testing.T) {
@@ -458,8 +567,8 @@ func TestDocumentWorkerDeadLettersBadFiles(t *testing.T) {
 			if !strings.Contains(d.err, c.error) {
 				t.Errorf("dead letter error %q, want it to mention %q", d.err, c.error)
 			}
-			if n := len(s.find("document.processed.v1", ids[i])); n != 0 {
-				t.Errorf("%d processed events for a bad file, want 0", n)
+			if n, m := len(s.find("document.processed.v1", ids[i])), len(s.find("document.validated.v1", ids[i])); n != 0 || m != 0 {
+				t.Errorf("%d processed and %d validated events for a bad file, want none", n, m)
 			}
 		})
 	}
@@ -517,6 +626,8 @@ func TestLoadConfigRejects(t *testing.T) {
 		{"bad timeout", map[string]string{"OCR_TIMEOUT": "soon"}, "OCR_TIMEOUT"},
 		{"zero concurrency", map[string]string{"WORKER_CONCURRENCY": "0"}, "WORKER_CONCURRENCY"},
 		{"bad retry tiers", map[string]string{"RETRY_TIERS": "1s,-2s"}, "RETRY_TIERS"},
+		{"zero min letters", map[string]string{"DOCUMENT_MIN_LETTERS": "0"}, "DOCUMENT_MIN_LETTERS"},
+		{"min letters not a number", map[string]string{"DOCUMENT_MIN_LETTERS": "many"}, "DOCUMENT_MIN_LETTERS"},
 	}
 	for _, c := range cases {
 		_, err := loadConfig(func(k string) string { return c.env[k] })
@@ -552,7 +663,10 @@ func TestDocumentWorkerReprocessesOnCommand(t *testing.T) {
 	fabrictest.Eventually(t, 60*time.Second, "document processed again", func() bool {
 		return len(s.find("document.processed.v1", docID)) == 2 && len(s.find("ai.knowledge.index.v1", docID)) == 2
 	})
-	for _, typ := range []string{"document.processed.v1", "ai.knowledge.index.v1"} {
+	fabrictest.Eventually(t, 60*time.Second, "document judged again", func() bool {
+		return len(s.find("document.validated.v1", docID)) == 2
+	})
+	for _, typ := range []string{"document.processed.v1", "document.validated.v1", "ai.knowledge.index.v1"} {
 		if again := s.find(typ, docID)[1]; again.CausationID != cmd.ID || again.TenantID != tenantA {
 			t.Errorf("%s after the command: causation %s tenant %s, want %s and %s", typ, again.CausationID, again.TenantID, cmd.ID, tenantA)
 		}

@@ -1,7 +1,7 @@
 // Package document is the document worker's domain: what an uploaded
-// document is, how its text is extracted and stored, and the kinds of
-// failure that decide between retrying and dead-lettering. It knows nothing
-// of Postgres or AMQP.
+// document is, how its text is extracted, stored and judged (readable? of
+// which kind?), and the kinds of failure that decide between retrying and
+// dead-lettering. It knows nothing of Postgres or AMQP.
 package document
 
 import (
@@ -82,6 +82,9 @@ type Result struct {
 	SourceSize    int64
 	TextSize      int64
 	Duration      time.Duration
+	// Verdict is whether the text is readable and which kind of document
+	// it appears to be (Validator.Validate).
+	Verdict Verdict
 }
 
 // Kind is the sniffed kind of a file.
@@ -112,15 +115,23 @@ type Extractor interface {
 
 // Processor fetches, checks, extracts and stores a document's text.
 type Processor struct {
-	store   ObjectStore
-	extract Extractor
-	bucket  string
-	now     func() time.Time
+	store    ObjectStore
+	extract  Extractor
+	bucket   string
+	now      func() time.Time
+	validate Validator
 }
 
-// NewProcessor returns a Processor reading from and writing to bucket.
+// NewProcessor returns a Processor reading from and writing to bucket,
+// judging documents with the default Validator.
 func NewProcessor(store ObjectStore, extract Extractor, bucket string, now func() time.Time) *Processor {
 	return &Processor{store: store, extract: extract, bucket: bucket, now: now}
+}
+
+// WithValidator makes p judge documents with v; it returns p.
+func (p *Processor) WithValidator(v Validator) *Processor {
+	p.validate = v
+	return p
 }
 
 // TenantPrefix is the object-key prefix every object of tenant starts with.
@@ -169,6 +180,7 @@ func (p *Processor) Process(ctx context.Context, tenantID string, u Uploaded) (R
 		Uploaded: u, TenantID: tenantID, TextObjectKey: key,
 		Pages: ex.Pages, Characters: len([]rune(text)), Language: GuessLanguage(text), Method: ex.Method,
 		SourceSize: int64(len(data)), TextSize: int64(len(text)), Duration: p.now().Sub(start),
+		Verdict: p.validate.Validate(text, ex.Pages),
 	}, nil
 }
 

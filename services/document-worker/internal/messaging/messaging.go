@@ -1,11 +1,12 @@
 // Package messaging is the worker's inbound port: it turns a
 // document.uploaded.v1 event or a document.process.v1 command into a
-// processed document, records it and
-// enqueues document.processed.v1 and the command ai.knowledge.index.v1 in
+// processed document, records it and enqueues document.processed.v1, the
+// verdict document.validated.v1 and the command ai.knowledge.index.v1 in
 // the inbox transaction, and classifies failures for the fabric.
 package messaging
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -91,8 +92,9 @@ func (h *Handler) Reprocess(ctx context.Context, tx pgx.Tx, env envelope.Envelop
 	return h.record(ctx, tx, env, tenantID, res)
 }
 
-// record saves res and enqueues document.processed.v1 and
-// ai.knowledge.index.v1, both caused by env, inside tx.
+// record saves res and enqueues document.processed.v1,
+// document.validated.v1 and ai.knowledge.index.v1, all caused by env,
+// inside tx.
 func (h *Handler) record(ctx context.Context, tx pgx.Tx, env envelope.Envelope, tenantID string, res document.Result) error {
 	if err := h.rec.SaveResult(ctx, tx, res, env.ID); err != nil {
 		return fabric.Transient(err)
@@ -106,6 +108,11 @@ func (h *Handler) record(ctx context.Context, tx pgx.Tx, env envelope.Envelope, 
 	if err != nil {
 		return fmt.Errorf("derive processed event of %s: %w", res.DocumentID, err)
 	}
+	vp := validatedPayload(res)
+	validated, err := envelope.Derive(env, vp.MessageType(), Producer, vp)
+	if err != nil {
+		return fmt.Errorf("derive validated event of %s: %w", res.DocumentID, err)
+	}
 	ip := payload.KnowledgeIndex{
 		DocumentID: res.DocumentID, RequestID: res.RequestID, TextObjectKey: res.TextObjectKey, Language: res.Language,
 	}
@@ -114,18 +121,34 @@ func (h *Handler) record(ctx context.Context, tx pgx.Tx, env envelope.Envelope, 
 		return fmt.Errorf("derive index command of %s: %w", res.DocumentID, err)
 	}
 	// Two aggregates: the relay holds back later rows of an aggregate while
-	// an earlier one fails, and the event may be unroutable (no consumer
-	// binds document.processed.v1 in the platform topology yet), which must
-	// never hold back the indexing command.
+	// an earlier one fails, and an event may be unroutable where no consumer
+	// binds it, which must never hold back the indexing command. The two
+	// events share the document's aggregate, so the relay publishes them in
+	// order: processed, then validated.
+	doc := outbox.Aggregate{Type: "document", ID: res.DocumentID}
 	if err := h.out.Enqueue(ctx, tx,
-		outbox.Item{Aggregate: outbox.Aggregate{Type: "document", ID: res.DocumentID}, Envelope: processed},
+		outbox.Item{Aggregate: doc, Envelope: processed},
+		outbox.Item{Aggregate: doc, Envelope: validated},
 		outbox.Item{Aggregate: outbox.Aggregate{Type: "document-index", ID: res.DocumentID}, Envelope: index}); err != nil {
 		return fmt.Errorf("enqueue events of document %s: %w", res.DocumentID, err)
 	}
 	h.log.InfoContext(ctx, "document processed", "document", res.DocumentID, "tenant", tenantID,
 		"method", res.Method, "pages", res.Pages, "characters", res.Characters, "language", res.Language,
-		"ms", res.Duration.Milliseconds())
+		"ms", res.Duration.Milliseconds(), "valid", res.Verdict.Valid, "kind", res.Verdict.Kind)
 	return nil
+}
+
+// validatedPayload is the document.validated.v1 payload of res's verdict.
+func validatedPayload(res document.Result) payload.DocumentValidated {
+	v := res.Verdict
+	checks := make([]payload.DocumentCheck, 0, len(v.Checks))
+	for _, c := range v.Checks {
+		checks = append(checks, payload.DocumentCheck{Name: c.Name, Passed: c.Passed, Detail: c.Detail})
+	}
+	return payload.DocumentValidated{
+		DocumentID: res.DocumentID, RequestID: res.RequestID, Valid: v.Valid,
+		Kind: enum.Of(payload.DocumentKind(cmp.Or(v.Kind, document.DocUnknown))), Checks: checks, Reason: v.Reason,
+	}
 }
 
 // Classify maps the domain's failure kinds to the fabric's classes:

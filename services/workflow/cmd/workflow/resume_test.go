@@ -14,27 +14,32 @@ import (
 )
 
 // TestResumeWaitingStep is seed 004 §87's first slice on this service: a
-// step waits for its request's document to be processed; a subscription
-// (ALLOW, resume-workflow) resumes exactly that process when the document
-// worker's event comes, at most once, and an event that comes before the
-// step opens is kept and resumes it the moment it opens.
+// step waits for the document worker's verdict on its request's document
+// (document.validated.v1); a subscription (filter: a valid identity
+// document; ALLOW, resume-workflow) resumes exactly that process when such
+// a verdict comes, at most once, and a verdict that comes before the step
+// opens is kept and resumes it the moment it opens.
 func TestResumeWaitingStep(t *testing.T) {
 	defs := filepath.Join(t.TempDir(), "definitions.json")
 	if err := os.WriteFile(defs, []byte(`{"default":"docs","definitions":[
 		{"id":"docs","steps":[
-			{"name":"document-check","assigneeRole":"attendant","sla":"1h","waitFor":"document.processed.v1"},
+			{"name":"document-check","assigneeRole":"attendant","sla":"1h","waitFor":"document.validated.v1"},
 			{"name":"decision","assigneeRole":"attendant","sla":"1h"}]}]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p := newPlatform(t)
 	url := p.start(t, map[string]string{"WORKFLOW_DEFINITIONS": defs})
 	author, approver := p.token(t, "org-a", "ana", "attendant"), p.token(t, "org-a", "olga", "operator")
-	subID := activate(t, url, author, approver, `{"name":"readable documents","eventTypes":["document.processed.v1"],
-		"filter":"payload.characters > 0","policy":{"default":"ALLOW"},"reaction":{"kind":"resume-workflow"}}`)
-	processed := func(requestID, correlationID string, characters int) envelope.Envelope {
+	subID := activate(t, url, author, approver, `{"name":"identity documents","eventTypes":["document.validated.v1"],
+		"filter":"payload.valid && payload.kind == 'identity'","policy":{"default":"ALLOW"},"reaction":{"kind":"resume-workflow"}}`)
+	validated := func(requestID, correlationID string, valid bool, kind string) envelope.Envelope {
 		t.Helper()
-		e, err := envelope.New("document.processed.v1", "org-a", "document-worker", map[string]any{
-			"documentId": newUUID(t), "requestId": requestID, "textObjectKey": "tenant=org-a/x.txt", "pages": 1, "characters": characters})
+		body := map[string]any{"documentId": newUUID(t), "requestId": requestID, "valid": valid, "kind": kind,
+			"checks": []map[string]any{{"name": "readable", "passed": valid}, {"name": "kind", "passed": kind != "unknown"}}}
+		if !valid {
+			body["reason"] = "unreadable: 3 letters of text, want at least 20"
+		}
+		e, err := envelope.New("document.validated.v1", "org-a", "document-worker", body)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,8 +65,10 @@ func TestResumeWaitingStep(t *testing.T) {
 	if proc.CurrentStep != 0 {
 		t.Fatalf("process at step %d, want the waiting document-check", proc.CurrentStep)
 	}
-	unreadable := processed(requestID, sub.CorrelationID, 0) // the filter does not hold: nothing happens
-	readable := processed(requestID, sub.CorrelationID, 1200)
+	// The filter holds on neither: nothing happens.
+	unreadable := validated(requestID, sub.CorrelationID, false, "unknown")
+	otherKind := validated(requestID, sub.CorrelationID, true, "proof-of-address")
+	readable := validated(requestID, sub.CorrelationID, true, "identity")
 	if got := status(readable); got != "executed" {
 		t.Fatalf("decision on the readable document: %s", got)
 	}
@@ -69,24 +76,26 @@ func TestResumeWaitingStep(t *testing.T) {
 	if proc.CurrentStep != 1 || proc.Tasks[0].Status != "completed" || !strings.HasPrefix(proc.Tasks[0].CompletedBy, "subscription:"+subID) {
 		t.Errorf("process after the resume: step %d, first task %+v; want it completed by the subscription and decision open", proc.CurrentStep, proc.Tasks[0])
 	}
-	fabrictest.Eventually(t, 20*time.Second, "the unreadable document handled", func() bool {
-		var n int
-		_ = p.pool.QueryRow(context.Background(), `SELECT count(*) FROM `+p.schema+`.inbox_message
-			WHERE consumer = 'workflow.reactions' AND event_id = $1`, unreadable.ID).Scan(&n)
-		return n == 1
-	})
-	if got := decisionsOf(unreadable); len(got) != 0 {
-		t.Errorf("the unreadable document was decided: %+v", got)
+	for name, e := range map[string]envelope.Envelope{"the unreadable document": unreadable, "a document of another kind": otherKind} {
+		fabrictest.Eventually(t, 20*time.Second, name+" handled", func() bool {
+			var n int
+			_ = p.pool.QueryRow(context.Background(), `SELECT count(*) FROM `+p.schema+`.inbox_message
+			WHERE consumer = 'workflow.reactions' AND event_id = $1`, e.ID).Scan(&n)
+			return n == 1
+		})
+		if got := decisionsOf(e); len(got) != 0 {
+			t.Errorf("%s was decided: %+v", name, got)
+		}
 	}
 	// At most once: a second document finds no step waiting.
-	if got := status(processed(requestID, sub.CorrelationID, 800)); got != "not-run" {
+	if got := status(validated(requestID, sub.CorrelationID, true, "identity")); got != "not-run" {
 		t.Errorf("a second document's decision: %s, want not-run", got)
 	}
 
-	// Early: the document is processed before the request's process
+	// Early: the document is judged before the request's process
 	// starts; it is kept, and resumes the step the moment it opens.
 	early := newUUID(t)
-	earlyEvent := processed(early, newUUID(t), 500)
+	earlyEvent := validated(early, newUUID(t), true, "identity")
 	if got := status(earlyEvent); got != "waiting" {
 		t.Fatalf("the early document's decision: %s, want waiting", got)
 	}
