@@ -16,11 +16,12 @@ export AMQP_URL ?= amqp://guest:guest@127.0.0.1:5672/
 export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 export S3_ENDPOINT ?= 127.0.0.1:9000
 
-.PHONY: help infra infra-stop test test-unit bench fuzz lint catalog-check generate generate-check up down status demo demo-documents token fabricctl
+.PHONY: help infra infra-stop test test-unit bench fuzz lint catalog-check generate generate-check up down status demo demo-documents demo-reactive token fabricctl
 
 help:
 	@echo "make up      start infrastructure, apply topology, start services (logs in .data/logs)"
 	@echo "make down    stop what make up started"
+	@echo "make demo / demo-documents / demo-reactive   drive the platform make up started (a request; a document and the chat; subscriptions, decisions and a mass reaction)"
 	@echo "make test    install missing infrastructure, then run every test against it"
 	@echo "make bench   run the benchmarks (figures in README)"
 	@echo "make fuzz    fuzz the envelope decoder, then each service's REST API, FUZZTIME each (default 30s)"
@@ -172,6 +173,10 @@ demo:
 
 demo-documents:
 	$(GO) run ./e2e/cmd/demo -documents
+
+# The reactive fabric's two slices (seed 004 §87-88), each decision printed with its reason.
+demo-reactive:
+	$(GO) run ./e2e/cmd/demo -reactive
 
 # ---- deploy (issue 6) --------------------------------------------------------
 .PHONY: certs deploy-validate

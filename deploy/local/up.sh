@@ -82,6 +82,7 @@ cmd_up() {
       local others=() o
       for o in "${SERVICES[@]}"; do [[ "$o" == request ]] || others+=("$o=http://127.0.0.1:${PORT[$o]}"); done
       envs+=("CONSOLE_SERVICES=$(IFS=,; echo "${others[*]}")")
+      envs+=("GATEWAY_SOURCES_FILE=$(gateway_sources)")
     fi
     start_bg "$s" env "${envs[@]}" "$BIN/$s"
   done
@@ -90,6 +91,19 @@ cmd_up() {
   echo
   echo "Try: make demo   (logs: .data/logs/<service>.log, stop: make down)"
   echo "Operator console: http://127.0.0.1:${PORT[request]}/console/ (log in with: make token TENANT=org-a SUB=ana ROLES=operator)"
+}
+
+# gateway_sources writes (once) the external systems the request service's
+# gateway accepts locally: a catalog system of tenant org-demo, whose random
+# secret `make demo-reactive` reads from the same file to sign its event.
+gateway_sources() {
+  local f="$REPO_ROOT/.data/gateway/sources.json"
+  if [[ ! -s "$f" ]]; then
+    mkdir -p "$(dirname "$f")"
+    (umask 077; printf '[{"id":"catalog","uri":"https://catalogo.example.org","tenantId":"org-demo","secret":"%s","types":["catalog.service-updated.v1"]}]\n' \
+      "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" > "$f")
+  fi
+  echo "$f"
 }
 
 cmd_down() {

@@ -1,6 +1,7 @@
 // Command demo drives the platform started by `make up`: it submits a
 // citizen's request (or, with -documents, uploads a document and asks the
-// chat about it) and prints, step by step, what each service did.
+// chat about it; with -reactive, runs the reactive fabric's two slices)
+// and prints, step by step, what each service did.
 package main
 
 import (
@@ -44,6 +45,8 @@ type demo struct {
 func run(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	documents := fs.Bool("documents", false, "upload a document and ask the chat about it")
+	reactive := fs.Bool("reactive", false, "the reactive fabric: a resumed step and a mass reaction behind the blast-radius gate")
+	sources := fs.String("gateway-sources", ".data/gateway/sources.json", "the gateway's sources (make up writes them)")
 	keysDir := fs.String("keys-dir", ".data/jwt", "dev JWT keys (make up creates them)")
 	tenantID := fs.String("tenant", "org-demo", "tenant")
 	timeout := fs.Duration("timeout", 90*time.Second, "how long to wait for the services")
@@ -78,6 +81,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	d.say("tenant %s, citizen %s (tokens minted with the dev key in %s)", *tenantID, citizenID, *keysDir)
 	if *documents {
 		return d.documents(ctx)
+	}
+	if *reactive {
+		operator, err := keys.Mint(auth.Claims{Subject: "operator-demo", TenantID: *tenantID, Roles: []string{auth.RoleOperator}}, time.Hour)
+		if err != nil {
+			return err
+		}
+		return d.reactive(ctx, operator, *sources)
 	}
 	return d.request(ctx, citizenID)
 }
@@ -200,20 +210,21 @@ func (d *demo) say(format string, a ...any) {
 	fmt.Fprintf(d.out, "[%6.2fs] %s\n", time.Since(d.start).Seconds(), fmt.Sprintf(format, a...))
 }
 
-// wait polls check until it reports done, then prints what it saw.
-func (d *demo) wait(ctx context.Context, what string, check func() (string, bool)) {
+// wait polls check until it reports done, then prints what it saw; it
+// reports whether it saw it before ctx ended.
+func (d *demo) wait(ctx context.Context, what string, check func() (string, bool)) bool {
 	last := ""
 	for {
 		seen, done := check()
 		if done {
-			d.say("%s\n          %s", what, truncate(seen, 400))
-			return
+			d.say("%s\n          %s", what, truncate(seen, 600))
+			return true
 		}
 		last = seen
 		select {
 		case <-ctx.Done():
 			d.say("NOT SEEN: %s (last answer: %s)", what, truncate(last, 300))
-			return
+			return false
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
