@@ -87,6 +87,18 @@ func TestResumeWaitingStep(t *testing.T) {
 			t.Errorf("%s was decided: %+v", name, got)
 		}
 	}
+	// At most once, delivered twice: the same event again is skipped by
+	// the inbox (counted as a duplicate), decided once, and resumes
+	// nothing more.
+	p.publish(t, readable)
+	fabrictest.WaitCounter(t, 20*time.Second, url+"/metrics", "fabric_consumer_duplicates_total",
+		map[string]string{"consumer": reactionsQueue, "type": "document.validated.v1"}, 1)
+	if got := decisionsOf(readable); len(got) != 1 {
+		t.Errorf("the redelivered document has %d decisions, want 1", len(got))
+	}
+	if proc = waitProcess(t, url, author, requestID); proc.CurrentStep != 1 || proc.Tasks[1].Status != "open" {
+		t.Errorf("after the redelivery: step %d, tasks %+v; want the decision step open", proc.CurrentStep, proc.Tasks)
+	}
 	// At most once: a second document finds no step waiting.
 	if got := status(validated(requestID, sub.CorrelationID, true, "identity")); got != "not-run" {
 		t.Errorf("a second document's decision: %s, want not-run", got)
