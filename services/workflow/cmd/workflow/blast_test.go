@@ -17,7 +17,9 @@ import (
 // 1,000, the reaction waits for an operator's approval with the estimate
 // in hand, then runs in batches of 500 across two competing instances,
 // reviewing each request exactly once; another tenant's requests of the
-// same service are not touched; a small service's change runs at once.
+// same service are not touched; a change affecting exactly the limit runs
+// at once and one more request needs the approval; a small service's
+// change runs at once.
 func TestBlastRadiusGate(t *testing.T) {
 	p := newPlatform(t)
 	extra := map[string]string{"REACTION_JOB_INTERVAL": "100ms", "REACTION_JOB_BATCH": "500"}
@@ -30,7 +32,8 @@ func TestBlastRadiusGate(t *testing.T) {
 	for _, seed := range []struct {
 		tenant, service string
 		n, citizens     int
-	}{{"org-a", "street-lighting", 5000, 1000}, {"org-b", "street-lighting", 3, 3}, {"org-a", "small-service", 10, 10}} {
+	}{{"org-a", "street-lighting", 5000, 1000}, {"org-b", "street-lighting", 3, 3}, {"org-a", "small-service", 10, 10},
+		{"org-a", "at-the-limit", 1000, 100}, {"org-a", "one-over-the-limit", 1001, 100}} {
 		if _, err := p.pool.Exec(ctx, `INSERT INTO `+p.schema+`.process_instance
 			(id, tenant_id, request_id, citizen_id, service_id, definition_id, correlation_id, started_at)
 			SELECT gen_random_uuid(), $1, gen_random_uuid(), 'citizen-' || (i % $4), $2, 'standard-review', gen_random_uuid(), now()
@@ -88,6 +91,15 @@ func TestBlastRadiusGate(t *testing.T) {
 	})
 	if n, distinct := reviewed(big); n != 5000 || distinct != 5000 || d.Job.Done != 5000 {
 		t.Errorf("%d reviews of %d requests (job done %d), want each of the 5,000 once", n, distinct, d.Job.Done)
+	}
+
+	// At the threshold: the limit itself runs at once, one more waits.
+	at, over := changed("at-the-limit"), changed("one-over-the-limit")
+	if d := decision(at); d.Outcome != "ALLOW" || d.Job == nil || d.Job.Total != 1000 || d.Job.Status == "awaiting-approval" {
+		t.Errorf("1,000 requests against a limit of 1,000: %+v (job %+v), want ALLOW run at once", d, d.Job)
+	}
+	if d := decision(over); d.Outcome != "REQUIRE_APPROVAL" || d.Job == nil || d.Job.Total != 1001 || d.Job.Status != "awaiting-approval" {
+		t.Errorf("1,001 requests against a limit of 1,000: %+v (job %+v), want the gate", d, d.Job)
 	}
 
 	small := changed("small-service")
