@@ -24,6 +24,9 @@ const (
 	RoleCitizen   = "citizen"
 	RoleAttendant = "attendant"
 	RoleOperator  = "operator"
+	// RoleReplayAdmin is the elevated role a PRODUCTION replay from
+	// history needs on top of the operator's (seed 004 §41).
+	RoleReplayAdmin = "replay-admin"
 )
 
 // Audience is the platform API audience every token must carry.
