@@ -79,6 +79,12 @@ type ConsumerOptions struct {
 	// waits in the prefetch window and the queue. Waits are recorded in
 	// fabric.consumer.pace_wait.
 	Pace Pacer
+	// Simulatable declares that the handler's every effect is in its
+	// transaction (rows and outbox: no mail, no object storage, no call
+	// out), so a replay from history may run it in SIMULATION, inside a
+	// transaction that is rolled back (package replay; host.ConsumeTx).
+	// The consumer itself ignores it.
+	Simulatable bool
 	// Tag names the consumer on the broker (default <queue>-<random>).
 	Tag     string
 	Tracer  trace.TracerProvider

@@ -50,6 +50,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
+	"github.com/agora-platform/agora/pkg/fabric/replay"
 	"github.com/agora-platform/agora/pkg/fabric/retention"
 	"github.com/agora-platform/agora/pkg/fabric/telemetry"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
@@ -94,6 +95,9 @@ type Config struct {
 	// Retention (RETENTION_*) schedules the deletion of expired inbox,
 	// outbox and DLQ audit rows and of the tables in Options.Retain.
 	Retention retention.Config
+	// HistoryURL (HISTORY_URL) is the data lake service whose history
+	// replays read (package replay); replays are refused without it.
+	HistoryURL string
 }
 
 // ConfigFrom reads the environment through getenv. defaultAddr is the
@@ -123,6 +127,7 @@ func ConfigFrom(service, defaultAddr string, getenv func(string) string) (Config
 		JWTIssuer:    get("JWT_ISSUER", auth.DevIssuer),
 		JWTKeys:      getenv("JWT_KEYS"),
 		DebugAddr:    getenv("DEBUG_ADDR"),
+		HistoryURL:   getenv("HISTORY_URL"),
 	}
 	if s := getenv("DATABASE_SCHEMA"); s != "" {
 		c.Schema = s
@@ -210,8 +215,11 @@ type Host struct {
 	shutdownTP func(context.Context) error
 	consumers  []*fabric.Consumer
 	workers    []worker
-	relay      *outbox.Relay
-	closeOnce  sync.Once
+	// simulatable are the transactional handlers a replay may simulate
+	// (ConsumeTx with ConsumerOptions.Simulatable).
+	simulatable map[string]inbox.TxHandler
+	relay       *outbox.Relay
+	closeOnce   sync.Once
 }
 
 type worker struct {
@@ -455,6 +463,12 @@ func (h *Host) Consume(queue string, handler fabric.Handler, opts fabric.Consume
 // savepoint per message, see inbox.BatchHandler), so under load one commit
 // serves many messages. It runs from Serve.
 func (h *Host) ConsumeTx(queue string, handler inbox.TxHandler, opts fabric.ConsumerOptions) error {
+	if opts.Simulatable {
+		if h.simulatable == nil {
+			h.simulatable = map[string]inbox.TxHandler{}
+		}
+		h.simulatable[queue] = handler
+	}
 	return h.addConsumer(queue, opts, func(spec topology.Consumer, opts fabric.ConsumerOptions) (*fabric.Consumer, error) {
 		return fabric.NewBatchConsumer(h.Conn, h.Pub, h.Reg, spec, h.Inbox(queue).BatchHandler(handler), opts)
 	})
@@ -508,6 +522,11 @@ func (h *Host) Serve(ctx context.Context, routes http.Handler, ready func(addr s
 	}
 	if api := h.opsHandler(); api != nil {
 		mux.Handle(ops.PathPrefix, telemetry.HTTPServer(h.Tracer)(edge.ValidText(api)))
+	}
+	if api := h.replayHandler(); api != nil {
+		api = telemetry.HTTPServer(h.Tracer)(edge.ValidText(api))
+		mux.Handle(replay.PathPrefix, api)
+		mux.Handle(replay.PathPrefix+"/", api)
 	}
 	if routes == nil {
 		// What no route serves is a problem, never the mux's plain text.

@@ -1,15 +1,17 @@
 package host
 
 // What the host serves to operators and integrators beside a service's own
-// routes: the OpenAPI document, the DLQ API, the operations views and the
-// operator console.
+// routes: the OpenAPI document, the DLQ API, the operations views, replays
+// from history and the operator console.
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/console"
@@ -17,6 +19,8 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/openapi"
 	"github.com/agora-platform/agora/pkg/fabric/ops"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
+	"github.com/agora-platform/agora/pkg/fabric/replay"
+	"github.com/agora-platform/agora/pkg/fabric/sweep"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 
@@ -66,6 +70,32 @@ func (h *Host) opsHandler() http.Handler {
 		})
 	}
 	return h.Verifier.Require(auth.RoleOperator)(ops.Handler(svc))
+}
+
+// replayHandler is the replays from history (package replay) of the
+// service's queues, for the operator of a tenant, with the sweep that works
+// through their jobs; nil for a service that does not consume. Like the DLQ
+// API it refuses every call without JWT_KEYS.
+func (h *Host) replayHandler() http.Handler {
+	if len(h.opts.Consumers) == 0 {
+		return nil
+	}
+	var history replay.History
+	if h.Cfg.HistoryURL != "" {
+		history = replay.HTTPHistory{BaseURL: h.Cfg.HistoryURL}
+	}
+	svc := replay.New(h.Pool, h.Cfg.Schema, h.opts.Consumers, h.Reg, h.Pub, history, replay.Options{Simulatable: h.simulatable})
+	h.Go("replay", func(ctx context.Context) error {
+		sweep.Run(ctx, time.Second, 100, svc.Sweep, func(err error) { h.Log.Error("replay sweep failed", "err", err) }, nil)
+		return nil
+	})
+	if h.Verifier == nil {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="agora"`)
+			problem.Error(w, r, http.StatusUnauthorized, "replays need a verified token, and this service has no JWT_KEYS to verify one")
+		})
+	}
+	return h.Verifier.Require(auth.RoleOperator)(replay.Handler(svc))
 }
 
 // console is the operator console over the services of CONSOLE_SERVICES

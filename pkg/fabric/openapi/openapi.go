@@ -36,6 +36,10 @@ const Path = "/openapi.json"
 // that this package stays free of the broker).
 const dlqPrefix = "/v1/dlq/"
 
+// replayPrefix is where replays from history live (replay.PathPrefix),
+// served, like the DLQ API, by a service that consumes.
+const replayPrefix = "/v1/replays"
+
 // opsPrefix is ops.PathPrefix, for the same reason.
 const opsPrefix = "/v1/ops/"
 
@@ -76,7 +80,7 @@ func Document(service []byte, h Host) ([]byte, error) {
 	}
 	if len(h.Queues) == 0 {
 		for p := range hostPaths {
-			if strings.HasPrefix(p, dlqPrefix) {
+			if strings.HasPrefix(p, dlqPrefix) || strings.HasPrefix(p, replayPrefix) {
 				delete(hostPaths, p)
 			}
 		}
@@ -186,7 +190,9 @@ func HostOperations(h Host) ([]Operation, error) {
 		return nil, err
 	}
 	if len(h.Queues) == 0 {
-		ops = slices.DeleteFunc(ops, func(o Operation) bool { return strings.HasPrefix(o.Path, dlqPrefix) })
+		ops = slices.DeleteFunc(ops, func(o Operation) bool {
+			return strings.HasPrefix(o.Path, dlqPrefix) || strings.HasPrefix(o.Path, replayPrefix)
+		})
 	}
 	if !h.Ops {
 		ops = slices.DeleteFunc(ops, func(o Operation) bool { return strings.HasPrefix(o.Path, opsPrefix) })

@@ -60,7 +60,7 @@ func TestDocumentMergesTheHostsRoutesAndComponents(t *testing.T) {
 	if err := json.Unmarshal(doc, &d); err != nil {
 		t.Fatalf("not JSON: %v", err)
 	}
-	for _, p := range []string{"/v1/things/{id}", "/healthz", "/readyz", "/metrics", "/openapi.json", "/v1/dlq/{queue}", "/v1/dlq/audit", "/v1/ops/status", "/v1/ops/journeys/{correlationId}"} {
+	for _, p := range []string{"/v1/things/{id}", "/healthz", "/readyz", "/metrics", "/openapi.json", "/v1/dlq/{queue}", "/v1/dlq/audit", "/v1/ops/status", "/v1/ops/journeys/{correlationId}", "/v1/replays", "/v1/replays/{id}/items"} {
 		if d.Paths[p] == nil {
 			t.Errorf("path %s missing", p)
 		}
@@ -77,7 +77,7 @@ func TestDocumentMergesTheHostsRoutesAndComponents(t *testing.T) {
 	for _, tag := range d.Tags {
 		tags = append(tags, tag.Name)
 	}
-	if !slices.Equal(tags, []string{"things", "host", "ops", "dlq"}) {
+	if !slices.Equal(tags, []string{"things", "host", "ops", "dlq", "replay"}) {
 		t.Errorf("tags = %v", tags)
 	}
 }
@@ -97,7 +97,7 @@ func TestDocumentWithoutQueuesLeavesTheDLQOut(t *testing.T) {
 	}
 	want := append([]openapi.Operation{{Method: "GET", Path: "/v1/things/{id}"}}, host...)
 	for _, op := range ops {
-		if strings.HasPrefix(op.Path, "/v1/dlq/") || strings.HasPrefix(op.Path, "/v1/ops/") {
+		if strings.HasPrefix(op.Path, "/v1/dlq/") || strings.HasPrefix(op.Path, "/v1/ops/") || strings.HasPrefix(op.Path, "/v1/replays") {
 			t.Errorf("%s documented for a service without queues or relay", op)
 		}
 		if !slices.Contains(want, op) {

@@ -145,6 +145,8 @@ func fail(w http.ResponseWriter, r *http.Request, err error) {
 		problem.Error(w, r, http.StatusForbidden, err.Error())
 	case errors.Is(err, ErrInvalid), errors.Is(err, ErrNotReplayable), errors.Is(err, ErrTooMany):
 		problem.Error(w, r, http.StatusUnprocessableEntity, err.Error())
+	case errors.Is(err, ErrNoHistory):
+		problem.Error(w, r, http.StatusServiceUnavailable, err.Error())
 	case errors.As(err, &he):
 		problem.Error(w, r, http.StatusBadGateway, fmt.Sprintf("the data lake's history answered %d: %s", he.Status, he.Detail))
 	default:

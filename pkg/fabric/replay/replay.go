@@ -76,6 +76,7 @@ var (
 	ErrNotFound      = errors.New("no such replay")
 	ErrForbidden     = errors.New("replay not allowed")
 	ErrTooMany       = errors.New("the selection holds too many events")
+	ErrNoHistory     = errors.New("this service has no history to read (HISTORY_URL is not set)")
 	ErrNotReplayable = errors.New("not replayable")
 )
 
@@ -261,6 +262,9 @@ func (s *Service) check(a Actor, r *Request) error {
 func (s *Service) Start(ctx context.Context, a Actor, r Request, progress func(fetched int)) (Job, error) {
 	if err := s.check(a, &r); err != nil {
 		return Job{}, err
+	}
+	if s.history == nil {
+		return Job{}, ErrNoHistory
 	}
 	var bodies []json.RawMessage
 	after := ""

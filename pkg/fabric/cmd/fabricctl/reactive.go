@@ -37,23 +37,26 @@ const subscriptionUsage = `usage: fabricctl subscription <list|show|create|versi
   rollback  --id ID --reason WHY
 `
 
-// workflowClient calls the workflow service's REST API with a token.
+// workflowClient calls a service's REST API (the workflow's, unless made
+// for another) with a token.
 type workflowClient struct {
 	base, token string
 	http        *http.Client
+	// need says which flags (or variables) a call needs.
+	need string
 }
 
 func newWorkflowClient(fs *flag.FlagSet, getenv func(string) string) (*workflowClient, *string, *string) {
 	url := fs.String("workflow", getenv("WORKFLOW_URL"), "the workflow service's base URL")
 	token := fs.String("token", getenv("AGORA_TOKEN"), "a JWT of the tenant (attendant or operator)")
-	return &workflowClient{http: &http.Client{Timeout: 30 * time.Second}}, url, token
+	return &workflowClient{http: &http.Client{Timeout: 30 * time.Second}, need: "--workflow and --token (or WORKFLOW_URL and AGORA_TOKEN)"}, url, token
 }
 
 // call sends method path with body (JSON, when not nil) and decodes a 2xx
 // answer into out; any other answer is an error carrying the problem.
 func (c *workflowClient) call(ctx context.Context, method, path string, body []byte, out any) error {
 	if c.base == "" || c.token == "" {
-		return errors.New("--workflow and --token (or WORKFLOW_URL and AGORA_TOKEN) are required")
+		return errors.New(c.need + " are required")
 	}
 	var rd io.Reader
 	if body != nil {
@@ -69,7 +72,7 @@ func (c *workflowClient) call(ctx context.Context, method, path string, body []b
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("workflow service: %w", err)
+		return fmt.Errorf("%s: %w", c.base, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))

@@ -108,7 +108,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	// held them for the whole batch and doubled analytics' latency at
 	// 40 req/s (README, "Throughput"); counters that scale need deltas
 	// folded in by one writer.
-	if err := h.ConsumeTx(queue, messaging.New(store).Handle, fabric.ConsumerOptions{MaxBatch: 1}); err != nil {
+	if err := h.ConsumeTx(queue, messaging.New(store).Handle, fabric.ConsumerOptions{MaxBatch: 1, Simulatable: true}); err != nil {
 		return err
 	}
 	exports := postgres.NewExports(h.Pool, h.Outbox)

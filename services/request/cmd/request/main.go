@@ -144,14 +144,15 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 	}
 	defer h.Close() // Serve closes it too; Close is idempotent
 	store := postgres.NewStore(h.Pool, h.Outbox, time.Now)
+	// Rows and outbox events only: a replay from history may simulate it.
 	if err := h.ConsumeTx(workflowEventsQueue, messaging.WorkflowEvents(store),
-		fabric.ConsumerOptions{}); err != nil {
+		fabric.ConsumerOptions{Simulatable: true}); err != nil {
 		return err
 	}
 	// The lane's own handlers (its weight): an alert never waits for
 	// handlers busy with the backlog.
 	if err := h.ConsumeTx(workflowAlertsQueue, messaging.WorkflowEvents(store),
-		fabric.ConsumerOptions{Prefetch: 8, Concurrency: 2}); err != nil {
+		fabric.ConsumerOptions{Prefetch: 8, Concurrency: 2, Simulatable: true}); err != nil {
 		return err
 	}
 	// External systems' events: none are accepted until sources are

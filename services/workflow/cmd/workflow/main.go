@@ -144,14 +144,16 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	}
 	defer h.Close() // Serve closes it too; Close is idempotent
 	store := postgres.NewStore(h.Pool, h.Outbox, cfg.Catalog, time.Now, cfg.DueSoon, cfg.StuckAfter)
+	// Every transactional handler here writes only rows and outbox
+	// events: a replay from history may simulate it (Simulatable).
 	if err := h.ConsumeTx(requestSubmittedQueue, messaging.RequestSubmitted(store),
-		fabric.ConsumerOptions{}); err != nil {
+		fabric.ConsumerOptions{Simulatable: true}); err != nil {
 		return err
 	}
-	if err := h.ConsumeTx(requestCancelledQueue, messaging.RequestCancelled(store), fabric.ConsumerOptions{}); err != nil {
+	if err := h.ConsumeTx(requestCancelledQueue, messaging.RequestCancelled(store), fabric.ConsumerOptions{Simulatable: true}); err != nil {
 		return err
 	}
-	if err := h.ConsumeTx(startCommandsQueue, messaging.StartCommand(store), fabric.ConsumerOptions{}); err != nil {
+	if err := h.ConsumeTx(startCommandsQueue, messaging.StartCommand(store), fabric.ConsumerOptions{Simulatable: true}); err != nil {
 		return err
 	}
 	if cfg.SEI != nil {
@@ -181,7 +183,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	if err != nil {
 		return err
 	}
-	if err := h.ConsumeTx(reactionsQueue, messaging.Reactions(subs), fabric.ConsumerOptions{}); err != nil {
+	if err := h.ConsumeTx(reactionsQueue, messaging.Reactions(subs), fabric.ConsumerOptions{Simulatable: true}); err != nil {
 		return err
 	}
 	routes := httpapi.NewHandler(httpapi.Deps{Auth: h.Verifier, Processes: store, Schedules: store,
