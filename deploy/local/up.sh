@@ -76,7 +76,8 @@ cmd_up() {
     local envs=()
     while IFS= read -r line; do envs+=("$line"); done < <(bash "$SCRIPT_DIR/provision.sh" env "$s")
     envs+=("HTTP_ADDR=127.0.0.1:${PORT[$s]}" "JWT_KEYS=$JWT_DIR/jwks.json" "SMTP_ADDR=$SMTP_ADDR"
-      "S3_ENDPOINT=${S3_ENDPOINT:-127.0.0.1:9000}" "S3_ACCESS_KEY=${S3_ACCESS_KEY:-agora-dev}" "S3_SECRET_KEY=${S3_SECRET_KEY:-agora-dev-secret}")
+      "S3_ENDPOINT=${S3_ENDPOINT:-127.0.0.1:9000}" "S3_ACCESS_KEY=${S3_ACCESS_KEY:-agora-dev}" "S3_SECRET_KEY=${S3_SECRET_KEY:-agora-dev-secret}"
+      "HISTORY_URL=http://127.0.0.1:${PORT[datalake-ingestion]}")
     if [[ "$s" == request ]]; then
       # The operator console at http://127.0.0.1:8081/console/ asks every other service.
       local others=() o

@@ -279,9 +279,25 @@ func checkService(t *testing.T, r rendered, name string, operator bool) {
 	if operator {
 		want = []int32{53, 53, 443, 4318, 5432, 5671} // + the OTLP collector in ci/test-values.yaml
 	}
-	if consoleOn {
+	switch {
+	case consoleOn:
 		// + the other services' ports, each to that service's pods only
 		want = []int32{53, 53, 443, 5432, 5671, 8082, 8083, 8084, 8085, 8086, 8087}
+	case name != "datalake-ingestion":
+		// + the data lake's history, for replays (history.enabled, the default)
+		want = append(want, 8086)
+		slices.Sort(want)
+	}
+	history := slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "HISTORY_URL" && e.Value == "http://"+strings.TrimSuffix(full, name)+"datalake-ingestion:8086"
+	})
+	if history == (name == "datalake-ingestion") {
+		t.Errorf("HISTORY_URL in %s's env: %v, want it in every service but the data lake's", name, history)
+	}
+	if !operator && name == "datalake-ingestion" && !slices.ContainsFunc(np.Spec.Ingress[0].From, func(p networkingv1.NetworkPolicyPeer) bool {
+		return p.PodSelector != nil && p.PodSelector.MatchLabels["app.kubernetes.io/part-of"] == "agora"
+	}) {
+		t.Errorf("the data lake's ingress %+v does not admit the other services (replays read its history)", np.Spec.Ingress[0].From)
 	}
 	if !slices.Equal(ports, want) {
 		t.Errorf("egress ports %v, want exactly %v (DNS, storage, [OTLP], database, broker)", ports, want)
