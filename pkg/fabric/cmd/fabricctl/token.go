@@ -17,7 +17,7 @@ func runToken(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
 	tenant := fs.String("tenant", "org-demo", "tenant_id claim")
 	sub := fs.String("sub", "citizen-demo", "sub claim (the user)")
-	roles := fs.String("roles", auth.RoleCitizen, "comma-separated roles: citizen, attendant, operator")
+	roles := fs.String("roles", auth.RoleCitizen, "comma-separated roles: citizen, attendant, operator, replay-admin")
 	ttl := fs.Duration("ttl", 12*time.Hour, "lifetime")
 	dir := fs.String("keys-dir", ".data/jwt", "where the dev signing key and jwks.json live")
 	if err := fs.Parse(args); err != nil {
