@@ -92,5 +92,7 @@ func FabricTables(c Config) []Table {
 		{Name: "inbox_message", Column: "received_at", Age: c.Inbox},
 		{Name: "outbox_event", Column: "published_at", Age: c.Outbox},
 		{Name: "dlq_audit", Column: "at", Age: c.DLQAudit},
+		// Replay jobs are audit records too (their items go with them).
+		{Name: "replay_job", Column: "updated_at", Age: c.DLQAudit},
 	}
 }
