@@ -43,12 +43,14 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/console"
 	"github.com/agora-platform/agora/pkg/fabric/dlq"
 	"github.com/agora-platform/agora/pkg/fabric/edge"
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
 	"github.com/agora-platform/agora/pkg/fabric/migrations"
 	"github.com/agora-platform/agora/pkg/fabric/openapi"
 	"github.com/agora-platform/agora/pkg/fabric/ops"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
+	"github.com/agora-platform/agora/pkg/fabric/ratelimit"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/replay"
 	"github.com/agora-platform/agora/pkg/fabric/retention"
@@ -98,6 +100,13 @@ type Config struct {
 	// HistoryURL (HISTORY_URL) is the data lake service whose history
 	// replays read (package replay); replays are refused without it.
 	HistoryURL string
+	// PublishRates limit what the service enqueues (outbox.WithLimits),
+	// per second, each bucket shared by every instance (rate_bucket):
+	// PUBLISH_RATE_PER_TYPE ("request.submitted.v1=200,…") by event type,
+	// PUBLISH_RATE_PER_PRODUCER ("gateway/catalog=10,…") by the envelope's
+	// producer. Bursts are two seconds' worth. Types and producers not
+	// named are not limited.
+	PublishRatePerType, PublishRatePerProducer map[string]float64
 }
 
 // ConfigFrom reads the environment through getenv. defaultAddr is the
@@ -156,12 +165,56 @@ func ConfigFrom(service, defaultAddr string, getenv func(string) string) (Config
 	if (c.AMQPCertFile == "") != (c.AMQPKeyFile == "") {
 		return c, errors.New("AMQP_CERT_FILE and AMQP_KEY_FILE go together")
 	}
+	for _, r := range []struct {
+		name string
+		dst  *map[string]float64
+	}{{"PUBLISH_RATE_PER_TYPE", &c.PublishRatePerType}, {"PUBLISH_RATE_PER_PRODUCER", &c.PublishRatePerProducer}} {
+		if v := getenv(r.name); v != "" {
+			rates, err := ratelimit.ParseRates(v)
+			if err != nil {
+				return c, fmt.Errorf("%s: %w", r.name, err)
+			}
+			*r.dst = rates
+		}
+	}
 	rc, err := retention.ConfigFrom(getenv)
 	if err != nil {
 		return c, err
 	}
 	c.Retention = rc
 	return c, nil
+}
+
+// publishLimits are the outbox limits of PUBLISH_RATE_PER_TYPE and
+// PUBLISH_RATE_PER_PRODUCER.
+func (h *Host) publishLimits() ([]outbox.Limit, error) {
+	var limits []outbox.Limit
+	for _, l := range []struct {
+		name  string
+		rates map[string]float64
+		key   func(envelope.Envelope) string
+	}{
+		{"type", h.Cfg.PublishRatePerType, func(e envelope.Envelope) string { return e.Type }},
+		{"producer", h.Cfg.PublishRatePerProducer, func(e envelope.Envelope) string { return e.Producer }},
+	} {
+		if len(l.rates) == 0 {
+			continue
+		}
+		// Every named key has its own rate (an override); the default
+		// rate is never used, since unnamed keys are not limited.
+		buckets, err := ratelimit.NewPerKey(h.Pool, h.Cfg.Schema, "publish-"+l.name+":", 1, 2, l.rates)
+		if err != nil {
+			return nil, err
+		}
+		rates := l.rates
+		limits = append(limits, outbox.Limit{Name: l.name, Limiter: buckets, Key: func(e envelope.Envelope) string {
+			if k := l.key(e); rates[k] > 0 {
+				return k
+			}
+			return ""
+		}})
+	}
+	return limits, nil
 }
 
 // DefaultPoolSize is each service's database pool size unless DATABASE_URL
@@ -261,6 +314,13 @@ func New(ctx context.Context, cfg Config, opts Options, logOut io.Writer) (*Host
 		return fail("broker: %w", err)
 	}
 	h.Outbox = outbox.New(h.Reg)
+	limits, err := h.publishLimits()
+	if err != nil {
+		return fail("publish limits: %w", err)
+	}
+	if len(limits) > 0 {
+		h.Outbox = h.Outbox.WithLimits(h.Metrics, limits...)
+	}
 	if opts.Relay {
 		// Published rows are deleted by the retention worker (RETENTION_OUTBOX),
 		// not by the relay's own loop, so one setting governs them.

@@ -47,7 +47,7 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-func TestConfigFromRefusesBadRetentionValues(t *testing.T) {
+func TestConfigFromRefusesBadValues(t *testing.T) {
 	for _, tc := range []struct{ name, value string }{
 		{"RETENTION_INTERVAL", "hourly"},
 		{"RETENTION_INBOX", "30d"},
@@ -55,6 +55,8 @@ func TestConfigFromRefusesBadRetentionValues(t *testing.T) {
 		{"RETENTION_DLQ_AUDIT", "1 year"},
 		{"RETENTION_BATCH", "-5"},
 		{"CONSOLE_SERVICES", "workflow"},
+		{"PUBLISH_RATE_PER_TYPE", "request.submitted.v1"},
+		{"PUBLISH_RATE_PER_PRODUCER", "gateway/catalog=-3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := host.ConfigFrom("test", ":0", func(k string) string {

@@ -39,7 +39,9 @@ type Item struct {
 
 // Outbox validates envelopes against the registry and stores them.
 type Outbox struct {
-	reg *registry.Registry
+	reg     *registry.Registry
+	limits  []Limit // see WithLimits
+	metrics *telemetry.Metrics
 }
 
 // New returns an Outbox validating with reg.
@@ -53,13 +55,17 @@ func NotifyChannel(schema string) string { return "fabric_outbox_" + schema }
 // its schema and encoded now, so the relay publishes exactly these bytes.
 // The trace context of ctx travels with the row, so consumers' spans join
 // the trace that produced the event. It returns registry or envelope
-// validation errors, or the database error.
+// validation errors, a *ThrottledError over a publish limit (WithLimits),
+// or the database error.
 //
 // Call it after the aggregate's own row is written (and so locked): that
 // makes the outbox order of one aggregate its commit order.
 func (o *Outbox) Enqueue(ctx context.Context, tx Tx, items ...Item) error {
 	if len(items) == 0 {
 		return nil
+	}
+	if err := o.admit(ctx, items); err != nil {
+		return err
 	}
 	b := &pgx.Batch{}
 	for _, it := range items {

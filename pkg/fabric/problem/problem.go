@@ -7,9 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -59,11 +62,20 @@ func MethodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	Error(w, r, http.StatusMethodNotAllowed, r.Method+" is not allowed here")
 }
 
-// Unexpected answers an error no handler case covers: 503 with Retry-After
+// Unexpected answers an error no handler case covers: 429 with Retry-After
+// for work over a rate limit (an error with Throttled() time.Duration);
+// 503 with Retry-After
 // when a dependency failed in a way a retry can fix (see Transient), so a
 // client can tell "try again" (safe with the same Idempotency-Key) from a
 // bug; 500 otherwise. The caller logs err; the body does not carry it.
 func Unexpected(w http.ResponseWriter, r *http.Request, err error) {
+	// Work over a rate limit (outbox.ThrottledError): the caller slows down.
+	var throttled interface{ Throttled() time.Duration }
+	if errors.As(err, &throttled) {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(throttled.Throttled().Seconds())))))
+		Error(w, r, http.StatusTooManyRequests, "over a publish rate limit of the platform; retry after Retry-After seconds")
+		return
+	}
 	if Transient(err) {
 		w.Header().Set("Retry-After", "1")
 		Error(w, r, http.StatusServiceUnavailable, "a service the platform depends on is briefly unavailable; retry (with the same Idempotency-Key, if any)")

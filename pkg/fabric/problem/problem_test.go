@@ -130,3 +130,27 @@ func TestRouteProblems(t *testing.T) {
 		})
 	}
 }
+
+// throttled says it is over a rate limit, as outbox.ThrottledError does
+// (problem may not import outbox).
+type throttled time.Duration
+
+func (d throttled) Error() string            { return "over the limit" }
+func (d throttled) Throttled() time.Duration { return time.Duration(d) }
+func (d throttled) Transient() bool          { return true }
+
+// TestUnexpectedAnswers429ForThrottledWork: work over a rate limit is the
+// caller's to slow down (429, Retry-After rounded up to whole seconds),
+// even when it also says it is transient and comes wrapped.
+func TestUnexpectedAnswers429ForThrottledWork(t *testing.T) {
+	for _, c := range []struct {
+		wait  time.Duration
+		retry string
+	}{{200 * time.Millisecond, "1"}, {2500 * time.Millisecond, "3"}} {
+		rec := httptest.NewRecorder()
+		problem.Unexpected(rec, httptest.NewRequest(http.MethodPost, "/v1/requests", nil), fmt.Errorf("enqueue: %w", throttled(c.wait)))
+		if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != c.retry {
+			t.Errorf("wait %s: %d Retry-After %q, want 429 and %s", c.wait, rec.Code, rec.Header().Get("Retry-After"), c.retry)
+		}
+	}
+}

@@ -16,6 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -200,4 +202,19 @@ func (s *Shared) take(ctx context.Context) (granted int, wait time.Duration, err
 	}
 	wait = time.Duration((1 - avail) / s.perSecond * float64(time.Second))
 	return 0, max(wait, 5*time.Millisecond), nil
+}
+
+// ParseRates reads "key=rate,key=rate" (rates per second, positive), the
+// form of every per-key rate setting.
+func ParseRates(s string) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, part := range strings.Split(s, ",") {
+		key, rate, ok := strings.Cut(strings.TrimSpace(part), "=")
+		r, err := strconv.ParseFloat(rate, 64)
+		if !ok || key == "" || err != nil || r <= 0 || math.IsInf(r, 0) || math.IsNaN(r) {
+			return nil, fmt.Errorf("%q is not key=rate per second (a positive number)", part)
+		}
+		out[key] = r
+	}
+	return out, nil
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -93,14 +92,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 		}
 	}
 	if v := getenv("SUBMIT_RATE_OVERRIDES"); v != "" {
-		c.SubmitRates = map[string]float64{}
-		for _, part := range strings.Split(v, ",") {
-			tenantID, rate, ok := strings.Cut(strings.TrimSpace(part), "=")
-			r, err := strconv.ParseFloat(rate, 64)
-			if !ok || tenantID == "" || err != nil || r <= 0 {
-				return config{}, fmt.Errorf("SUBMIT_RATE_OVERRIDES: %q is not tenant=submissions per second", part)
-			}
-			c.SubmitRates[tenantID] = r
+		if c.SubmitRates, err = ratelimit.ParseRates(v); err != nil {
+			return config{}, fmt.Errorf("SUBMIT_RATE_OVERRIDES (tenant=submissions per second): %w", err)
 		}
 		if c.SubmitRate == 0 {
 			return config{}, errors.New("SUBMIT_RATE_OVERRIDES needs SUBMIT_RATE_PER_TENANT (the rate of every other tenant)")
