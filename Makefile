@@ -31,6 +31,7 @@ help:
 	@echo "make rules-check  promtool check + unit tests of the alert rules (installs promtool $(PROMTOOL_VERSION) once)"
 	@echo "make images  build local stand-ins for the public images (no registry needed)"
 	@echo "make compose-up / compose-down   the platform in containers (docker compose, stand-ins)"
+	@echo "make test-containers  fabric tests + TestRequestFlow against RabbitMQ/PostgreSQL/MinIO containers (testcontainers-go)"
 
 infra:
 	bash deploy/local/infra.sh
@@ -247,3 +248,29 @@ cluster-test:
 	@if [ "$(COMPOSE_ENV)" = "$(CURDIR)/deploy/docker/local/local.env" ]; then bash deploy/docker/local/build.sh; fi
 	cd e2e && RABBITMQ_IMAGE=$$(sed -n 's/^RABBITMQ_IMAGE=//p' $(or $(COMPOSE_ENV),/dev/null) | grep . || echo rabbitmq:3.13-management) \
 		$(GO) test -tags containers -count=1 -timeout 15m -run TestClusterSurvivesLeaderLossAndPartition -v ./ | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|cluster_test.go'
+
+# The infrastructure in containers (testcontainers-go, e2e/testinfra): RabbitMQ, PostgreSQL with
+# pgvector and MinIO from the stand-in images, on random ports of 127.0.0.1. The fabric's
+# packages that need the broker and the database run against the containers of `testinfra up`,
+# then TestRequestFlow with E2E_INFRA=containers (the harness starts a set of its own). No
+# reaper (Ryuk): the trap removes both sets by label, pass or fail. TestBrokerRestart (skipped)
+# and the crash-safety suite (not listed) stop the machine's broker with its own rabbitmqctl.
+TESTINFRA = $(CURDIR)/.data/bin/testinfra
+TESTINFRA_ENV = $(CURDIR)/.data/testinfra.env
+TESTINFRA_FABRIC = ./pkg/fabric/ ./pkg/fabric/outbox/ ./pkg/fabric/inbox/ ./pkg/fabric/dlq/ ./pkg/fabric/broker/ \
+	./pkg/fabric/coalesce/ ./pkg/fabric/retention/ ./pkg/fabric/ratelimit/ ./pkg/fabric/tenant/
+.PHONY: test-containers
+test-containers:
+	@timeout 10 docker info >/dev/null 2>&1 || { echo "!!! no container engine answers (docker info): run 'make infra' (deploy/local/docker.sh)" >&2; exit 1; }
+	@mkdir -p $(dir $(TESTINFRA))
+	$(GO) build -o $(TESTINFRA) ./e2e/cmd/testinfra
+	@run=mk-$$$$; t0=$$SECONDS; \
+	trap '$(TESTINFRA) down -run '$$run'; $(TESTINFRA) down -run '$$run'-e2e; rm -f $(TESTINFRA_ENV); echo "==> test-containers: $$((SECONDS - t0)) s"' EXIT; \
+	$(TESTINFRA) up -run $$run -env-file $(TESTINFRA_ENV); \
+	set -a; . $(TESTINFRA_ENV); set +a; \
+	docker ps --filter label=agora.testinfra.run=$$run --format 'table {{.Names}}\t{{.Image}}\t{{.Ports}}'; \
+	echo "==> fabric tests against AMQP $$AMQP_HOST, management $$RABBITMQ_MGMT_URL, PostgreSQL $${DATABASE_URL#*@}"; \
+	$(GO) test -count=1 -timeout 10m -run '^Test' -skip '^($(DISRUPTIVE)|$(CRASH))$$' $(TESTINFRA_FABRIC); \
+	echo "==> TestRequestFlow with E2E_INFRA=containers"; \
+	cd e2e && E2E_INFRA=containers E2E_INFRA_RUN=$$run-e2e $(GO) test -count=1 -timeout 10m -run '^TestRequestFlow$$' -v ./ 2>&1 \
+		| grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|harness: |testinfra'

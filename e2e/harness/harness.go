@@ -16,7 +16,8 @@
 //
 // The infrastructure (RabbitMQ with management, PostgreSQL with pgvector,
 // MinIO) must be running: `make infra`. Missing infrastructure fails the
-// test; it is never skipped.
+// test; it is never skipped. With E2E_INFRA=containers, Main starts it in
+// containers instead (package testinfra) and removes them at the end.
 //
 // With E2E_TARGET=compose the same tests run against the containers of a
 // running `docker compose` stack instead (`make compose-test`): Start
@@ -521,12 +522,24 @@ func RepoRoot() (string, error) {
 
 // Main runs the tests and then removes the binaries Start built. Use it
 // from TestMain; without it the binaries stay in the OS temp dir.
-func Main(m *testing.M) {
+//
+// With E2E_INFRA=containers it first starts the infrastructure as
+// containers (containers.go) and removes them after the tests; unset, the
+// tests use the machine's services.
+func Main(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	stop, err := infra(os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "harness:", err)
+		return 1
+	}
+	defer stop()
 	code := m.Run()
 	builds.Lock()
 	if builds.dir != "" {
 		os.RemoveAll(builds.dir)
 	}
 	builds.Unlock()
-	os.Exit(code)
+	return code
 }

@@ -29,10 +29,13 @@ type Env struct {
 	MgmtURL     string // management API base, e.g. http://127.0.0.1:15672
 	User, Pass  string
 	DatabaseURL string
+	// Ctl is the rabbitmqctl command of the broker, split on spaces: the
+	// machine's rabbitmqctl, or e.g. `docker exec <container> rabbitmqctl`.
+	Ctl string
 }
 
-// EnvFrom reads AMQP_HOST, RABBITMQ_MGMT_URL, RABBITMQ_USER, RABBITMQ_PASS
-// and DATABASE_URL through getenv, with the local defaults.
+// EnvFrom reads AMQP_HOST, RABBITMQ_MGMT_URL, RABBITMQ_USER, RABBITMQ_PASS,
+// DATABASE_URL and RABBITMQCTL through getenv, with the local defaults.
 func EnvFrom(getenv func(string) string) Env {
 	get := func(k, def string) string {
 		if v := getenv(k); v != "" {
@@ -46,6 +49,7 @@ func EnvFrom(getenv func(string) string) Env {
 		User:        get("RABBITMQ_USER", "guest"),
 		Pass:        get("RABBITMQ_PASS", "guest"),
 		DatabaseURL: get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
+		Ctl:         get("RABBITMQCTL", "rabbitmqctl"),
 	}
 }
 
@@ -141,13 +145,18 @@ func (v *Vhost) Queues(t testing.TB) map[string]QueueInfo {
 	return out
 }
 
-// CloseConnections runs `rabbitmqctl close_all_connections` for the vhost
-// alone (other tests' connections stay up) and returns how many it closed.
+// CloseConnections runs `rabbitmqctl close_all_connections` (Env.Ctl) for
+// the vhost alone (other tests' connections stay up) and returns how many it
+// closed.
 func (v *Vhost) CloseConnections(t testing.TB) int {
 	t.Helper()
-	out, err := exec.Command("rabbitmqctl", "close_all_connections", "--vhost", v.Name, "fabrictest: simulated connection loss").CombinedOutput()
+	ctl := strings.Fields(v.Env.Ctl)
+	if len(ctl) == 0 {
+		ctl = []string{"rabbitmqctl"}
+	}
+	out, err := exec.Command(ctl[0], append(ctl[1:], "close_all_connections", "--vhost", v.Name, "fabrictest: simulated connection loss")...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("rabbitmqctl close_all_connections: %v: %s", err, out)
+		t.Fatalf("%s close_all_connections: %v: %s", strings.Join(ctl, " "), err, out)
 	}
 	var n int
 	for _, line := range strings.Split(string(out), "\n") {
