@@ -14,10 +14,10 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest/httpfuzz"
 )
 
-// FuzzHTTP sends the data lake's REST API (lineage, the DLQ API, the host's
-// routes) arbitrary requests (method, path under its routes, query,
-// Content-Type, body, and a token from a fixed set: none, garbage, each
-// role, another tenant's, expired) and fails on any 5xx (503 included: the
+// FuzzHTTP sends the data lake's REST API (lineage, history, the DLQ API,
+// the host's routes) arbitrary requests (method, path under its routes,
+// query, Content-Type, body, and a token from a fixed set: none, garbage,
+// each role, another tenant's, expired) and fails on any 5xx (503 included: the
 // database is up here) and on any 4xx that is not an RFC 9457 problem. The
 // service runs once, for real, as in the other tests; the seeds (valid
 // calls to every route, then known-nasty inputs) run in every `go test`.
@@ -52,6 +52,7 @@ func FuzzHTTP(f *testing.F) {
 		"/v1/dlq/" + queues[0],
 		"/v1/dlq/" + queues[1],
 		"/healthz", "/readyz", "/metrics", "/",
+		"/v1/history",
 	}
 	const (
 		rLineages = iota
@@ -63,6 +64,7 @@ func FuzzHTTP(f *testing.F) {
 		rReadyz
 		rMetrics
 		rRoot
+		rHistory
 	)
 	const ctJSON = "application/json"
 	add := func(in httpfuzz.Input) { ft.Add(f, in) }
@@ -80,6 +82,9 @@ func FuzzHTTP(f *testing.F) {
 			Body: []byte(`{"filter":{"all":true},"reason":"fuzz","dryRun":true}`)})
 	}
 	add(httpfuzz.Input{Method: "GET", Route: rDLQ, Tail: "audit", Authn: httpfuzz.AuthnOperator})
+	add(httpfuzz.Input{Method: "GET", Route: rHistory, Authn: httpfuzz.AuthnOperator})
+	add(httpfuzz.Input{Method: "GET", Route: rHistory, Authn: httpfuzz.AuthnOperator, Query: "type=request.submitted.v1&type=request.cancelled.v1" +
+		"&correlationId=" + e.CorrelationID + "&from=2026-01-01T00:00:00Z&to=2100-01-01T00:00:00%2B03:00&limit=1"})
 	add(httpfuzz.Input{Method: "GET", Route: rHealthz})
 	add(httpfuzz.Input{Method: "GET", Route: rReadyz})
 	add(httpfuzz.Input{Method: "GET", Route: rMetrics})
@@ -88,6 +93,7 @@ func FuzzHTTP(f *testing.F) {
 	for a := range uint8(httpfuzz.AuthnCount) {
 		add(httpfuzz.Input{Method: "GET", Route: rLineage, Authn: a})
 		add(httpfuzz.Input{Method: "GET", Route: rQueue, Authn: a})
+		add(httpfuzz.Input{Method: "GET", Route: rHistory, Authn: a})
 	}
 	for _, m := range []string{"POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "TRACE", "CONNECT", "PROPFIND"} {
 		add(httpfuzz.Input{Method: m, Route: rLineage, Authn: httpfuzz.AuthnAll, ContentType: ctJSON, Body: []byte(`{}`)})
@@ -107,6 +113,15 @@ func FuzzHTTP(f *testing.F) {
 		add(httpfuzz.Input{Method: "GET", Route: rLineage, Query: query, Authn: httpfuzz.AuthnAttendant})
 	}
 	add(httpfuzz.Input{Method: "GET", Route: rLineage, Authn: httpfuzz.AuthnAttendant, ContentType: "\xff/\xfe", Body: []byte("\x00\xff")})
+	for _, query := range []string{"limit=0", "limit=-1", "limit=99999999999999999999", "from=0000-01-01T00:00:00Z&to=9999-12-31T23:59:59.999999999Z",
+		"from=9999-12-31T23:59:59Z&to=0000-01-01T00:00:00Z", "after=eyJ0IjoiMDAwMS0wMS0wMVQwMDowMDowMFoiLCJpZCI6IjAxOTBhMGIwLTAwMDAtNzAwMC04MDAwLTAwMDAwMDAwMDAwMCJ9",
+		"after=e30", "after=bnVsbA", "after=%00", "type=%ff", "type=" + strings.Repeat("a.", 5000) + "v1", "correlationId=urn:uuid:" + e.CorrelationID,
+		"a=%00", "c=%zz&;", "type"} {
+		add(httpfuzz.Input{Method: "GET", Route: rHistory, Query: query, Authn: httpfuzz.AuthnOperator})
+	}
+	for _, m := range []string{"POST", "DELETE"} {
+		add(httpfuzz.Input{Method: m, Route: rHistory, Authn: httpfuzz.AuthnOperator, ContentType: ctJSON, Body: []byte(`{}`)})
+	}
 	add(httpfuzz.Input{Method: "GET", Route: rDLQ, Tail: "a/b/c", Authn: httpfuzz.AuthnOperator})
 	add(httpfuzz.Input{Method: "GET", Route: rDLQ, Authn: httpfuzz.AuthnOperator})
 	add(httpfuzz.Input{Method: "POST", Route: rQueue, Tail: "/replay", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,

@@ -1,6 +1,6 @@
 // Command datalake-ingestion writes request events to the data lake as
-// Parquet files in MinIO, in batches, with a lineage record per event.
-// See README.md.
+// Parquet files in MinIO, in batches, with a lineage record per event, and
+// serves a tenant's stored events back (GET /v1/history). See README.md.
 package main
 
 import (
@@ -15,6 +15,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/host"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/batch"
+	"github.com/agora-platform/agora/services/datalake-ingestion/internal/history"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/httpapi"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/messaging"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/postgres"
@@ -121,5 +122,5 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 			return err
 		}
 	}
-	return h.Serve(ctx, httpapi.NewHandler(store, h.Verifier, h.Log), nil)
+	return h.Serve(ctx, httpapi.NewHandler(store, history.New(store, objects), h.Verifier, h.Log), nil)
 }

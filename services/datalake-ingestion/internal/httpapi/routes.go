@@ -1,4 +1,5 @@
-// Package httpapi is the ingestion service's REST surface: lineage lookup.
+// Package httpapi is the ingestion service's REST surface: lineage lookup
+// and the history of a tenant's stored events (history.go).
 package httpapi
 
 import (
@@ -13,12 +14,18 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/httpjson"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
+	"github.com/agora-platform/agora/services/datalake-ingestion/internal/history"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/postgres"
 )
 
 // Store answers lineage queries.
 type Store interface {
 	Lineage(ctx context.Context, tenantID, eventID string) (postgres.Lineage, error)
+}
+
+// History reads pages of a tenant's stored events; *history.Reader is one.
+type History interface {
+	Page(ctx context.Context, tenantID string, q postgres.HistoryQuery) (history.Page, error)
 }
 
 // Authenticator returns middleware admitting bearers of one of roles;
@@ -28,12 +35,14 @@ type Authenticator interface {
 }
 
 // NewHandler returns the service's routes.
-func NewHandler(store Store, authn Authenticator, log *slog.Logger) http.Handler {
+func NewHandler(store Store, hist History, authn Authenticator, log *slog.Logger) http.Handler {
 	r := chi.NewRouter()
 	r.NotFound(problem.NoRoute)
 	r.MethodNotAllowed(problem.MethodNotAllowed)
 	r.With(authn.Require(auth.RoleAttendant, auth.RoleOperator)).
 		Get("/v1/lineage/{eventId}", handleLineage(store, log))
+	r.With(authn.Require(auth.RoleOperator)).
+		Get("/v1/history", handleHistory(hist, log))
 	return r
 }
 

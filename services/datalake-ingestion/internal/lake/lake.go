@@ -70,6 +70,30 @@ func RowOf(env envelope.Envelope) Row {
 	return r
 }
 
+// Envelope rebuilds the envelope r was made of (RowOf's inverse) for a
+// reader of the lake's history. It carries what the lake keeps: every
+// envelope field and the extensions, the payload as compact JSON and
+// occurredAt to the millisecond. It cannot carry what the lake does not
+// keep: the causation chain (only causationId is stored) and a schema
+// revision (schemaVersion is the type's version, "1" for "1.3").
+func (r Row) Envelope() (envelope.Envelope, error) {
+	e := envelope.Envelope{ID: r.EventID, Type: r.Type, Version: r.Version, OccurredAt: r.OccurredAt.UTC(),
+		TenantID: r.TenantID, CorrelationID: r.CorrelationID, CausationID: r.CausationID, Producer: r.Producer,
+		SchemaVersion: r.Version, Payload: json.RawMessage(r.Payload)}
+	if !json.Valid(e.Payload) {
+		return envelope.Envelope{}, fmt.Errorf("row of event %s: payload column is not JSON", r.EventID)
+	}
+	if r.Extensions != "" {
+		if err := json.Unmarshal([]byte(r.Extensions), &e.Extensions); err != nil {
+			return envelope.Envelope{}, fmt.Errorf("row of event %s: extensions column: %w", r.EventID, err)
+		}
+		if len(e.Extensions) == 0 { // "{}" or "null": none
+			e.Extensions = nil
+		}
+	}
+	return e, nil
+}
+
 // DomainOf returns the domain of a type name: "request.submitted.v1" → "request".
 func DomainOf(typ string) string {
 	d, _, _ := strings.Cut(typ, ".")

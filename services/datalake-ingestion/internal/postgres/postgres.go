@@ -155,6 +155,70 @@ func (s *Store) ObjectHasLineage(ctx context.Context, tenantID, batchID, key str
 	return ok, nil
 }
 
+// Position is a place in a tenant's history: events sort by
+// (OccurredAt, EventID).
+type Position struct {
+	OccurredAt time.Time
+	EventID    string
+}
+
+// HistoryQuery selects a page of a tenant's stored events. From and To
+// bound OccurredAt (From ≤ t < To) and are required: callers pass the
+// widest range for an absent bound. Types and CorrelationID are ignored
+// when empty; After, when set, starts the page after that position.
+type HistoryQuery struct {
+	Types         []string
+	CorrelationID string
+	From, To      time.Time
+	After         *Position
+	Limit         int
+}
+
+// Located is where a stored event is: its lineage, as a history page
+// needs it.
+type Located struct {
+	EventID       string
+	EventType     string
+	Bucket        string
+	ObjectKey     string
+	RowOffset     int
+	CorrelationID string
+	OccurredAt    time.Time
+}
+
+// nilUUID sorts before every event id: the position before From.
+const nilUUID = "00000000-0000-0000-0000-000000000000"
+
+// History returns up to q.Limit events of tenantID in (occurredAt, id)
+// order, each located in the lake.
+func (s *Store) History(ctx context.Context, tenantID string, q HistoryQuery) ([]Located, error) {
+	p := pgdb.ListHistoryParams{TenantID: tenantID, FromTime: q.From, ToTime: q.To, AfterTime: q.From, AfterID: nilUUID,
+		EventTypes: q.Types, CorrelationID: q.CorrelationID, MaxRows: int32(q.Limit)}
+	if p.EventTypes == nil {
+		p.EventTypes = []string{}
+	}
+	if q.After != nil {
+		p.AfterTime, p.AfterID = q.After.OccurredAt, q.After.EventID
+	}
+	var out []Located
+	err := tenant.Tx(ctx, s.pool, tenantID, func(tx pgx.Tx) error {
+		rows, err := pgdb.New(tx).ListHistory(ctx, p)
+		if err != nil {
+			return err
+		}
+		out = make([]Located, len(rows))
+		for i, r := range rows {
+			out[i] = Located{EventID: r.EventID, EventType: r.EventType, Bucket: r.Bucket, ObjectKey: r.ObjectKey,
+				RowOffset: int(r.RowOffset), CorrelationID: r.CorrelationID, OccurredAt: r.OccurredAt.UTC()}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("history of tenant %s: %w", tenantID, err)
+	}
+	return out, nil
+}
+
 // byTenant splits rows by tenant, tenants in the order they first appear
 // and rows in their order within each.
 func byTenant(rows []Lineage) [][]Lineage {

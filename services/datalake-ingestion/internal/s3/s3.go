@@ -1,11 +1,12 @@
 // Package s3 writes lake files to an S3-compatible store (MinIO) with
-// minio-go.
+// minio-go, and reads them back for the history API.
 package s3
 
 import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -86,6 +87,22 @@ func (s *Store) Put(ctx context.Context, key string, data []byte, contentType st
 		return fmt.Errorf("put %s/%s: %w", s.bucket, key, err)
 	}
 	return nil
+}
+
+// Get returns the whole object at key in bucket: a lineage row names the
+// bucket its event was written to, which need not be the one this
+// instance writes now (DATALAKE_BUCKET may have changed since).
+func (s *Store) Get(ctx context.Context, bucket, key string) ([]byte, error) {
+	obj, err := s.client.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("get %s/%s: %w", bucket, key, err)
+	}
+	defer obj.Close()
+	data, err := io.ReadAll(obj)
+	if err != nil {
+		return nil, fmt.Errorf("get %s/%s: %w", bucket, key, err)
+	}
+	return data, nil
 }
 
 // Remove deletes key (used to take back the files of a failed batch).

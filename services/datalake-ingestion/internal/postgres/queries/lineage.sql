@@ -29,3 +29,23 @@ SELECT EXISTS (
     SELECT 1 FROM lineage
     WHERE tenant_id = sqlc.arg(tenant_id)::text AND batch_id = sqlc.arg(batch_id)::uuid AND object_key = sqlc.arg(object_key)::text
 );
+
+-- name: ListHistory :many
+-- One page of a tenant's stored events in (occurred_at, event_id) order,
+-- from after the cursor's position: keyset pagination on lineage_history.
+-- Bounds are never NULL (callers pass the widest range when a parameter
+-- is absent), so a generic plan still bounds the index scan. Claims of a
+-- batch still writing (no object key yet, row_offset -1) are left out,
+-- though only committed ones are visible anyway. The tenant filter is on
+-- top of RLS.
+SELECT event_id::text AS event_id, event_type, bucket, object_key, row_offset, correlation_id, occurred_at
+FROM lineage
+WHERE tenant_id = sqlc.arg(tenant_id)::text
+  AND occurred_at >= sqlc.arg(from_time)::timestamptz
+  AND occurred_at < sqlc.arg(to_time)::timestamptz
+  AND (occurred_at, event_id) > (sqlc.arg(after_time)::timestamptz, sqlc.arg(after_id)::uuid)
+  AND (cardinality(sqlc.arg(event_types)::text[]) = 0 OR event_type = ANY (sqlc.arg(event_types)::text[]))
+  AND (sqlc.arg(correlation_id)::text = '' OR correlation_id = sqlc.arg(correlation_id)::text)
+  AND object_key <> '' AND row_offset >= 0
+ORDER BY lineage.occurred_at, lineage.event_id
+LIMIT sqlc.arg(max_rows)::integer;
