@@ -535,6 +535,9 @@ func (s *Service) simulate(ctx context.Context, h inbox.TxHandler, env envelope.
 		return "", "", err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
+	// As the consumer hands it over: the tenant in the context and in the
+	// transaction.
+	ctx = tenant.With(ctx, env.TenantID)
 	if err := tenant.Set(ctx, tx, env.TenantID); err != nil {
 		return "", "", err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
 	"github.com/agora-platform/agora/pkg/fabric/replay"
 	"github.com/agora-platform/agora/pkg/fabric/telemetry"
+	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 
@@ -133,7 +134,13 @@ func TestReplayModes(t *testing.T) {
 	// The handler's effects are all in its transaction: a row, and an
 	// event it emits (the same fact, re-announced).
 	handler := func(ctx context.Context, tx pgx.Tx, e envelope.Envelope) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO effect (event_id, tenant_id) VALUES ($1, $2)`, e.ID, e.TenantID); err != nil {
+		// Like the services' handlers, it takes the tenant from the
+		// context the consumer sets.
+		tenantID, err := tenant.From(ctx)
+		if err != nil || tenantID != e.TenantID {
+			return fabric.Invalid(fmt.Errorf("event %s: tenant in context %q: %v", e.ID, tenantID, err))
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO effect (event_id, tenant_id) VALUES ($1, $2)`, e.ID, tenantID); err != nil {
 			return fabric.Transient(err)
 		}
 		echo, err := envelope.Derive(e, e.Type, "replay-test", e.Payload)
