@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/keyset"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/postgres"
 )
@@ -181,35 +180,19 @@ func parseTime(v string) (time.Time, error) {
 	return t, nil
 }
 
-// A history cursor is the position of a page's last event, opaque to
-// clients: base64url of {"t": occurredAt, "id": event id}.
-type historyCursor struct {
-	T  time.Time `json:"t"`
-	ID string    `json:"id"`
-}
-
+// A history cursor is the position of a page's last event (package
+// keyset), within the range the lineage table can hold.
 func encodeHistoryCursor(p postgres.Position) string {
-	b, _ := json.Marshal(historyCursor{T: p.OccurredAt.UTC(), ID: p.EventID}) // a time and a string always marshal
-	return base64.RawURLEncoding.EncodeToString(b)
+	return keyset.Encode(keyset.Position{At: p.OccurredAt, ID: p.EventID})
 }
 
 func decodeHistoryCursor(s string) (*postgres.Position, error) {
-	b, err := base64.RawURLEncoding.DecodeString(s)
+	p, err := keyset.Decode(s)
 	if err != nil {
 		return nil, err
 	}
-	var c historyCursor
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return nil, err
-	}
-	if dec.More() {
-		return nil, errors.New("cursor: trailing data")
-	}
-	id, err := uuid.Parse(c.ID)
-	if err != nil || c.T.IsZero() || c.T.Before(minTime) || !c.T.Before(maxTime) {
+	if p.At.Before(minTime) || !p.At.Before(maxTime) {
 		return nil, errors.New("cursor: no position")
 	}
-	return &postgres.Position{OccurredAt: c.T.UTC(), EventID: id.String()}, nil
+	return &postgres.Position{OccurredAt: p.At, EventID: p.ID}, nil
 }

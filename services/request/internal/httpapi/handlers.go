@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,10 +18,10 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/google/uuid"
 
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/httpjson"
+	"github.com/agora-platform/agora/pkg/fabric/keyset"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/services/request/internal/request"
 )
@@ -300,34 +299,17 @@ func handleList(store Requests, log *slog.Logger) http.Handler {
 	})
 }
 
-// A cursor is the position of a page's last request, opaque to clients:
-// base64url of {"t": submittedAt, "id": id}.
-type cursor struct {
-	T  time.Time `json:"t"`
-	ID string    `json:"id"`
-}
-
+// A cursor is the position of a page's last request (package keyset).
 func encodeCursor(p request.Position) string {
-	b, _ := json.Marshal(cursor{T: p.SubmittedAt.UTC(), ID: p.ID}) // a time and a string always marshal
-	return base64.RawURLEncoding.EncodeToString(b)
+	return keyset.Encode(keyset.Position{At: p.SubmittedAt, ID: p.ID})
 }
 
 func decodeCursor(s string) (*request.Position, error) {
-	b, err := base64.RawURLEncoding.DecodeString(s)
+	p, err := keyset.Decode(s)
 	if err != nil {
 		return nil, err
 	}
-	var c cursor
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return nil, err
-	}
-	id, err := uuid.Parse(c.ID)
-	if err != nil || c.T.IsZero() {
-		return nil, errors.New("cursor: no position")
-	}
-	return &request.Position{SubmittedAt: c.T, ID: id.String()}, nil
+	return &request.Position{SubmittedAt: p.At, ID: p.ID}, nil
 }
 
 // allowedTypes are the document types the platform can read (OCR, PDF text).

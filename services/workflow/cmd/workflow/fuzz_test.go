@@ -14,6 +14,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest/httpfuzz"
+	"github.com/agora-platform/agora/pkg/fabric/keyset"
 )
 
 // FuzzHTTP sends the workflow service's REST API arbitrary requests (method,
@@ -169,8 +170,8 @@ func FuzzHTTP(f *testing.F) {
 		"cursor=" + cursor(time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC), taskID),
 		"cursor=" + cursor(time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), taskID),
 		"cursor=" + cursor(time.Now(), "urn:uuid:"+taskID),
-		"cursor=" + base64.RawURLEncoding.EncodeToString([]byte(`{"d":"2026-01-01T00:00:00Z","id":"`+taskID+`","x":1}`)),
-		"cursor=" + base64.RawURLEncoding.EncodeToString([]byte(`{"d":"2026-01-01T00:00:00+14:00","id":"`+taskID+`"}`)),
+		"cursor=" + base64.RawURLEncoding.EncodeToString([]byte(`{"t":"2026-01-01T00:00:00Z","id":"`+taskID+`","x":1}`)),
+		"cursor=" + base64.RawURLEncoding.EncodeToString([]byte(`{"t":"2026-01-01T00:00:00+14:00","id":"`+taskID+`"}`)),
 		"tenantId=" + ft.Tenant + "-other", "a=%00&b=%ff&c=%zz&;"} {
 		add(httpfuzz.Input{Method: "GET", Route: rWorklist, Query: query, Authn: httpfuzz.AuthnAll})
 	}
@@ -210,9 +211,7 @@ func FuzzHTTP(f *testing.F) {
 	f.Fuzz(ft.Check)
 }
 
-// cursor is a worklist cursor as the service writes it (base64url of
-// {"d": due date, "id": task id}).
+// cursor is a worklist cursor as the service writes it (package keyset).
 func cursor(due time.Time, id string) string {
-	b, _ := json.Marshal(map[string]any{"d": due, "id": id})
-	return base64.RawURLEncoding.EncodeToString(b)
+	return keyset.Encode(keyset.Position{At: due, ID: id})
 }

@@ -388,7 +388,7 @@ func TestWorklist(t *testing.T) {
 			{"limit=99999999999999999999", []string{"limit"}},
 			{"cursor=not-a-cursor", []string{"cursor"}},
 			{"cursor=e30", []string{"cursor"}}, // {}
-			{"cursor=" + url.QueryEscape(encodeCursorForTest(`{"d":"2026-01-01T00:00:00Z","id":"x"}`)), []string{"cursor"}},
+			{"cursor=" + url.QueryEscape(encodeCursorForTest(`{"t":"2026-01-01T00:00:00Z","id":"x"}`)), []string{"cursor"}},
 			{"assignee=" + long, []string{"assignee"}},
 			{"status=open&status=completed", []string{"status"}},
 			{"sla=breached&sla=on_time", []string{"sla"}},

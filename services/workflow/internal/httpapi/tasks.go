@@ -1,24 +1,19 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/google/uuid"
 
 	"github.com/agora-platform/agora/pkg/fabric/httpjson"
+	"github.com/agora-platform/agora/pkg/fabric/keyset"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/services/workflow/internal/process"
 )
@@ -121,34 +116,17 @@ func parseTaskQuery(r *http.Request, subject string) (process.TaskQuery, map[str
 	return q, bad
 }
 
-// A task cursor is the position of a page's last task, opaque to clients:
-// base64url of {"d": dueAt, "id": id}.
-type taskCursor struct {
-	D  time.Time `json:"d"`
-	ID string    `json:"id"`
-}
-
+// A task cursor is the position of a page's last task (package keyset).
 func encodeTaskCursor(p process.Position) string {
-	b, _ := json.Marshal(taskCursor{D: p.DueAt.UTC(), ID: p.ID}) // a time and a string always marshal
-	return base64.RawURLEncoding.EncodeToString(b)
+	return keyset.Encode(keyset.Position{At: p.DueAt, ID: p.ID})
 }
 
 func decodeTaskCursor(s string) (*process.Position, error) {
-	b, err := base64.RawURLEncoding.DecodeString(s)
+	p, err := keyset.Decode(s)
 	if err != nil {
 		return nil, err
 	}
-	var c taskCursor
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return nil, err
-	}
-	id, err := uuid.Parse(c.ID)
-	if err != nil || c.D.IsZero() {
-		return nil, errors.New("cursor: no position")
-	}
-	return &process.Position{DueAt: c.D, ID: id.String()}, nil
+	return &process.Position{DueAt: p.At, ID: p.ID}, nil
 }
 
 // handleClaim serves POST /v1/tasks/{id}/claim: the caller becomes the
