@@ -104,8 +104,21 @@ func TestReplayFromHistory(t *testing.T) {
 		return j, status
 	}
 
-	if j, _ := replay(operator, "DRY_RUN"); j.Outcomes["would-skip"] != 3 {
-		t.Errorf("dry run: %v, want 3 would-skip (analytics' inbox has them)", j.Outcomes)
+	dry, _ := replay(operator, "DRY_RUN")
+	if dry.Outcomes["would-skip"] != 3 {
+		t.Errorf("dry run: %v, want 3 would-skip (analytics' inbox has them)", dry.Outcomes)
+	}
+	// The decisions, a page at a time.
+	var items []struct {
+		Seq           int
+		Outcome, Type string
+	}
+	if status := call(http.MethodGet, h.URL("analytics")+"/v1/replays/"+dry.ID+"/items?after=1&limit=5", operator, "", &items); status != http.StatusOK ||
+		len(items) != 2 || items[0].Seq != 2 || items[1].Outcome != "would-skip" || items[1].Type != "request.submitted.v1" {
+		t.Errorf("dry run items after 1: %d %+v, want seq 2 and 3, would-skip", status, items)
+	}
+	if status := call(http.MethodGet, h.URL("analytics")+"/v1/replays/"+dry.ID+"/items?limit=0", operator, "", nil); status != http.StatusBadRequest {
+		t.Errorf("items?limit=0 = %d, want 400", status)
 	}
 	if j, _ := replay(operator, "SIMULATION"); j.Outcomes["simulated"] != 3 {
 		var items []struct{ Outcome, Detail string }

@@ -4,13 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
 	"slices"
 	"strings"
 
 	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/httpjson"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 )
 
@@ -113,18 +112,8 @@ func Handler(ops *Ops, queues []string) http.Handler {
 				Reason string `json:"reason"`
 				DryRun bool   `json:"dryRun"`
 			}
-			if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-				problem.Error(w, r, http.StatusUnsupportedMediaType, "the body must be application/json")
-				return
-			}
-			dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&body); err != nil {
-				problem.Error(w, r, http.StatusBadRequest, "body: "+err.Error())
-				return
-			}
-			if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-				problem.Error(w, r, http.StatusBadRequest, "body: data after the JSON object")
+			if status, err := httpjson.ReadStrict(w, r, 64<<10, &body); err != nil {
+				problem.Error(w, r, status, err.Error())
 				return
 			}
 			// Checked before the tenant is added, which would make any

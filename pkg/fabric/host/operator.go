@@ -46,10 +46,7 @@ func (h *Host) dlqHandler() http.Handler {
 	}
 	if h.Verifier == nil {
 		h.Log.Warn("DLQ API refuses every call: JWT_KEYS is not set")
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="agora"`)
-			problem.Error(w, r, http.StatusUnauthorized, "DLQ operations need a verified token, and this service has no JWT_KEYS to verify one")
-		})
+		return unverifiable("DLQ operations")
 	}
 	return h.Verifier.Require(auth.RoleOperator)(dlq.Handler(dlq.New(h.Conn, h.Pub, h.Reg, h.Pool, h.Cfg.Schema), h.queueNames()))
 }
@@ -64,10 +61,7 @@ func (h *Host) opsHandler() http.Handler {
 		return nil
 	}
 	if h.Verifier == nil {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="agora"`)
-			problem.Error(w, r, http.StatusUnauthorized, "operations views need a verified token, and this service has no JWT_KEYS to verify one")
-		})
+		return unverifiable("operations views")
 	}
 	return h.Verifier.Require(auth.RoleOperator)(ops.Handler(svc))
 }
@@ -90,12 +84,18 @@ func (h *Host) replayHandler() http.Handler {
 		return nil
 	})
 	if h.Verifier == nil {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="agora"`)
-			problem.Error(w, r, http.StatusUnauthorized, "replays need a verified token, and this service has no JWT_KEYS to verify one")
-		})
+		return unverifiable("replays")
 	}
 	return h.Verifier.Require(auth.RoleOperator)(replay.Handler(svc))
+}
+
+// unverifiable refuses every call to what: without JWT_KEYS no token can
+// be verified.
+func unverifiable(what string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="agora"`)
+		problem.Error(w, r, http.StatusUnauthorized, what+" need a verified token, and this service has no JWT_KEYS to verify one")
+	})
 }
 
 // console is the operator console over the services of CONSOLE_SERVICES

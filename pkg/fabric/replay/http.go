@@ -1,11 +1,8 @@
 package replay
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -48,18 +45,8 @@ func Handler(s *Service) http.Handler {
 			return
 		}
 		var req Request
-		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-			problem.Error(w, r, http.StatusUnsupportedMediaType, "the body must be application/json")
-			return
-		}
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			problem.Error(w, r, http.StatusBadRequest, "body: "+err.Error())
-			return
-		}
-		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-			problem.Error(w, r, http.StatusBadRequest, "body: data after the JSON object")
+		if status, err := httpjson.ReadStrict(w, r, 64<<10, &req); err != nil {
+			problem.Error(w, r, status, err.Error())
 			return
 		}
 		bearer, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -72,73 +59,57 @@ func Handler(s *Service) http.Handler {
 		w.Header().Set("Location", PathPrefix+"/"+job.ID)
 		httpjson.Write(w, http.StatusAccepted, job)
 	})
-	mux.HandleFunc("GET "+PathPrefix, func(w http.ResponseWriter, r *http.Request) {
-		c, ok := claims(w, r)
-		if !ok {
-			return
-		}
-		jobs, err := s.List(r.Context(), c.TenantID, 100)
-		if err != nil {
-			fail(w, r, err)
-			return
-		}
-		httpjson.Write(w, http.StatusOK, jobs)
+	// read serves a route answered 200 with what do returns for the
+	// token's tenant.
+	read := func(pattern string, do func(r *http.Request, tenantID string) (any, error)) {
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			c, ok := claims(w, r)
+			if !ok {
+				return
+			}
+			v, err := do(r, c.TenantID)
+			if err != nil {
+				fail(w, r, err)
+				return
+			}
+			httpjson.Write(w, http.StatusOK, v)
+		})
+	}
+	read("GET "+PathPrefix, func(r *http.Request, tenantID string) (any, error) {
+		return s.List(r.Context(), tenantID, 100)
 	})
-	mux.HandleFunc("GET "+PathPrefix+"/{id}", func(w http.ResponseWriter, r *http.Request) {
-		c, ok := claims(w, r)
-		if !ok {
-			return
-		}
-		job, err := s.Get(r.Context(), c.TenantID, r.PathValue("id"))
-		if err != nil {
-			fail(w, r, err)
-			return
-		}
-		httpjson.Write(w, http.StatusOK, job)
+	read("GET "+PathPrefix+"/{id}", func(r *http.Request, tenantID string) (any, error) {
+		return s.Get(r.Context(), tenantID, r.PathValue("id"))
 	})
-	mux.HandleFunc("GET "+PathPrefix+"/{id}/items", func(w http.ResponseWriter, r *http.Request) {
-		c, ok := claims(w, r)
-		if !ok {
-			return
-		}
+	read("POST "+PathPrefix+"/{id}/cancel", func(r *http.Request, tenantID string) (any, error) {
+		return s.Cancel(r.Context(), tenantID, r.PathValue("id"))
+	})
+	read("GET "+PathPrefix+"/{id}/items", func(r *http.Request, tenantID string) (any, error) {
 		after, limit := 0, 100
 		for name, dst := range map[string]*int{"after": &after, "limit": &limit} {
 			if v := r.URL.Query().Get(name); v != "" {
 				n, err := strconv.Atoi(v)
 				if err != nil || n < 0 || (name == "limit" && (n < 1 || n > 1000)) {
-					problem.Write(w, r, problem.Details{Status: http.StatusBadRequest, Detail: "bad query parameter",
-						Errors: map[string]any{name: "after: a sequence number ≥ 0; limit: 1 to 1000"}})
-					return
+					return nil, errBadQuery
 				}
 				*dst = n
 			}
 		}
-		items, err := s.Items(r.Context(), c.TenantID, r.PathValue("id"), after, limit)
-		if err != nil {
-			fail(w, r, err)
-			return
-		}
-		httpjson.Write(w, http.StatusOK, items)
-	})
-	mux.HandleFunc("POST "+PathPrefix+"/{id}/cancel", func(w http.ResponseWriter, r *http.Request) {
-		c, ok := claims(w, r)
-		if !ok {
-			return
-		}
-		job, err := s.Cancel(r.Context(), c.TenantID, r.PathValue("id"))
-		if err != nil {
-			fail(w, r, err)
-			return
-		}
-		httpjson.Write(w, http.StatusOK, job)
+		return s.Items(r.Context(), tenantID, r.PathValue("id"), after, limit)
 	})
 	return problem.Routes(mux)
 }
+
+// errBadQuery: the items' paging parameters are not numbers in range.
+var errBadQuery = errors.New("bad query parameter")
 
 // fail answers err as a problem.
 func fail(w http.ResponseWriter, r *http.Request, err error) {
 	var he *HistoryError
 	switch {
+	case errors.Is(err, errBadQuery):
+		problem.Write(w, r, problem.Details{Status: http.StatusBadRequest, Detail: err.Error(),
+			Errors: map[string]any{"after": "a sequence number ≥ 0", "limit": "1 to 1000"}})
 	case errors.Is(err, ErrNotFound):
 		problem.Error(w, r, http.StatusNotFound, err.Error())
 	case errors.Is(err, ErrForbidden):
