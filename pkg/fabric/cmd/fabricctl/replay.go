@@ -54,7 +54,11 @@ func (j replayJob) progress() string {
 	for i, k := range keys {
 		parts[i] = fmt.Sprintf("%s %d", k, j.Outcomes[k])
 	}
-	return fmt.Sprintf("%s %s %s: %s, %d of %d (%s)", j.ID, j.Mode, j.Queue, j.Status, j.Processed, j.Total, strings.Join(parts, ", "))
+	line := fmt.Sprintf("%s %s %s: %s, %d of %d", j.ID, j.Mode, j.Queue, j.Status, j.Processed, j.Total)
+	if len(parts) > 0 {
+		line += " (" + strings.Join(parts, ", ") + ")"
+	}
+	return line
 }
 
 func runReplay(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
