@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -140,6 +142,23 @@ func TestReplayFromHistory(t *testing.T) {
 	if n := projected(); n != 3 {
 		t.Errorf("the projection counts %d after the production replay, want 3 (one effect per event)", n)
 	}
+	// The same through fabricctl, followed to its end.
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "fabricctl")
+	if out, err := exec.Command("go", "build", "-o", bin, filepath.Join(root, "pkg/fabric/cmd/fabricctl")).CombinedOutput(); err != nil {
+		t.Fatalf("build fabricctl: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "replay", "start", "--queue", "analytics.request-events", "--mode", "DRY_RUN",
+		"--type", "request.submitted.v1", "--reason", "e2e through fabricctl", "--wait")
+	cmd.Env = append(os.Environ(), "SERVICE_URL="+h.URL("analytics"), "AGORA_TOKEN="+operator)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "DRY_RUN analytics.request-events: done, 3 of 3 (would-skip 3)") {
+		t.Errorf("fabricctl replay start --wait: %v\n%s", err, out)
+	}
+
 	other := h.Token("org-b-"+randHex(3), "bruno", "operator")
 	if status := call(http.MethodGet, h.URL("analytics")+"/v1/replays/"+j.ID, other, "", nil); status != http.StatusNotFound {
 		t.Errorf("another tenant's operator reads the job: %d, want 404", status)
