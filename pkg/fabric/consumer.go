@@ -24,6 +24,7 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/ratelimit"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/telemetry"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
@@ -85,6 +86,11 @@ type ConsumerOptions struct {
 	// transaction that is rolled back (package replay; host.ConsumeTx).
 	// The consumer itself ignores it.
 	Simulatable bool
+	// Codec reads the wire format of the queue's messages into the
+	// envelope (package codec; codec.For(description)). Nil is the
+	// platform's own envelope: the body decoded as it is, and its tenant
+	// checked against the x-tenant-id header.
+	Codec Codec
 	// Tag names the consumer on the broker (default <queue>-<random>).
 	Tag     string
 	Tracer  trace.TracerProvider
@@ -142,7 +148,17 @@ func newConsumer(conn *broker.Conn, pub *Publisher, reg *registry.Registry, spec
 		return nil, errors.New("fabric: NewConsumer: queue name is empty")
 	}
 	if opts.Prefetch <= 0 {
+		opts.Prefetch = spec.Prefetch
+	}
+	if opts.Prefetch <= 0 {
 		opts.Prefetch = 32
+	}
+	if opts.Pace == nil && spec.Pace != nil {
+		burst := spec.Pace.Burst
+		if burst <= 0 {
+			burst = 1
+		}
+		opts.Pace = ratelimit.NewLocal(spec.Pace.PerSecond, burst)
 	}
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 4
@@ -341,14 +357,14 @@ type refusal struct {
 // admit decodes and checks a delivery. It returns the envelope or why it
 // must go to the DLQ at once.
 func (c *Consumer) admit(d amqp.Delivery) (envelope.Envelope, *refusal) {
-	env, err := envelope.Decode(d.Body, c.opts.MaxSize)
+	env, err := c.decode(d)
 	if err != nil {
 		return env, &refusal{ReasonInvalidEnvelope, err}
 	}
 	if _, err := c.reg.CheckIncoming(env); err != nil {
 		return env, &refusal{checkReason(err), err}
 	}
-	if h := headerString(d.Headers, HeaderTenant); h != env.TenantID {
+	if h := headerString(d.Headers, HeaderTenant); h != env.TenantID && !suppliesTenant(c.opts.Codec) {
 		return env, &refusal{ReasonTenantMismatch,
 			fmt.Errorf("header %s=%q, envelope tenantId=%q", HeaderTenant, h, env.TenantID)}
 	}
@@ -363,6 +379,29 @@ func (c *Consumer) admit(d amqp.Delivery) (envelope.Envelope, *refusal) {
 		}
 	}
 	return env, nil
+}
+
+// suppliesTenant reports whether c's format carries no tenant, so that c
+// supplies the topology's fixed one and no x-tenant-id header is expected.
+func suppliesTenant(c Codec) bool {
+	fixed, ok := c.(interface{ FixedTenant() string })
+	return ok && fixed.FixedTenant() != ""
+}
+
+// decode reads the delivery's envelope: with the consumer's codec, or as
+// the platform's own envelope.
+func (c *Consumer) decode(d amqp.Delivery) (envelope.Envelope, error) {
+	if c.opts.Codec == nil {
+		return envelope.Decode(d.Body, c.opts.MaxSize)
+	}
+	limit := c.opts.MaxSize
+	if limit <= 0 {
+		limit = envelope.DefaultMaxSize
+	}
+	if len(d.Body) > limit {
+		return envelope.Envelope{}, fmt.Errorf("%w: %d bytes, limit %d", envelope.ErrTooLarge, len(d.Body), limit)
+	}
+	return c.opts.Codec.Decode(d)
 }
 
 // checkReason is the dead-letter reason for an error of
@@ -612,9 +651,10 @@ func (c *Consumer) retry(ctx context.Context, d amqp.Delivery, id string, attemp
 		h[HeaderOrigExchange] = d.Exchange
 		h[HeaderOrigRouting] = d.RoutingKey
 	}
-	// platform.retry routes key Q.retry.<n> to that queue alone; the
-	// service's user may publish only its own queues' keys there.
-	if err := c.forward(ctx, d, topology.RetryExchange, c.spec.RetryQueue(attempt), h); err != nil {
+	// platform.retry (or the topology's retry exchange) routes key
+	// Q.retry.<n> to that queue alone; the service's user may publish only
+	// its own queues' keys there.
+	if err := c.forward(ctx, d, c.spec.RetryExchange(), c.spec.RetryQueue(attempt), h); err != nil {
 		c.requeue(d, id, "retry publish failed", err)
 		return
 	}
@@ -641,7 +681,7 @@ func (c *Consumer) deadLetter(ctx context.Context, d amqp.Delivery, id string, c
 		h[HeaderOrigExchange] = d.Exchange
 		h[HeaderOrigRouting] = d.RoutingKey
 	}
-	if err := c.forward(ctx, d, topology.DeadLetterExchange, c.spec.Queue, h); err != nil {
+	if err := c.forward(ctx, d, c.spec.DeadLetterExchange(), c.spec.Queue, h); err != nil {
 		c.requeue(d, id, "dead-letter publish failed", err)
 		return
 	}

@@ -42,9 +42,16 @@ type PublisherOptions struct {
 	Window int
 	// ConfirmTimeout bounds Publish's wait for a confirm (default 30 s).
 	ConfirmTimeout time.Duration
-	Tracer         trace.TracerProvider
-	Metrics        *telemetry.Metrics
-	Logger         *slog.Logger
+	// Codec writes envelopes in a wire format other than the platform's
+	// (package codec); nil publishes the platform's envelope.
+	Codec Codec
+	// Exchange, when set, is where every envelope is published (a
+	// topology's events exchange, e.g. car.events); empty routes by kind
+	// to the platform's exchanges (Route).
+	Exchange string
+	Tracer   trace.TracerProvider
+	Metrics  *telemetry.Metrics
+	Logger   *slog.Logger
 }
 
 // Publisher publishes with publisher confirms, mandatory routing and a
@@ -237,7 +244,7 @@ func (p *Publisher) Publish(ctx context.Context, e envelope.Envelope) error {
 // callers can pipeline; Wait on the result. It blocks while the in-flight
 // window is full.
 func (p *Publisher) PublishAsync(ctx context.Context, e envelope.Envelope) (*Pending, error) {
-	m, err := EnvelopeMessage(p.reg, e)
+	m, err := EncodeEnvelope(p.reg, p.opts.Codec, p.opts.Exchange, e)
 	if err != nil {
 		return nil, err
 	}

@@ -57,7 +57,9 @@ func (e *ThrottledError) Throttled() time.Duration { return e.RetryAfter }
 // caller gets 429, a consumer retries later). Tokens drawn for the items
 // before it are not given back.
 func (o *Outbox) WithLimits(m *telemetry.Metrics, limits ...Limit) *Outbox {
-	return &Outbox{reg: o.reg, limits: limits, metrics: m}
+	out := *o // keeps the codec (WithCodec)
+	out.limits, out.metrics = limits, m
+	return &out
 }
 
 func (o *Outbox) admit(ctx context.Context, items []Item) error {

@@ -39,13 +39,33 @@ type Item struct {
 
 // Outbox validates envelopes against the registry and stores them.
 type Outbox struct {
-	reg     *registry.Registry
-	limits  []Limit // see WithLimits
-	metrics *telemetry.Metrics
+	reg      *registry.Registry
+	limits   []Limit // see WithLimits
+	metrics  *telemetry.Metrics
+	codec    fabric.Codec // see WithCodec
+	exchange string
 }
 
 // New returns an Outbox validating with reg.
 func New(reg *registry.Registry) *Outbox { return &Outbox{reg: reg} }
+
+// Stored header keys carrying a codec's AMQP properties from Enqueue to
+// the relay, which sends them as properties, not headers. Rows without
+// them (the platform's envelope) are sent as they always were.
+const (
+	storedType        = "amqp:type"
+	storedCorrelation = "amqp:correlation-id"
+)
+
+// WithCodec returns an Outbox whose Enqueue encodes envelopes with c (a
+// topology's wire format, package codec) for exchange (its events
+// exchange; empty routes by kind), keeping the limits of WithLimits. The
+// relay publishes the codec's body, routing key and properties as stored.
+func (o *Outbox) WithCodec(c fabric.Codec, exchange string) *Outbox {
+	out := *o
+	out.codec, out.exchange = c, exchange
+	return &out
+}
 
 // NotifyChannel is the LISTEN/NOTIFY channel of a schema's relay.
 func NotifyChannel(schema string) string { return "fabric_outbox_" + schema }
@@ -73,9 +93,13 @@ func (o *Outbox) Enqueue(ctx context.Context, tx Tx, items ...Item) error {
 		if it.Aggregate.Type == "" || it.Aggregate.ID == "" {
 			return fmt.Errorf("outbox: enqueue %s: aggregate type and id are required", e.Type)
 		}
-		m, err := fabric.EnvelopeMessage(o.reg, e)
+		m, err := fabric.EncodeEnvelope(o.reg, o.codec, o.exchange, e)
 		if err != nil {
 			return fmt.Errorf("outbox: %w", err)
+		}
+		if o.codec != nil {
+			m.Headers[storedType] = m.Type
+			m.Headers[storedCorrelation] = m.CorrelationID
 		}
 		telemetry.Propagator().Inject(ctx, telemetry.HeaderCarrier(m.Headers))
 		headers, err := json.Marshal(m.Headers)

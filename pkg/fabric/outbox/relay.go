@@ -1,12 +1,15 @@
 package outbox
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"github.com/agora-platform/agora/pkg/fabric/text"
 	"log/slog"
+	"math"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
@@ -451,13 +454,19 @@ func (r *Relay) dropBlocked(ctx context.Context, tx pgx.Tx, batch []*row) ([]*ro
 // send publishes one row inside a producer span that continues the trace
 // of the transaction that enqueued it; the caller ends the span.
 func (r *Relay) send(ctx context.Context, rw *row) (*fabric.Pending, trace.Span, error) {
-	headers := amqp.Table{}
-	var stored map[string]string
-	if err := json.Unmarshal(rw.headers, &stored); err != nil {
+	headers, err := storedHeaders(rw.headers)
+	if err != nil {
 		return nil, noop.Span{}, fmt.Errorf("outbox row %s: headers: %w", rw.id, err)
 	}
-	for k, v := range stored {
-		headers[k] = v
+	// The platform's envelope: the correlation id is also a header, the
+	// type the row's. A codec's row stores its own properties.
+	correlationID, _ := headers["x-correlation-id"].(string)
+	typ := rw.eventType
+	if v, ok := headers[storedType].(string); ok {
+		typ = v
+		correlationID, _ = headers[storedCorrelation].(string)
+		delete(headers, storedType)
+		delete(headers, storedCorrelation)
 	}
 	pctx := telemetry.Propagator().Extract(ctx, telemetry.HeaderCarrier(headers))
 	pctx, span := r.tracer.Start(pctx, "publish "+rw.eventType, trace.WithSpanKind(trace.SpanKindProducer),
@@ -468,9 +477,44 @@ func (r *Relay) send(ctx context.Context, rw *row) (*fabric.Pending, trace.Span,
 	delete(headers, "tracestate")
 	pd, err := r.pub.Send(pctx, fabric.Message{
 		Exchange: rw.exchange, RoutingKey: rw.routingKey, Body: rw.body, MessageID: rw.id,
-		CorrelationID: stored["x-correlation-id"], Type: rw.eventType, Headers: headers, Timestamp: rw.occurredAt,
+		CorrelationID: correlationID, Type: typ, Headers: headers, Timestamp: rw.occurredAt,
 	})
 	return pd, span, err
+}
+
+// storedHeaders reads a row's headers: strings (every header of the
+// platform's envelope), and the numbers and booleans of other codecs
+// (imóveis' x-schema-version), an integer as int32 when it fits, as a
+// codec writes it.
+func storedHeaders(raw []byte) (amqp.Table, error) {
+	var stored map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&stored); err != nil {
+		return nil, err
+	}
+	headers := amqp.Table{}
+	for k, v := range stored {
+		switch v := v.(type) {
+		case string, bool:
+			headers[k] = v
+		case json.Number:
+			if i, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+				if i >= math.MinInt32 && i <= math.MaxInt32 {
+					headers[k] = int32(i)
+				} else {
+					headers[k] = i
+				}
+			} else if f, err := v.Float64(); err == nil {
+				headers[k] = f
+			} else {
+				return nil, fmt.Errorf("header %s: %w", k, err)
+			}
+		default:
+			return nil, fmt.Errorf("header %s: %T is not a string, number or boolean", k, v)
+		}
+	}
+	return headers, nil
 }
 
 func (r *Relay) retryDelay(attempt int) time.Duration {

@@ -77,7 +77,8 @@ func declareExchanges(ctx context.Context, conn ChannelOpener, exchanges []Excha
 // Apply declares d on the broker: exchanges, then for each consumer its DLQ
 // (bound to platform.dead-letter with key Q), retry tiers (each bound to
 // platform.retry with its own name as key) and main queue (bound to
-// platform.retry with key Q, and with its own bindings). It is idempotent. A
+// platform.retry with key Q, and with its own bindings) — or the
+// dead-letter and retry exchanges and DLQs d names (Resolve). It is idempotent. A
 // queue or exchange that exists with other arguments yields a
 // *ConflictError naming the argument.
 //
@@ -89,6 +90,7 @@ func declareExchanges(ctx context.Context, conn ChannelOpener, exchanges []Excha
 // DLX. Such a queue still routes back to Q alone; deleting it while empty
 // lets the next Apply declare it through platform.retry.
 func Apply(ctx context.Context, conn ChannelOpener, d Description) error {
+	d = d.Resolve()
 	if err := d.Validate(); err != nil {
 		return err
 	}

@@ -1,5 +1,8 @@
-// Package topology declares the platform's exchanges, consumer queues, retry
-// tiers and dead-letter queues from a description (a Go value or YAML).
+// Package topology declares exchanges, consumer queues, retry tiers and
+// dead-letter queues from a description (a Go value or YAML): the
+// platform's own (Platform, deploy/topologies/platform.yaml) and those of
+// other systems on the fabric (deploy/topologies/*.yaml, docs/topologies.md),
+// which name their own dead-letter and retry exchanges, DLQs and tiers.
 package topology
 
 import (
@@ -14,6 +17,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 	"gopkg.in/yaml.v3"
+
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
 )
 
 // Platform exchange names (docs/architecture.md).
@@ -47,10 +52,70 @@ const DefaultDeliveryLimit = 10
 const DLQDeliveryLimit = 1_000_000
 
 // Description is a whole topology.
+//
+// Name, Codec, Tenant, Events, DeadLetter and Retry let a topology other
+// than the platform's name its own exchanges and wire format; left empty
+// they are the platform's (the dead-letter exchange platform.dead-letter
+// with a DLQ Q.dlq per consumer, the retry exchange platform.retry, the
+// agora envelope), so a Description built in Go as before declares exactly
+// what it declared before.
 type Description struct {
+	// Name identifies the system ("platform", "car", "imoveis"); codecs of
+	// formats without a producer field use it as the envelope's producer.
+	Name string `yaml:"name,omitempty"`
+	// Codec names the wire format of the system's messages: "agora" (the
+	// platform's envelope, the default), "car" or "imoveis" (package codec).
+	Codec string `yaml:"codec,omitempty"`
+	// Tenant is the fixed tenant of every message of a format that carries
+	// none (required then, refused for agora, which carries its own).
+	Tenant string `yaml:"tenant,omitempty"`
+	// Events is the exchange the system publishes every message on, keyed
+	// as its codec says. Empty for the platform, which routes by kind
+	// (events, commands, jobs: fabric.Route); required by other codecs.
+	Events string `yaml:"events,omitempty"`
+	// DeadLetter names the dead-letter exchange and the DLQs.
+	DeadLetter DeadLetter `yaml:"deadLetter,omitempty"`
+	// Retry names the retry exchange and the default retry tiers.
+	Retry     Retry      `yaml:"retry,omitempty"`
 	Exchanges []Exchange `yaml:"exchanges"`
 	Consumers []Consumer `yaml:"consumers"`
 }
+
+// DeadLetter says where dead letters go. Exchange must be one of the
+// description's exchanges (default platform.dead-letter). Queue is the DLQ's
+// name: a pattern with "{queue}" for one DLQ per consumer ("{queue}.dlq",
+// the default; "car.dlq.{queue}"), bound to the exchange with the
+// consumer's queue name as key; or a plain name for one DLQ shared by every
+// consumer ("imoveis.dlq"), bound with "#" on a topic exchange (with each
+// consumer's queue name on any other). Either way a dead letter names its
+// consumer in the x-fabric-consumer header.
+type DeadLetter struct {
+	Exchange string `yaml:"exchange,omitempty"`
+	Queue    string `yaml:"queue,omitempty"`
+}
+
+// Retry says how retries travel. Exchange must be one of the description's
+// exchanges and a topic exchange (default platform.retry); retry tier n of
+// consumer Q is queue Q.retry.<n>, bound to it with key Q.retry.<n>, and Q
+// is bound to it with key Q. Tiers are the delays of consumers that name
+// none of their own (default 30 s, 5 min, 30 min).
+type Retry struct {
+	Exchange string     `yaml:"exchange,omitempty"`
+	Tiers    []Duration `yaml:"tiers,omitempty"`
+}
+
+// DLQPattern is the default DLQ name: one per consumer, Q.dlq.
+const DLQPattern = "{queue}.dlq"
+
+// queuePlaceholder stands for the consumer's queue in a DLQ pattern.
+const queuePlaceholder = "{queue}"
+
+// Codec names (package codec implements them).
+const (
+	CodecAgora   = "agora"
+	CodecCAR     = "car"
+	CodecImoveis = "imoveis"
+)
 
 // Exchange is a durable exchange.
 type Exchange struct {
@@ -80,6 +145,35 @@ type Consumer struct {
 	Priority      []Binding  `yaml:"priority,omitempty"`
 	RetryTiers    []Duration `yaml:"retryTiers"`
 	DeliveryLimit int        `yaml:"deliveryLimit"`
+	// Prefetch is the consumer's window of unacked deliveries when its
+	// ConsumerOptions name none (a paced queue takes 1: what waits, waits
+	// in the queue, where every instance can take it).
+	Prefetch int `yaml:"prefetch,omitempty"`
+	// Pace, when set, paces the consumer when its ConsumerOptions name no
+	// pacer of their own (a local rate limiter, package ratelimit).
+	Pace *Pace `yaml:"pace,omitempty"`
+
+	// naming is where this consumer's retries and dead letters go, set
+	// from its description by Resolve (Load and Apply resolve); the zero
+	// value is the platform's.
+	naming naming
+}
+
+// Pace is a rate: PerSecond messages a second, in bursts of at most Burst
+// (default 1).
+type Pace struct {
+	PerSecond float64 `yaml:"perSecond"`
+	Burst     int     `yaml:"burst,omitempty"`
+}
+
+// naming is a consumer's resolved dead-letter and retry names; empty
+// fields are the platform's defaults.
+type naming struct {
+	deadLetterExchange string
+	dlq                string // pattern or shared name
+	dlqKey             string // binding key of a shared DLQ ("" = the queue's name)
+	retryExchange      string
+	tiers              []Duration // the description's default tiers
 }
 
 // LaneSuffix names a consumer's priority lane: Q + LaneSuffix.
@@ -91,7 +185,8 @@ func (c Consumer) Lane() (Consumer, bool) {
 		return Consumer{}, false
 	}
 	return Consumer{Queue: c.Queue + LaneSuffix, Service: c.Service, Bindings: c.Priority,
-		RetryTiers: c.RetryTiers, DeliveryLimit: c.DeliveryLimit}, true
+		RetryTiers: c.RetryTiers, DeliveryLimit: c.DeliveryLimit, Prefetch: c.Prefetch, Pace: c.Pace,
+		naming: c.naming}, true
 }
 
 // WithLanes returns d with every consumer's priority lane added as a
@@ -149,13 +244,18 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // MarshalYAML implements yaml.Marshaler.
 func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
 
-// Tiers returns the consumer's retry delays, or the defaults.
+// Tiers returns the consumer's retry delays: its own, else its
+// description's, else the platform's defaults.
 func (c Consumer) Tiers() []time.Duration {
-	if len(c.RetryTiers) == 0 {
+	tiers := c.RetryTiers
+	if len(tiers) == 0 {
+		tiers = c.naming.tiers
+	}
+	if len(tiers) == 0 {
 		return DefaultRetryTiers()
 	}
-	out := make([]time.Duration, len(c.RetryTiers))
-	for i, d := range c.RetryTiers {
+	out := make([]time.Duration, len(tiers))
+	for i, d := range tiers {
 		out[i] = time.Duration(d)
 	}
 	return out
@@ -164,8 +264,40 @@ func (c Consumer) Tiers() []time.Duration {
 // RetryQueue returns the name of retry tier n (1-based).
 func (c Consumer) RetryQueue(n int) string { return RetryQueueName(c.Queue, n) }
 
-// DLQ returns the consumer's dead-letter queue name.
-func (c Consumer) DLQ() string { return DLQName(c.Queue) }
+// DLQ returns the consumer's dead-letter queue name: Q.dlq on the
+// platform, else its description's DLQ pattern (or shared DLQ).
+func (c Consumer) DLQ() string {
+	if c.naming.dlq == "" {
+		return DLQName(c.Queue)
+	}
+	return strings.Replace(c.naming.dlq, queuePlaceholder, c.Queue, 1)
+}
+
+// SharedDLQ reports whether the consumer's DLQ is shared with the other
+// consumers of its description (a DLQ name without "{queue}").
+func (c Consumer) SharedDLQ() bool {
+	return c.naming.dlq != "" && !strings.Contains(c.naming.dlq, queuePlaceholder)
+}
+
+// DeadLetterExchange returns the exchange the consumer's dead letters are
+// published to, with its queue name as key: platform.dead-letter unless its
+// description names another.
+func (c Consumer) DeadLetterExchange() string {
+	if c.naming.deadLetterExchange == "" {
+		return DeadLetterExchange
+	}
+	return c.naming.deadLetterExchange
+}
+
+// RetryExchange returns the exchange the consumer's retries (key
+// Q.retry.<n>) and returns to its queue (key Q) travel on: platform.retry
+// unless its description names another.
+func (c Consumer) RetryExchange() string {
+	if c.naming.retryExchange == "" {
+		return RetryExchange
+	}
+	return c.naming.retryExchange
+}
 
 // RetryQueueName is `<queue>.retry.<n>`.
 func RetryQueueName(queue string, n int) string { return queue + ".retry." + strconv.Itoa(n) }
@@ -230,7 +362,11 @@ func Platform() Description {
 		return b
 	}
 	return Description{
-		Exchanges: PlatformExchanges(),
+		Name:       "platform",
+		Codec:      CodecAgora,
+		DeadLetter: DeadLetter{Exchange: DeadLetterExchange, Queue: DLQPattern},
+		Retry:      Retry{Exchange: RetryExchange, Tiers: durations(defaultRetryTiers)},
+		Exchanges:  PlatformExchanges(),
 		Consumers: []Consumer{
 			{Queue: "workflow.request-submitted", Service: "workflow", Bindings: ev("request.submitted.v1")},
 			{Queue: "workflow.request-cancelled", Service: "workflow", Bindings: ev("request.cancelled.v1")},
@@ -268,11 +404,62 @@ func Platform() Description {
 				Bindings: ev("workflow.process-started.v1", "workflow.task-completed.v1", "workflow.process-completed.v1"),
 				Priority: ev("task.sla-breached.v1", "workflow.stuck.v1")},
 		},
-	}.WithLanes()
+	}.WithLanes().Resolve()
 }
 
-// Load reads a YAML description. Exchanges default to the platform's five
-// when the file lists none.
+func durations(ds []time.Duration) []Duration {
+	out := make([]Duration, len(ds))
+	for i, d := range ds {
+		out[i] = Duration(d)
+	}
+	return out
+}
+
+// Resolve returns d with each consumer carrying its description's naming
+// (dead-letter exchange, DLQ, retry exchange, default tiers), so that
+// Consumer.DLQ, RetryQueue, Queues, FabricBindings and the consumer's
+// retries and dead letters use them. Fields d leaves empty leave the
+// consumers' naming as it was (the platform's, for a consumer built in Go).
+// Load, Platform and Apply resolve; a description built in Go with its own
+// DeadLetter or Retry should be resolved before its consumers are handed
+// to the fabric.
+func (d Description) Resolve() Description {
+	out := d
+	out.Consumers = make([]Consumer, len(d.Consumers))
+	dlqKey := ""
+	if d.DeadLetter.Queue != "" && !strings.Contains(d.DeadLetter.Queue, queuePlaceholder) {
+		dlx := d.DeadLetter.Exchange
+		if dlx == "" {
+			dlx = DeadLetterExchange
+		}
+		for _, e := range d.Exchanges {
+			if e.Name == dlx && e.Type == amqp.ExchangeTopic {
+				dlqKey = "#"
+			}
+		}
+	}
+	for i, c := range d.Consumers {
+		if d.DeadLetter.Exchange != "" {
+			c.naming.deadLetterExchange = d.DeadLetter.Exchange
+		}
+		if d.DeadLetter.Queue != "" {
+			c.naming.dlq = d.DeadLetter.Queue
+			c.naming.dlqKey = dlqKey
+		}
+		if d.Retry.Exchange != "" {
+			c.naming.retryExchange = d.Retry.Exchange
+		}
+		if len(d.Retry.Tiers) > 0 {
+			c.naming.tiers = append([]Duration(nil), d.Retry.Tiers...)
+		}
+		out.Consumers[i] = c
+	}
+	return out
+}
+
+// Load reads a YAML description (docs/topologies.md), validates it and
+// resolves its naming. Exchanges default to the platform's five when the
+// file lists none and names no exchange of its own.
 func Load(data []byte) (Description, error) {
 	var d Description
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -280,13 +467,13 @@ func Load(data []byte) (Description, error) {
 	if err := dec.Decode(&d); err != nil {
 		return Description{}, fmt.Errorf("topology: parse: %w", err)
 	}
-	if len(d.Exchanges) == 0 {
+	if len(d.Exchanges) == 0 && d.DeadLetter.Exchange == "" && d.Retry.Exchange == "" && d.Events == "" {
 		d.Exchanges = PlatformExchanges()
 	}
 	if err := d.Validate(); err != nil {
 		return Description{}, err
 	}
-	return d.WithLanes(), nil
+	return d.WithLanes().Resolve(), nil
 }
 
 // LoadFile reads a YAML description from path.
@@ -304,34 +491,62 @@ func LoadFile(path string) (Description, error) {
 
 var queuePattern = regexp.MustCompile(`^[a-z][a-z0-9-]*(\.[a-z][a-z0-9-]*)+$`)
 
+var codecPattern = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
+
 // ErrInvalid is wrapped by every validation error.
 var ErrInvalid = errors.New("invalid topology")
 
-// Validate checks names, exchange references and tiers.
+// Validate checks names, exchange references, tiers, the dead-letter and
+// retry naming, and the codec's tenant and exchange.
 func (d Description) Validate() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("topology: %w: %s", ErrInvalid, fmt.Sprintf(format, a...))
 	}
-	ex := map[string]bool{}
+	dlx, retryEx := d.DeadLetter.Exchange, d.Retry.Exchange
+	if dlx == "" {
+		dlx = DeadLetterExchange
+	}
+	if retryEx == "" {
+		retryEx = RetryExchange
+	}
+	ex := map[string]string{}
 	for _, e := range d.Exchanges {
 		switch e.Type {
 		case amqp.ExchangeTopic, amqp.ExchangeDirect, amqp.ExchangeFanout, amqp.ExchangeHeaders:
 		default:
 			return bad("exchange %q: type %q", e.Name, e.Type)
 		}
-		if e.Name == RetryExchange && e.Type != amqp.ExchangeTopic {
-			return bad("exchange %s must be a topic exchange (topic permissions restrict its keys), not %q", RetryExchange, e.Type)
+		if _, dup := ex[e.Name]; dup {
+			return bad("exchange %q declared twice", e.Name)
 		}
-		ex[e.Name] = true
+		if e.Name == retryEx && e.Type != amqp.ExchangeTopic {
+			return bad("exchange %s must be a topic exchange (topic permissions restrict its keys), not %q", retryEx, e.Type)
+		}
+		ex[e.Name] = e.Type
 	}
-	if !ex[DeadLetterExchange] {
-		return bad("exchange %s is required: every DLQ is bound to it", DeadLetterExchange)
+	if _, ok := ex[dlx]; !ok {
+		return bad("exchange %s is required: every DLQ is bound to it", dlx)
 	}
-	if !ex[RetryExchange] {
-		return bad("exchange %s is required: retries and replays travel on it", RetryExchange)
+	if _, ok := ex[retryEx]; !ok {
+		return bad("exchange %s is required: retries and replays travel on it", retryEx)
 	}
+	if err := d.validateFormat(ex, bad); err != nil {
+		return err
+	}
+	if q := d.DeadLetter.Queue; q != "" {
+		if n := strings.Count(q, queuePlaceholder); n > 1 || !queuePattern.MatchString(strings.Replace(q, queuePlaceholder, "q.q", 1)) {
+			return bad("deadLetter.queue %q is neither a queue name nor a pattern with one %s", q, queuePlaceholder)
+		}
+	}
+	for i, t := range d.Retry.Tiers {
+		if t <= 0 {
+			return bad("retry tier %d must be positive", i+1)
+		}
+	}
+	r := d.Resolve()
 	seen := map[string]bool{}
-	for _, c := range d.Consumers {
+	fabricQueues := map[string]string{} // a DLQ or retry queue → its consumer
+	for _, c := range r.Consumers {
 		if !queuePattern.MatchString(c.Queue) {
 			return bad("queue %q is not <consumer>.<purpose>", c.Queue)
 		}
@@ -346,20 +561,42 @@ func (d Description) Validate() error {
 			return bad("queue %q has no binding", c.Queue)
 		}
 		for _, b := range c.Bindings {
-			if !ex[b.Exchange] {
+			if _, ok := ex[b.Exchange]; !ok {
 				return bad("queue %q binds to undeclared exchange %q", c.Queue, b.Exchange)
 			}
 			if b.Key == "" {
 				return bad("queue %q: binding to %q has no key", c.Queue, b.Exchange)
 			}
 		}
+		if _, ok := ex[c.DeadLetterExchange()]; !ok {
+			return bad("queue %q dead-letters to undeclared exchange %q", c.Queue, c.DeadLetterExchange())
+		}
+		if t, ok := ex[c.RetryExchange()]; !ok || t != amqp.ExchangeTopic {
+			return bad("queue %q retries through %q, which is not a declared topic exchange", c.Queue, c.RetryExchange())
+		}
 		for i, t := range c.RetryTiers {
 			if t <= 0 {
 				return bad("queue %q: retry tier %d must be positive", c.Queue, i+1)
 			}
 		}
+		if c.Prefetch < 0 {
+			return bad("queue %q: prefetch %d is negative", c.Queue, c.Prefetch)
+		}
+		if c.Pace != nil && (c.Pace.PerSecond <= 0 || c.Pace.Burst < 0) {
+			return bad("queue %q: pace needs a positive perSecond and a burst ≥ 0", c.Queue)
+		}
+		owned := []string{c.DLQ()}
+		for n := range c.Tiers() {
+			owned = append(owned, c.RetryQueue(n+1))
+		}
+		for _, q := range owned {
+			if other, ok := fabricQueues[q]; ok && !(q == c.DLQ() && c.SharedDLQ()) {
+				return bad("queues %q and %q would share fabric queue %q", other, c.Queue, q)
+			}
+			fabricQueues[q] = c.Queue
+		}
 		for _, p := range c.Priority {
-			if !ex[p.Exchange] {
+			if _, ok := ex[p.Exchange]; !ok {
 				return bad("queue %q: priority binding to undeclared exchange %q", c.Queue, p.Exchange)
 			}
 			if strings.ContainsAny(p.Key, "*#") {
@@ -371,6 +608,44 @@ func (d Description) Validate() error {
 				}
 			}
 		}
+	}
+	for q, owner := range fabricQueues {
+		if seen[q] {
+			return bad("queue %q is also a DLQ or retry queue of %q", q, owner)
+		}
+	}
+	return nil
+}
+
+// validateFormat checks the codec's needs: a format without a tenant gets
+// a fixed one, and a system other than the platform names its exchange.
+func (d Description) validateFormat(ex map[string]string, bad func(string, ...any) error) error {
+	codec := d.Codec
+	if codec == "" {
+		codec = CodecAgora
+	}
+	if !codecPattern.MatchString(codec) {
+		return bad("codec %q is not a lowercase name", codec)
+	}
+	if d.Events != "" {
+		if _, ok := ex[d.Events]; !ok {
+			return bad("events exchange %q is not declared", d.Events)
+		}
+	}
+	if codec == CodecAgora {
+		if d.Tenant != "" {
+			return bad("tenant %q: the agora envelope carries its own tenant; a fixed tenant is for formats without one", d.Tenant)
+		}
+		return nil
+	}
+	if d.Name == "" {
+		return bad("codec %s needs the topology's name", codec)
+	}
+	if !envelope.ValidTenant(d.Tenant) {
+		return bad("codec %s carries no tenant: the topology must state a fixed tenant (lowercase letters, digits, hyphens), not %q", codec, d.Tenant)
+	}
+	if d.Events == "" {
+		return bad("codec %s: events must name the exchange the system publishes on", codec)
 	}
 	return nil
 }
@@ -405,11 +680,11 @@ func (c Consumer) Queues() []QueueSpec {
 		// to every other consumer, and not through the default exchange,
 		// since declaring a queue whose DLX is "" needs write permission on
 		// it (see Apply for retry queues declared that way before).
-		args := safeDLX(RetryExchange, c.Queue)
+		args := safeDLX(c.RetryExchange(), c.Queue)
 		args["x-message-ttl"] = int64(d / time.Millisecond)
 		out = append(out, QueueSpec{Name: c.RetryQueue(i + 1), Args: args})
 	}
-	main := safeDLX(DeadLetterExchange, c.Queue)
+	main := safeDLX(c.DeadLetterExchange(), c.Queue)
 	main["x-delivery-limit"] = int64(c.Limit())
 	return append(out, QueueSpec{Name: c.Queue, Args: main})
 }
@@ -422,12 +697,19 @@ type QueueBinding struct {
 // FabricBindings are the bindings the fabric itself needs for c, besides
 // c.Bindings: Q.dlq to platform.dead-letter with key Q, each retry tier
 // Q.retry.<n> to platform.retry with key Q.retry.<n> (retries), and Q to
-// platform.retry with key Q (the end of a retry tier, DLQ replay).
+// platform.retry with key Q (the end of a retry tier, DLQ replay) — or the
+// exchanges and DLQ its description names (a shared DLQ on a topic
+// exchange is bound with "#").
 func (c Consumer) FabricBindings() []QueueBinding {
-	out := []QueueBinding{{Queue: c.DLQ(), Exchange: DeadLetterExchange, Key: c.Queue}}
+	dlqKey := c.Queue
+	if c.SharedDLQ() && c.naming.dlqKey != "" {
+		dlqKey = c.naming.dlqKey
+	}
+	retry := c.RetryExchange()
+	out := []QueueBinding{{Queue: c.DLQ(), Exchange: c.DeadLetterExchange(), Key: dlqKey}}
 	for n := range c.Tiers() {
 		q := c.RetryQueue(n + 1)
-		out = append(out, QueueBinding{Queue: q, Exchange: RetryExchange, Key: q})
+		out = append(out, QueueBinding{Queue: q, Exchange: retry, Key: q})
 	}
-	return append(out, QueueBinding{Queue: c.Queue, Exchange: RetryExchange, Key: c.Queue})
+	return append(out, QueueBinding{Queue: c.Queue, Exchange: retry, Key: c.Queue})
 }

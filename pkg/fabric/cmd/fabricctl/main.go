@@ -23,7 +23,8 @@ func main() {
 const usage = `usage: fabricctl <command> [flags]
 
 commands:
-  topology apply [--file F]   declare exchanges, queues, retry tiers and DLQs (AMQP_URL)
+  topology apply [--file F]   declare exchanges, queues, retry tiers and DLQs (AMQP_URL);
+                              F is any topology file: deploy/topologies/{platform,car,imoveis}.yaml
   topology show  [--file F]   print the queues and arguments that apply would declare
   catalog list                list every registered event, command and job
   catalog show TYPE           print one definition and its JSON Schema

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric/broker"
+	"github.com/agora-platform/agora/pkg/fabric/codec"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 
@@ -29,6 +30,9 @@ func runTopology(ctx context.Context, args []string, getenv func(string) string,
 		if desc, err = topology.LoadFile(*file); err != nil {
 			return err
 		}
+	}
+	if _, err := codec.For(desc); err != nil {
+		return err
 	}
 	switch args[0] {
 	case "show":
@@ -58,17 +62,47 @@ func runTopology(ctx context.Context, args []string, getenv func(string) string,
 
 func printTopology(w io.Writer, d topology.Description) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if d.Name != "" {
+		codecName := d.Codec
+		if codecName == "" {
+			codecName = topology.CodecAgora
+		}
+		fmt.Fprintf(tw, "TOPOLOGY %s\tcodec %s", d.Name, codecName)
+		if d.Tenant != "" {
+			fmt.Fprintf(tw, ", fixed tenant %s", d.Tenant)
+		}
+		if d.Events != "" {
+			fmt.Fprintf(tw, ", publishes on %s", d.Events)
+		}
+		fmt.Fprintln(tw)
+		if len(d.Consumers) > 0 {
+			c := d.Consumers[0]
+			fmt.Fprintf(tw, "\tdead letters via %s, retries via %s\n", c.DeadLetterExchange(), c.RetryExchange())
+		}
+		fmt.Fprintln(tw)
+	}
 	fmt.Fprintln(tw, "EXCHANGE\tTYPE")
 	for _, e := range d.Exchanges {
 		fmt.Fprintf(tw, "%s\t%s\n", e.Name, e.Type)
 	}
 	fmt.Fprintln(tw, "\nQUEUE\tSERVICE\tBINDINGS / ARGUMENTS")
+	printed := map[string]bool{} // a shared DLQ once
 	for _, c := range d.Consumers {
 		var b []string
 		for _, bd := range c.Bindings {
 			b = append(b, bd.Exchange+" "+bd.Key)
 		}
+		if c.Prefetch > 0 {
+			b = append(b, fmt.Sprintf("prefetch %d", c.Prefetch))
+		}
+		if c.Pace != nil {
+			b = append(b, fmt.Sprintf("paced %g/s", c.Pace.PerSecond))
+		}
 		for _, q := range c.Queues() {
+			if printed[q.Name] {
+				continue
+			}
+			printed[q.Name] = true
 			desc := formatArgs(q.Args)
 			if q.Name == c.Queue {
 				desc = strings.Join(b, ", ") + "; " + desc
