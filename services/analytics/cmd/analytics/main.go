@@ -12,6 +12,7 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/host"
+	"github.com/agora-platform/agora/pkg/fabric/sweep"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 	"github.com/agora-platform/agora/services/analytics/internal/export"
 	"github.com/agora-platform/agora/services/analytics/internal/httpapi"
@@ -45,6 +46,10 @@ type config struct {
 	// reportsWorkers (REPORTS_WORKERS) is how many exports one instance
 	// runs at once; each holds two database connections.
 	reportsWorkers int
+	// foldInterval (ANALYTICS_FOLD_INTERVAL) is how often the counter
+	// deltas handlers append are folded into the counters; readers see
+	// them before, so it bounds only how long deltas wait in their table.
+	foldInterval time.Duration
 }
 
 func loadConfig(getenv func(string) string) (config, error) {
@@ -53,7 +58,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return config{}, err
 	}
 	c := config{host: hc, reportsBucket: "reports", reportsPublicEndpoint: getenv("REPORTS_PUBLIC_ENDPOINT"),
-		reportsURLTTL: 15 * time.Minute, reportsPageRows: 1000, reportsWorkers: 2}
+		reportsURLTTL: 15 * time.Minute, reportsPageRows: 1000, reportsWorkers: 2, foldInterval: time.Second}
 	if v := getenv("REPORTS_BUCKET"); v != "" {
 		c.reportsBucket = v
 	}
@@ -61,6 +66,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 		// S3 signs links for 1 s to 7 days.
 		if c.reportsURLTTL, err = time.ParseDuration(v); err != nil || c.reportsURLTTL < time.Second || c.reportsURLTTL > 7*24*time.Hour {
 			return c, fmt.Errorf("REPORTS_URL_TTL: %q is not a duration from 1s to 168h", v)
+		}
+	}
+	if v := getenv("ANALYTICS_FOLD_INTERVAL"); v != "" {
+		if c.foldInterval, err = time.ParseDuration(v); err != nil || c.foldInterval < 10*time.Millisecond || c.foldInterval > time.Hour {
+			return c, fmt.Errorf("ANALYTICS_FOLD_INTERVAL: %q is not a duration from 10ms to 1h", v)
 		}
 	}
 	for name, dst := range map[string]*int{"REPORTS_PAGE_ROWS": &c.reportsPageRows, "REPORTS_WORKERS": &c.reportsWorkers} {
@@ -103,14 +113,16 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	}
 	cancel()
 	store := postgres.New(h.Pool)
-	// One message per transaction: every message updates a few shared
-	// counter cells, which a transaction holds until it commits. Batches
-	// held them for the whole batch and doubled analytics' latency at
-	// 40 req/s (README, "Throughput"); counters that scale need deltas
-	// folded in by one writer.
-	if err := h.ConsumeTx(queue, messaging.New(store).Handle, fabric.ConsumerOptions{MaxBatch: 1, Simulatable: true}); err != nil {
+	// Handlers append counter deltas (no row another message writes), so
+	// messages are taken in batches like every other consumer's; one
+	// writer per tenant folds the deltas into the counters.
+	if err := h.ConsumeTx(queue, messaging.New(store).Handle, fabric.ConsumerOptions{Simulatable: true}); err != nil {
 		return err
 	}
+	h.Go("fold", func(ctx context.Context) error {
+		sweep.Run(ctx, cfg.foldInterval, 5000, store.Fold, func(err error) { h.Log.Error("counter fold failed", "err", err) }, nil)
+		return nil
+	})
 	exports := postgres.NewExports(h.Pool, h.Outbox)
 	spec, err := h.Consumer(exportQueue)
 	if err != nil {

@@ -61,27 +61,52 @@ func (s *Store) UpdateState(ctx context.Context, tx pgx.Tx, tenantID string, st 
 	return nil
 }
 
-// Apply adds deltas to the projection inside tx.
+// Apply appends deltas to the projection inside tx. They touch no row
+// another message touches: Fold adds them to the counters later, and
+// Counts sees them at once.
 func (s *Store) Apply(ctx context.Context, tx pgx.Tx, tenantID string, deltas []projection.Delta) error {
-	q := pgdb.New(tx)
+	if len(deltas) == 0 {
+		return nil
+	}
+	p := pgdb.AppendDeltasParams{TenantID: tenantID}
 	for _, d := range deltas {
-		var err error
-		if d.N >= 0 {
-			err = q.AddCount(ctx, pgdb.AddCountParams{TenantID: tenantID, Day: d.Day, ServiceID: d.ServiceID,
-				Channel: d.Channel, Status: d.Status, Delta: d.N})
-		} else {
-			var n int64
-			n, err = q.SubtractCount(ctx, pgdb.SubtractCountParams{TenantID: tenantID, Day: d.Day, ServiceID: d.ServiceID,
-				Channel: d.Channel, Status: d.Status, N: -d.N})
-			if err == nil && n != 1 {
-				err = errors.New("the cell does not exist")
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("count %s/%s/%s/%s %+d: %w", d.Day.Format(projection.DateLayout), d.ServiceID, d.Channel, d.Status, d.N, err)
-		}
+		p.Days = append(p.Days, d.Day)
+		p.ServiceIds = append(p.ServiceIds, d.ServiceID)
+		p.Channels = append(p.Channels, d.Channel)
+		p.Statuses = append(p.Statuses, d.Status)
+		p.Ns = append(p.Ns, d.N)
+	}
+	if err := pgdb.New(tx).AppendDeltas(ctx, p); err != nil {
+		return fmt.Errorf("append %d counter deltas: %w", len(deltas), err)
 	}
 	return nil
+}
+
+// Fold moves up to limit appended deltas of each tenant into the
+// counters, one transaction per tenant under that tenant (row-level
+// security) and its fold lock, so one instance folds a tenant at a time
+// (another skips it). It returns how many deltas it moved: a sweep.Func.
+func (s *Store) Fold(ctx context.Context, limit int) (int, error) {
+	tenants, err := pgdb.New(s.pool).ListCountTenants(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("fold: tenants: %w", err)
+	}
+	moved := 0
+	for _, tenantID := range tenants {
+		err := tenant.Tx(ctx, s.pool, tenantID, func(tx pgx.Tx) error {
+			var mine bool
+			if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended('analytics.fold:' || $1, 0))`, tenantID).Scan(&mine); err != nil || !mine {
+				return err
+			}
+			n, err := pgdb.New(tx).FoldDeltas(ctx, pgdb.FoldDeltasParams{TenantID: tenantID, MaxRows: int32(limit)})
+			moved += int(n)
+			return err
+		})
+		if err != nil {
+			return moved, fmt.Errorf("fold %s: %w", tenantID, err)
+		}
+	}
+	return moved, nil
 }
 
 // Counts returns the non-empty cells of tenantID within r.

@@ -10,32 +10,80 @@ import (
 	"time"
 )
 
-const addCount = `-- name: AddCount :exec
-INSERT INTO request_count (tenant_id, day, service_id, channel, status, count)
-VALUES ($1, $2, $3, $4, $5, $6::bigint)
-ON CONFLICT (tenant_id, day, service_id, channel, status)
-DO UPDATE SET count = request_count.count + EXCLUDED.count
+const appendDeltas = `-- name: AppendDeltas :exec
+WITH noted AS (
+    INSERT INTO count_tenant (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING
+)
+INSERT INTO request_count_delta (tenant_id, day, service_id, channel, status, n)
+SELECT $1, unnest($2::date[]), unnest($3::text[]),
+       unnest($4::text[]), unnest($5::text[]), unnest($6::bigint[])
 `
 
-type AddCountParams struct {
-	TenantID  string
-	Day       time.Time
-	ServiceID string
-	Channel   string
-	Status    string
-	Delta     int64
+type AppendDeltasParams struct {
+	TenantID   string
+	Days       []time.Time
+	ServiceIds []string
+	Channels   []string
+	Statuses   []string
+	Ns         []int64
 }
 
-func (q *Queries) AddCount(ctx context.Context, arg AddCountParams) error {
-	_, err := q.db.Exec(ctx, addCount,
+// The handler's counter changes, appended (Store.Apply); the tenant noted
+// for the fold (an existing row is left alone: no lock is taken on it).
+func (q *Queries) AppendDeltas(ctx context.Context, arg AppendDeltasParams) error {
+	_, err := q.db.Exec(ctx, appendDeltas,
 		arg.TenantID,
-		arg.Day,
-		arg.ServiceID,
-		arg.Channel,
-		arg.Status,
-		arg.Delta,
+		arg.Days,
+		arg.ServiceIds,
+		arg.Channels,
+		arg.Statuses,
+		arg.Ns,
 	)
 	return err
+}
+
+const foldDeltas = `-- name: FoldDeltas :one
+WITH moved AS (
+    DELETE FROM request_count_delta d
+    WHERE d.seq IN (SELECT x.seq FROM request_count_delta x WHERE x.tenant_id = $1
+                    ORDER BY x.seq LIMIT $2)
+    RETURNING d.tenant_id, d.day, d.service_id, d.channel, d.status, d.n
+), sums AS (
+    SELECT m.tenant_id, m.day, m.service_id, m.channel, m.status, sum(m.n)::bigint AS n
+    FROM moved m GROUP BY m.tenant_id, m.day, m.service_id, m.channel, m.status
+), updated AS (
+    UPDATE request_count c SET count = c.count + s.n
+    FROM sums s
+    WHERE c.tenant_id = s.tenant_id AND c.day = s.day AND c.service_id = s.service_id
+      AND c.channel = s.channel AND c.status = s.status
+    RETURNING c.tenant_id, c.day, c.service_id, c.channel, c.status
+), inserted AS (
+    -- Not INSERT … ON CONFLICT: its CHECK (count >= 0) would judge a
+    -- negative sum before the conflict made it an update. Only this
+    -- tenant's folder writes request_count, so a cell not updated is new.
+    INSERT INTO request_count (tenant_id, day, service_id, channel, status, count)
+    SELECT s.tenant_id, s.day, s.service_id, s.channel, s.status, s.n FROM sums s
+    WHERE NOT EXISTS (SELECT 1 FROM updated u WHERE u.tenant_id = s.tenant_id AND u.day = s.day
+                      AND u.service_id = s.service_id AND u.channel = s.channel AND u.status = s.status)
+)
+SELECT count(*)::integer FROM moved
+`
+
+type FoldDeltasParams struct {
+	TenantID string
+	MaxRows  int32
+}
+
+// Moves up to max_rows of the tenant's oldest deltas into request_count,
+// summed per cell, in one statement, and returns how many it moved
+// (Store.Fold; the caller holds the tenant's fold lock). A cell's decrement is never folded before its
+// increment: the handler that decrements read the state the increment's
+// transaction committed, so its deltas have later sequence numbers.
+func (q *Queries) FoldDeltas(ctx context.Context, arg FoldDeltasParams) (int32, error) {
+	row := q.db.QueryRow(ctx, foldDeltas, arg.TenantID, arg.MaxRows)
+	var column_1 int32
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
 const getStateForUpdate = `-- name: GetStateForUpdate :one
@@ -94,8 +142,32 @@ func (q *Queries) InsertState(ctx context.Context, arg InsertStateParams) (int64
 	return result.RowsAffected(), nil
 }
 
+const listCountTenants = `-- name: ListCountTenants :many
+SELECT tenant_id FROM count_tenant ORDER BY tenant_id
+`
+
+func (q *Queries) ListCountTenants(ctx context.Context) ([]string, error) {
+	rows, err := q.db.Query(ctx, listCountTenants)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var tenant_id string
+		if err := rows.Scan(&tenant_id); err != nil {
+			return nil, err
+		}
+		items = append(items, tenant_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listCounts = `-- name: ListCounts :many
-SELECT day, service_id, channel, status, count FROM request_count
+SELECT day, service_id, channel, status, count FROM request_count_now
 WHERE tenant_id = $1 AND day BETWEEN $2::date AND $3::date AND count > 0
 ORDER BY day, service_id, channel, status
 `
@@ -139,37 +211,6 @@ func (q *Queries) ListCounts(ctx context.Context, arg ListCountsParams) ([]ListC
 		return nil, err
 	}
 	return items, nil
-}
-
-const subtractCount = `-- name: SubtractCount :execrows
-UPDATE request_count SET count = count - $6::bigint
-WHERE tenant_id = $1 AND day = $2 AND service_id = $3 AND channel = $4 AND status = $5
-`
-
-type SubtractCountParams struct {
-	TenantID  string
-	Day       time.Time
-	ServiceID string
-	Channel   string
-	Status    string
-	N         int64
-}
-
-// Separate from AddCount: an INSERT of a negative count would trip the
-// CHECK before ON CONFLICT turns it into an update.
-func (q *Queries) SubtractCount(ctx context.Context, arg SubtractCountParams) (int64, error) {
-	result, err := q.db.Exec(ctx, subtractCount,
-		arg.TenantID,
-		arg.Day,
-		arg.ServiceID,
-		arg.Channel,
-		arg.Status,
-		arg.N,
-	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
 }
 
 const updateState = `-- name: UpdateState :exec

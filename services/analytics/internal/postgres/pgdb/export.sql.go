@@ -50,7 +50,7 @@ func (q *Queries) ClaimExport(ctx context.Context, arg ClaimExportParams) (Repor
 }
 
 const countExportRows = `-- name: CountExportRows :one
-SELECT count(*) FROM request_count
+SELECT count(*) FROM request_count_now
 WHERE tenant_id = $1 AND day BETWEEN $2::date AND $3::date AND count > 0
 `
 
@@ -179,7 +179,7 @@ func (q *Queries) InsertExport(ctx context.Context, arg InsertExportParams) erro
 }
 
 const listExportRows = `-- name: ListExportRows :many
-SELECT day, service_id, channel, status, count FROM request_count
+SELECT day, service_id, channel, status, count FROM request_count_now
 WHERE tenant_id = $1 AND day BETWEEN $2::date AND $3::date AND count > 0
   AND (day, service_id, channel, status) > ($4::date, $5::text,
                                             $6::text, $7::text)

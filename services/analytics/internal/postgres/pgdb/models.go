@@ -8,6 +8,10 @@ import (
 	"time"
 )
 
+type CountTenant struct {
+	TenantID string
+}
+
 type ReportExport struct {
 	TenantID    string
 	ID          string
@@ -28,6 +32,25 @@ type ReportExport struct {
 }
 
 type RequestCount struct {
+	TenantID  string
+	Day       time.Time
+	ServiceID string
+	Channel   string
+	Status    string
+	Count     int64
+}
+
+type RequestCountDeltum struct {
+	Seq       int64
+	TenantID  string
+	Day       time.Time
+	ServiceID string
+	Channel   string
+	Status    string
+	N         int64
+}
+
+type RequestCountNow struct {
 	TenantID  string
 	Day       time.Time
 	ServiceID string

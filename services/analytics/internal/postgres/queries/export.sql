@@ -41,13 +41,13 @@ UPDATE report_export SET status = 'failed', error = sqlc.arg(error)::text, updat
 WHERE tenant_id = $1 AND id = $2 AND status IN ('queued', 'running');
 
 -- name: CountExportRows :one
-SELECT count(*) FROM request_count
+SELECT count(*) FROM request_count_now
 WHERE tenant_id = $1 AND day BETWEEN sqlc.arg(from_day)::date AND sqlc.arg(to_day)::date AND count > 0;
 
 -- name: ListExportRows :many
 -- One page of the export, after the last row of the previous page (keyset
 -- on the primary key, so every page is an index range scan).
-SELECT day, service_id, channel, status, count FROM request_count
+SELECT day, service_id, channel, status, count FROM request_count_now
 WHERE tenant_id = $1 AND day BETWEEN sqlc.arg(from_day)::date AND sqlc.arg(to_day)::date AND count > 0
   AND (day, service_id, channel, status) > (sqlc.arg(after_day)::date, sqlc.arg(after_service)::text,
                                             sqlc.arg(after_channel)::text, sqlc.arg(after_status)::text)
