@@ -99,8 +99,12 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	}
 	defer h.Close() // Serve closes it too; Close is idempotent
 	store := postgres.New(h.Pool)
+	// The mailer keeps SMTP conversations open between messages; they end
+	// when the service does.
+	mailer := mail.New(cfg.smtp)
+	defer mailer.Close()
 	senders := map[notify.Channel]messaging.Sender{
-		notify.Email:    mail.New(cfg.smtp),
+		notify.Email:    mailer,
 		notify.SMS:      logchannel.New(notify.SMS, h.Log),
 		notify.WhatsApp: logchannel.New(notify.WhatsApp, h.Log),
 	}

@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/emersion/go-sasl"
@@ -29,13 +30,40 @@ type Config struct {
 	StartTLS bool
 	Username string // PLAIN auth when set (requires StartTLS in practice)
 	Password string
-	Timeout  time.Duration // whole-conversation bound (default 30 s)
+	Timeout  time.Duration // bound of one message's delivery (default 30 s)
+	// MaxIdle is how many open conversations are kept between messages
+	// (default DefaultMaxIdle; negative: none, one conversation per
+	// message). IdleTime is how long an idle one is trusted (default
+	// DefaultIdleTime).
+	MaxIdle  int
+	IdleTime time.Duration
 }
 
-// Sender sends one message per SMTP conversation.
+// Sender sends messages over SMTP, keeping up to MaxIdle conversations
+// open between messages: a conversation that delivered a message is kept
+// and the next message starts with RSET, instead of a new connection,
+// greeting, STARTTLS and authentication per message. A conversation that
+// failed in any way is closed, never reused; one idle longer than IdleTime
+// is closed rather than trusted.
 type Sender struct {
 	cfg Config
+
+	mu   sync.Mutex
+	idle []*conversation // most recently used last
 }
+
+// conversation is an open SMTP session and when it last delivered.
+type conversation struct {
+	c    *smtp.Client
+	conn net.Conn
+	used time.Time
+}
+
+// Defaults of Config.MaxIdle and Config.IdleTime.
+const (
+	DefaultMaxIdle  = 8
+	DefaultIdleTime = 30 * time.Second
+)
 
 // New returns a Sender for cfg.
 func New(cfg Config) *Sender {
@@ -44,6 +72,12 @@ func New(cfg Config) *Sender {
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.MaxIdle == 0 {
+		cfg.MaxIdle = DefaultMaxIdle
+	}
+	if cfg.IdleTime <= 0 {
+		cfg.IdleTime = DefaultIdleTime
 	}
 	return &Sender{cfg: cfg}
 }
@@ -60,13 +94,84 @@ func (s *Sender) Send(ctx context.Context, m notify.Message) error {
 	return err
 }
 
+// Close ends the idle conversations.
+func (s *Sender) Close() {
+	s.mu.Lock()
+	idle := s.idle
+	s.idle = nil
+	s.mu.Unlock()
+	for _, cv := range idle {
+		_ = cv.conn.SetDeadline(time.Now().Add(time.Second))
+		_ = cv.c.Quit()
+		cv.c.Close()
+	}
+}
+
 func (s *Sender) send(ctx context.Context, m notify.Message) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
+	cv, err := s.conversation(ctx)
+	if err != nil {
+		return err
+	}
+	if err := deliver(cv.c, s.cfg.From, m); err != nil {
+		cv.c.Close()
+		return err
+	}
+	s.keep(cv)
+	return nil
+}
+
+// conversation returns an idle conversation that answers RSET, or a new
+// one; either has ctx's deadline.
+func (s *Sender) conversation(ctx context.Context) (*conversation, error) {
+	dl, _ := ctx.Deadline()
+	for {
+		s.mu.Lock()
+		var cv *conversation
+		if n := len(s.idle); n > 0 {
+			cv, s.idle = s.idle[n-1], s.idle[:n-1]
+		}
+		s.mu.Unlock()
+		if cv == nil {
+			break
+		}
+		if time.Since(cv.used) > s.cfg.IdleTime {
+			cv.c.Close()
+			continue
+		}
+		_ = cv.conn.SetDeadline(dl)
+		if err := cv.c.Reset(); err == nil {
+			return cv, nil
+		}
+		cv.c.Close() // the relay ended it meanwhile: try another
+	}
+	return s.dial(ctx)
+}
+
+// keep puts cv back for the next message, or ends it when enough are idle.
+func (s *Sender) keep(cv *conversation) {
+	cv.used = time.Now()
+	s.mu.Lock()
+	if s.cfg.MaxIdle > 0 && len(s.idle) < s.cfg.MaxIdle {
+		s.idle = append(s.idle, cv)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	// The message is accepted once DATA is acknowledged; a failing QUIT
+	// must not make us send it twice.
+	_ = cv.c.Quit()
+	cv.c.Close()
+}
+
+// dial opens a conversation: connection, greeting, STARTTLS and
+// authentication as configured.
+func (s *Sender) dial(ctx context.Context) (*conversation, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", s.cfg.Addr)
 	if err != nil {
-		return fmt.Errorf("smtp dial %s: %w", s.cfg.Addr, err)
+		return nil, fmt.Errorf("smtp dial %s: %w", s.cfg.Addr, err)
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(dl)
@@ -76,21 +181,27 @@ func (s *Sender) send(ctx context.Context, m notify.Message) error {
 		host, _, _ := net.SplitHostPort(s.cfg.Addr)
 		if c, err = smtp.NewClientStartTLS(conn, &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}); err != nil {
 			conn.Close()
-			return fmt.Errorf("smtp starttls %s: %w", s.cfg.Addr, err)
+			return nil, fmt.Errorf("smtp starttls %s: %w", s.cfg.Addr, err)
 		}
 	} else {
 		c = smtp.NewClient(conn)
 	}
-	defer c.Close()
 	if err := c.Hello(s.cfg.HeloName); err != nil {
-		return fmt.Errorf("smtp hello: %w", err)
+		c.Close()
+		return nil, fmt.Errorf("smtp hello: %w", err)
 	}
 	if s.cfg.Username != "" {
 		if err := c.Auth(sasl.NewPlainClient("", s.cfg.Username, s.cfg.Password)); err != nil {
-			return fmt.Errorf("smtp auth: %w", err)
+			c.Close()
+			return nil, fmt.Errorf("smtp auth: %w", err)
 		}
 	}
-	if err := c.Mail(s.cfg.From, nil); err != nil {
+	return &conversation{c: c, conn: conn}, nil
+}
+
+// deliver sends m in conversation c: MAIL, RCPT, DATA.
+func deliver(c *smtp.Client, from string, m notify.Message) error {
+	if err := c.Mail(from, nil); err != nil {
 		return fmt.Errorf("smtp mail from: %w", err)
 	}
 	if err := c.Rcpt(m.To, nil); err != nil {
@@ -100,16 +211,13 @@ func (s *Sender) send(ctx context.Context, m notify.Message) error {
 	if err != nil {
 		return fmt.Errorf("smtp data: %w", err)
 	}
-	if _, err := w.Write(compose(s.cfg.From, m)); err != nil {
+	if _, err := w.Write(compose(from, m)); err != nil {
 		w.Close()
 		return fmt.Errorf("smtp data: %w", err)
 	}
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("smtp data: %w", err)
 	}
-	// The message is accepted once DATA is acknowledged; a failing QUIT
-	// must not make us send it twice.
-	_ = c.Quit()
 	return nil
 }
 
