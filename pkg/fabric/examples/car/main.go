@@ -46,27 +46,12 @@ func main() {
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("car", flag.ContinueOnError)
-	cfg := rig.Config{AMQPURL: "amqp://guest:guest@127.0.0.1:5672/", DatabaseURL: "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"}
-	fs.StringVar(&cfg.Topology, "topology", "deploy/topologies/car.yaml", "the CAR topology file")
-	fs.StringVar(&cfg.Schema, "schema", "car_example", "Postgres schema of the outbox and inbox")
+	cfg := rig.Flags(fs, "deploy/topologies/car.yaml", "car_example")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if v := getenv("AMQP_URL"); v != "" {
-		cfg.AMQPURL = v
-	}
-	if v := getenv("DATABASE_URL"); v != "" {
-		cfg.DatabaseURL = v
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	r, err := rig.Open(ctx, cfg, stdout)
-	if err != nil {
-		return err
-	}
-	err = scenario(ctx, r)
-	cancel()
-	return errors.Join(err, r.Close())
+	cfg.FromEnv(getenv)
+	return rig.Run(ctx, *cfg, stdout, scenario)
 }
 
 // payload reads the fields an example prints.

@@ -18,7 +18,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -47,28 +46,13 @@ func main() {
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("imoveis", flag.ContinueOnError)
-	cfg := rig.Config{AMQPURL: "amqp://guest:guest@127.0.0.1:5672/", DatabaseURL: "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"}
-	fs.StringVar(&cfg.Topology, "topology", "deploy/topologies/imoveis.yaml", "the imóveis topology file")
-	fs.StringVar(&cfg.Schema, "schema", "imoveis_example", "Postgres schema of the outbox and inbox")
+	cfg := rig.Flags(fs, "deploy/topologies/imoveis.yaml", "imoveis_example")
 	listings := fs.Int("listings", 4, "how many listings arrive")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if v := getenv("AMQP_URL"); v != "" {
-		cfg.AMQPURL = v
-	}
-	if v := getenv("DATABASE_URL"); v != "" {
-		cfg.DatabaseURL = v
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	r, err := rig.Open(ctx, cfg, stdout)
-	if err != nil {
-		return err
-	}
-	err = scenario(ctx, r, *listings)
-	cancel()
-	return errors.Join(err, r.Close())
+	cfg.FromEnv(getenv)
+	return rig.Run(ctx, *cfg, stdout, func(ctx context.Context, r *rig.Rig) error { return scenario(ctx, r, *listings) })
 }
 
 // imovel is the data of imovel.recebido (a full listing).

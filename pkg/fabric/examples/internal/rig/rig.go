@@ -8,6 +8,7 @@ package rig
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"sync"
@@ -35,6 +36,41 @@ type Config struct {
 	AMQPURL     string
 	DatabaseURL string
 	Schema      string // Postgres schema for the outbox and inbox
+}
+
+// Flags registers the flags every example has on fs (-topology, -schema,
+// with the example's defaults) and returns the Config they fill; the
+// broker and database are the local ones unless the environment names
+// others (Config.FromEnv).
+func Flags(fs *flag.FlagSet, topologyFile, schema string) *Config {
+	c := &Config{AMQPURL: "amqp://guest:guest@127.0.0.1:5672/", DatabaseURL: "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"}
+	fs.StringVar(&c.Topology, "topology", topologyFile, "the topology file")
+	fs.StringVar(&c.Schema, "schema", schema, "Postgres schema of the outbox and inbox")
+	return c
+}
+
+// FromEnv takes the broker and database from AMQP_URL and DATABASE_URL
+// when they are set.
+func (c *Config) FromEnv(getenv func(string) string) {
+	if v := getenv("AMQP_URL"); v != "" {
+		c.AMQPURL = v
+	}
+	if v := getenv("DATABASE_URL"); v != "" {
+		c.DatabaseURL = v
+	}
+}
+
+// Run opens the rig of c, runs scenario on it and closes it.
+func Run(ctx context.Context, c Config, stdout io.Writer, scenario func(context.Context, *Rig) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r, err := Open(ctx, c, stdout)
+	if err != nil {
+		return err
+	}
+	err = scenario(ctx, r)
+	cancel()
+	return errors.Join(err, r.Close())
 }
 
 // Rig is one system on the fabric.
