@@ -74,6 +74,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return c, fmt.Errorf("HELD_CHECK_INTERVAL %q: want a positive duration like 30s", v)
 		}
 	}
+	if v := getenv("COMMUNICATION_HANDLERS"); v != "" {
+		if c.concurrency, err = strconv.Atoi(v); err != nil || c.concurrency < 1 || c.concurrency > 64 {
+			return c, fmt.Errorf("COMMUNICATION_HANDLERS %q: want handlers per queue, 1 to 64", v)
+		}
+	}
 	if v := getenv("SMTP_TIMEOUT"); v != "" {
 		if c.smtp.Timeout, err = time.ParseDuration(v); err != nil {
 			return c, fmt.Errorf("SMTP_TIMEOUT: %w", err)
