@@ -146,12 +146,37 @@ type Ops struct {
 	audit       *pgxpool.Pool
 	auditSchema string
 	now         func() time.Time
+	// consumers name the DLQ and retry exchange of queues whose topology
+	// has its own naming (For); any other queue has the platform's.
+	consumers map[string]topology.Consumer
 }
 
 // New returns Ops over a broker connection, a publisher for replays and an
 // audit database (its schema must have the fabric migrations).
 func New(conn *broker.Conn, pub *fabric.Publisher, reg *registry.Registry, audit *pgxpool.Pool, auditSchema string) *Ops {
 	return &Ops{conn: conn, pub: pub, reg: reg, audit: audit, auditSchema: auditSchema, now: time.Now}
+}
+
+// For returns Ops that know consumers' own naming (a topology file's:
+// car.dlq.<queue>, one imoveis.dlq shared by every queue, their retry
+// exchanges): letters are read from each one's DLQ, and replayed to the
+// queue through its retry exchange. In a shared DLQ a queue's letters are
+// those its consumer dead-lettered (x-fabric-consumer).
+func (o *Ops) For(consumers ...topology.Consumer) *Ops {
+	out := *o
+	out.consumers = map[string]topology.Consumer{}
+	for _, c := range consumers {
+		out.consumers[c.Queue] = c
+	}
+	return &out
+}
+
+// spec is queue's consumer, with the platform's naming unless For named it.
+func (o *Ops) spec(queue string) topology.Consumer {
+	if c, ok := o.consumers[queue]; ok {
+		return c
+	}
+	return topology.Consumer{Queue: queue}
 }
 
 func headerString(h amqp.Table, k string) string {
@@ -223,14 +248,15 @@ func Mask(reg *registry.Registry, typ string, payload []byte) json.RawMessage {
 	return out
 }
 
-// browse takes every letter currently in Q.dlq without acking and calls fn
+// browse takes every letter currently in Q's DLQ without acking and calls fn
 // on each; fn reports whether it acked the letter. Letters not acked go back
 // to the queue at the end, and browse returns only once the queue shows them
 // again (quorum queues apply returns asynchronously), so an operation that
 // follows sees every letter. The walk ends when the queue is empty: letters
 // held are not delivered again meanwhile.
 func (o *Ops) browse(ctx context.Context, queue string, fn func(d amqp.Delivery, i, total int) (acked bool, err error)) error {
-	dlqName := topology.DLQName(queue)
+	spec := o.spec(queue)
+	dlqName, shared := spec.DLQ(), spec.SharedDLQ()
 	ch, err := o.conn.Channel(ctx)
 	if err != nil {
 		return fmt.Errorf("dlq: %w", err)
@@ -268,6 +294,10 @@ func (o *Ops) browse(ctx context.Context, queue string, fn func(d amqp.Delivery,
 			return nil
 		}
 		total = max(total, i+1)
+		if shared && headerString(d.Headers, fabric.HeaderConsumer) != queue {
+			held = append(held, d.DeliveryTag) // another queue's letter
+			continue
+		}
 		took, err := fn(d, i+1, total)
 		if took {
 			acked++
@@ -329,7 +359,7 @@ func (o *Ops) Show(ctx context.Context, queue, id string) (Letter, error) {
 			return l, nil
 		}
 	}
-	return Letter{}, fmt.Errorf("%w: %s in %s", ErrNotFound, id, topology.DLQName(queue))
+	return Letter{}, fmt.Errorf("%w: %s in %s", ErrNotFound, id, o.spec(queue).DLQ())
 }
 
 func (r Request) check() error {
@@ -366,7 +396,7 @@ func (o *Ops) Replay(ctx context.Context, r Request) (Report, error) {
 		h[fabric.HeaderReplayedBy] = r.Operator
 		h[headerReplayWalk] = walk
 		h[fabric.HeaderReplayedAt] = o.now().UTC().Format(time.RFC3339)
-		pd, err := o.pub.Send(ctx, fabric.Message{Exchange: topology.RetryExchange, RoutingKey: r.Queue, Body: d.Body, MessageID: d.MessageId,
+		pd, err := o.pub.Send(ctx, fabric.Message{Exchange: o.spec(r.Queue).RetryExchange(), RoutingKey: r.Queue, Body: d.Body, MessageID: d.MessageId,
 			CorrelationID: d.CorrelationId, Type: d.Type, Headers: h, Timestamp: d.Timestamp})
 		if err != nil {
 			return err

@@ -19,6 +19,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/migrations"
 	"github.com/agora-platform/agora/pkg/fabric/progress"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
+	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 
 const dlqUsage = `usage: fabricctl dlq <list|show|replay|purge|audit> --queue Q [flags]
@@ -30,7 +31,8 @@ const dlqUsage = `usage: fabricctl dlq <list|show|replay|purge|audit> --queue Q 
   purge   same flags as replay
   audit   [--queue Q] [--limit N]
 
-Q is the consumer queue (its DLQ is Q.dlq). Audit rows go to
+Q is the consumer queue (its DLQ is Q.dlq; with --topology FILE, the DLQ and
+retry exchange that file names, e.g. car.dlq.Q or imoveis.dlq). Audit rows go to
 <--audit-schema>.dlq_audit in DATABASE_URL (default schema fabric_ops).
 --operator defaults to $FABRIC_OPERATOR; there is no anonymous replay.
 `
@@ -56,6 +58,7 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 	reason := fs.String("reason", "", "why (required for replay/purge)")
 	dry := fs.Bool("dry-run", false, "show what would happen, change nothing")
 	auditSchema := fs.String("audit-schema", "fabric_ops", "schema holding dlq_audit")
+	topologyFile := fs.String("topology", "", "a topology file (deploy/topologies/…) whose DLQ and retry naming Q follows")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -67,6 +70,16 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	defer closeOps()
+	if *topologyFile != "" {
+		desc, err := topology.LoadFile(*topologyFile)
+		if err != nil {
+			return err
+		}
+		if _, ok := desc.Consumer(*queue); !ok && *queue != "" {
+			return fmt.Errorf("dlq %s: %s has no queue %q", sub, *topologyFile, *queue)
+		}
+		ops = ops.For(desc.Consumers...)
+	}
 
 	filter := dlq.Filter{Reason: *failure, Type: *typ, Tenant: *tenantID, All: *all}
 	if *ids != "" {
