@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"os"
 	"testing"
 
 	"github.com/agora-platform/agora/e2e/harness"
@@ -10,4 +11,4 @@ import (
 // With E2E_INFRA=containers it first starts RabbitMQ, PostgreSQL with
 // pgvector and MinIO as containers for the tests and removes them at the
 // end (harness.Main, package testinfra).
-func TestMain(m *testing.M) { harness.Main(m) }
+func TestMain(m *testing.M) { harness.Main(m, os.Getenv) }

@@ -3,7 +3,7 @@
 // RabbitMQ vhost, its own dev JWT keys and trace files, so e2e tests run
 // beside each other and beside `make up` without sharing state.
 //
-//	func TestMain(m *testing.M) { harness.Main(m) }
+//	func TestMain(m *testing.M) { harness.Main(m, os.Getenv) }
 //
 //	func TestSubmit(t *testing.T) {
 //		h := harness.New(t, getenv) // getenv: the test process environment lookup
@@ -525,11 +525,12 @@ func RepoRoot() (string, error) {
 //
 // With E2E_INFRA=containers it first starts the infrastructure as
 // containers (containers.go) and removes them after the tests; unset, the
-// tests use the machine's services.
-func Main(m *testing.M) { os.Exit(run(m)) }
+// tests use the machine's services. getenv is the test process's
+// environment (os.Getenv).
+func Main(m *testing.M, getenv func(string) string) { os.Exit(run(m, getenv)) }
 
-func run(m *testing.M) int {
-	stop, err := infra(os.Getenv)
+func run(m *testing.M, getenv func(string) string) int {
+	stop, err := infra(getenv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "harness:", err)
 		return 1

@@ -16,7 +16,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 )
 
-func TestMain(m *testing.M) { Main(m) }
+func TestMain(m *testing.M) { Main(m, os.Getenv) }
 
 func TestNewGivesPrivateDatabaseVhostAndKeys(t *testing.T) {
 	h := New(t, os.Getenv)

@@ -15,7 +15,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 )
 
-func TestMain(m *testing.M) { harness.Main(m) }
+func TestMain(m *testing.M) { harness.Main(m, os.Getenv) }
 
 func call(t *testing.T, method, url, token, body string, out any) int {
 	t.Helper()

@@ -307,7 +307,14 @@ func TestCARRetryTiersThenDLQ(t *testing.T) {
 	if back, err := s.codec.Decode(d); err != nil || back.ID != e.ID || d.Type != "processo.submetido.v1" {
 		t.Errorf("dead letter body decodes to %+v, %v (type %q)", back, err, d.Type)
 	}
-	time.Sleep(300 * time.Millisecond)
+	// One message, one letter: the letter came after the fourth attempt,
+	// the last there is, and the DLQ holds nothing else.
+	mu.Lock()
+	attempts := len(calls)
+	mu.Unlock()
+	if attempts != 4 {
+		t.Errorf("%d attempts, want 4", attempts)
+	}
 	if n := s.Depth(t, "car.dlq.processos.analista"); n != 0 {
 		t.Errorf("%d more letters", n)
 	}

@@ -1,46 +1,13 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
-	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/pkg/fabric/examples/internal/rigtest"
 )
 
-var env = fabrictest.EnvFrom(os.Getenv)
-
 // The example runs to its end against a vhost and schema of its own.
-func TestExampleRuns(t *testing.T) {
-	vh := fabrictest.NewVhost(t, env)
-	db := fabrictest.NewSchema(t, env)
-	getenv := func(k string) string {
-		switch k {
-		case "AMQP_URL":
-			return vh.URL
-		case "DATABASE_URL":
-			return env.DatabaseURL
-		}
-		return ""
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var out bytes.Buffer
-	file := filepath.Join("..", "..", "..", "..", "deploy", "topologies", "imoveis.yaml")
-	if err := run(ctx, []string{"--topology", file, "--schema", db.Name}, getenv, &out); err != nil {
-		t.Fatalf("run: %v\n%s", err, out.String())
-	}
-	t.Log(out.String())
-	for _, want := range wantLines {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q", want)
-		}
-	}
-}
+func TestExampleRuns(t *testing.T) { rigtest.Check(t, run, "imoveis", wantLines) }
 
 var wantLines = []string{
 	"[imoveis.processamento]  imovel.recebido.v1 (lote lote-",
