@@ -38,6 +38,9 @@ import (
 //	                                        every span to a file, as tests need)
 //	BENCH_PPROF=1                           profiles of request, workflow, communication,
 //	                                        analytics, datalake on 127.0.0.1:6061…6065
+//	BENCH_STATEMENTS=1                      each step also prints PostgreSQL's top
+//	                                        statements per request (pg_stat_statements
+//	                                        must be in shared_preload_libraries)
 //
 // The highest step whose p99 (POST → workflow, communication and analytics
 // done) stays ≤ 100 ms is the sustainable rate.
@@ -180,6 +183,10 @@ func (p *flowPlatform) step(b *testing.B, rate, seconds int) stepResult {
 	var mu sync.Mutex
 	sent := map[string]time.Time{} // request id → when the client sent it
 	var wg sync.WaitGroup
+	statements := os.Getenv("BENCH_STATEMENTS") != ""
+	if statements {
+		resetStatements(b, p.db)
+	}
 	before := sampleCost(b, p.h, p.db)
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	began := time.Now()
@@ -251,6 +258,9 @@ func (p *flowPlatform) step(b *testing.B, rate, seconds int) stepResult {
 	// Counted once everything is done, so the drain is included: work
 	// queued during the step is paid for by the step.
 	r.cost = costPerRequest(before, sampleCost(b, p.h, p.db), len(sent))
+	if statements {
+		r.cost += "\n" + topStatements(b, p.db, len(sent))
+	}
 
 	// Each consumer's own record of being done, per request.
 	done := `SELECT r.id::text, p.started_at, n.sent_at, a.received_at, l.ingested_at

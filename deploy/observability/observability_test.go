@@ -239,6 +239,7 @@ func TestFabricMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
+		"fabric_consumer_batch_retried_total",
 		"fabric_consumer_batch_size_bucket", "fabric_consumer_batch_size_count", "fabric_consumer_batch_size_sum",
 		"fabric_consumer_dead_lettered_total", "fabric_consumer_duplicates_total",
 		"fabric_consumer_duration_seconds_bucket", "fabric_consumer_duration_seconds_count", "fabric_consumer_duration_seconds_sum",

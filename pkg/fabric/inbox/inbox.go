@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -217,12 +218,19 @@ func (in *Inbox) Handler(h TxHandler) fabric.Handler {
 
 // BatchHandler is Handler for many messages in one transaction, the
 // consumer's path under load: one BEGIN and one COMMIT (one WAL flush)
-// serve the whole batch. Each message runs in a savepoint of its own, with
-// app.tenant_id set to its tenant, so one message's failure rolls back its
-// claim and effects alone and is classified alone; the others commit. The
-// results are final only after the commit: if the commit fails, every
-// message that would have been acked gets a transient error instead, and
-// nothing is acked.
+// serve the whole batch. It first runs the batch together: one statement
+// claims every message, the handlers run in turn (app.tenant_id set to
+// each message's tenant) and one commit ends it. At the first message that
+// fails or reuses an id, that attempt is rolled back and the batch runs
+// again one message per savepoint, so each message's failure rolls back
+// its own claim and effects and is classified alone while the others
+// commit. The results are final only after the commit: if the commit
+// fails, every message that would have been acked gets a transient error
+// instead, and nothing is acked.
+//
+// A handler may therefore run twice for one delivery, the first time in a
+// transaction that is rolled back: whatever it does outside the
+// transaction must bear that, as it must bear a redelivery.
 func (in *Inbox) BatchHandler(h TxHandler) fabric.BatchHandler {
 	single := in.Handler(h)
 	return func(ctx context.Context, batch []fabric.Received) []error {
@@ -233,64 +241,218 @@ func (in *Inbox) BatchHandler(h TxHandler) fabric.BatchHandler {
 			// latency at 60 req/s.
 			return []error{single(batch[0].Ctx, batch[0].Env)}
 		}
-		errs := make([]error, len(batch))
-		fail := func(from int, err error) []error {
-			for i := from; i < len(errs); i++ {
-				errs[i] = err
-			}
+		if errs, ok := in.together(ctx, batch, h); ok {
 			return errs
 		}
-		tx, err := in.pool.Begin(ctx)
+		in.opts.Metrics.BatchRetried.Add(ctx, 1, telemetry.Attrs(in.consumer, batch[0].Env.Type))
+		return in.oneByOne(ctx, batch, h)
+	}
+}
+
+// all is errs with err for every message of a batch of n.
+func all(n int, err error) []error {
+	errs := make([]error, n)
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
+
+// together runs batch in one transaction without savepoints: a round trip
+// sets the schema and the first tenant and claims every message, each
+// first claim's handler runs, and one commit ends it. Savepoints cost
+// three statements per message and a subtransaction id for every message
+// that writes, which every commit and snapshot then carries. ok is false
+// when a handler failed or an id was reused: everything is rolled back
+// and the caller runs the batch again one message at a time.
+func (in *Inbox) together(ctx context.Context, batch []fabric.Received, h TxHandler) (errs []error, ok bool) {
+	tx, err := in.pool.Begin(ctx)
+	if err != nil {
+		return all(len(batch), fabric.Transient(fmt.Errorf("inbox: begin: %w", err))), true
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	n := len(batch)
+	ids, types := make([]string, n), make([]string, n)
+	tenants, correlations := make([]*string, n), make([]*string, n)
+	hashes := make([][]byte, n)
+	for i, m := range batch {
+		ids[i], types[i], hashes[i] = m.Env.ID, m.Env.Type, PayloadHash(m.Env.Payload)
+		if m.Env.TenantID != "" {
+			tenants[i] = &m.Env.TenantID
+		}
+		if m.Env.CorrelationID != "" {
+			correlations[i] = &m.Env.CorrelationID
+		}
+	}
+	b := &pgx.Batch{}
+	first := in.settings(batch[0].Env)
+	b.Queue(first.sql, first.args...)
+	b.Queue(`INSERT INTO `+in.table+` (consumer, event_id, tenant_id, event_type, payload_hash, correlation_id)
+		SELECT $1, id::uuid, tenant, type, hash, correlation
+		FROM unnest($2::text[], $3::text[], $4::text[], $5::bytea[], $6::text[]) AS m(id, tenant, type, hash, correlation)
+		ON CONFLICT (consumer, event_id) DO NOTHING
+		RETURNING event_id`, in.consumer, ids, tenants, types, hashes, correlations)
+	br := tx.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return nil, false
+	}
+	claimed := map[[16]byte]bool{}
+	rows, err := br.Query()
+	if err == nil {
+		var id [16]byte
+		_, err = pgx.ForEachRow(rows, []any{&id}, func() error { claimed[id] = true; return nil })
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, false // the one-at-a-time path says which message it was
+	}
+	// A message is first when its id was inserted and no earlier message
+	// of the batch took that claim; the others are redeliveries, unless
+	// their tenant or payload differ from the claim's.
+	runs := make([]bool, n)
+	var again []int
+	for i, m := range batch {
+		u, err := uuid.Parse(m.Env.ID)
 		if err != nil {
-			return fail(0, fabric.Transient(fmt.Errorf("inbox: begin: %w", err)))
+			return nil, false
 		}
-		defer tx.Rollback(context.WithoutCancel(ctx))
-		release := false // the previous message's savepoint, released with the next claim
-		for i, m := range batch {
-			first, err := in.claimIn(m.Ctx, tx, m.Env, release)
-			release = false
-			switch {
-			case errors.Is(err, ErrConflict):
-				errs[i] = fabric.Invalid(fabric.WithReason(err, fabric.ReasonInboxConflict))
-			case err != nil:
-				errs[i] = fabric.Transient(err)
-			case !first:
-				in.opts.Metrics.Duplicates.Add(m.Ctx, 1, telemetry.Attrs(in.consumer, m.Env.Type))
-			default:
-				if in.opts.Faults != nil {
-					in.opts.Faults.Hit("inbox.after-claim")
-				}
-				errs[i] = h(m.Ctx, tx, m.Env)
-			}
-			if errs[i] == nil {
-				release = true
-				continue
-			}
-			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT fabric_inbox_message"); err != nil {
-				// The transaction is gone (connection lost): nothing in it
-				// commits, so nobody may be acked.
-				for j := range i {
-					if errs[j] == nil {
-						errs[j] = fabric.Transient(fmt.Errorf("inbox: batch lost: %w", err))
-					}
-				}
-				return fail(i+1, fabric.Transient(fmt.Errorf("inbox: batch lost: %w", err)))
-			}
-			release = true // the savepoint outlives ROLLBACK TO; keep the stack flat
+		if claimed[u] {
+			runs[i], claimed[u] = true, false
+		} else {
+			again = append(again, i)
 		}
-		if err := tx.Commit(ctx); err != nil {
-			for i := range errs {
-				if errs[i] == nil {
-					errs[i] = fabric.Transient(fmt.Errorf("inbox: commit batch of %d: %w", len(batch), err))
-				}
+	}
+	if len(again) > 0 && !in.sameAsClaimed(ctx, tx, batch, hashes, again) {
+		return nil, false
+	}
+	tenantSet := batch[0].Env.TenantID
+	for i, m := range batch {
+		if !runs[i] {
+			continue
+		}
+		if m.Env.TenantID != tenantSet {
+			st := in.settings(m.Env)
+			if _, err := tx.Exec(ctx, st.sql, st.args...); err != nil {
+				return nil, false
 			}
-			return errs
+			tenantSet = m.Env.TenantID
 		}
 		if in.opts.Faults != nil {
-			in.opts.Faults.Hit("inbox.after-commit")
+			in.opts.Faults.Hit("inbox.after-claim")
+		}
+		if err := h(m.Ctx, tx, m.Env); err != nil {
+			return nil, false
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return all(n, fabric.Transient(fmt.Errorf("inbox: commit batch of %d: %w", n, err))), true
+	}
+	if in.opts.Faults != nil {
+		in.opts.Faults.Hit("inbox.after-commit")
+	}
+	for _, i := range again {
+		in.opts.Metrics.Duplicates.Add(batch[i].Ctx, 1, telemetry.Attrs(in.consumer, batch[i].Env.Type))
+	}
+	return make([]error, n), true
+}
+
+// sameAsClaimed reports whether every message at the indexes of again has
+// the tenant and payload of the claim its id already has: a redelivery,
+// skipped without running its handler. Anything else (a reused id, an
+// error) is for the one-at-a-time path to classify.
+func (in *Inbox) sameAsClaimed(ctx context.Context, tx pgx.Tx, batch []fabric.Received, hashes [][]byte, again []int) bool {
+	ids := make([]string, len(again))
+	for k, i := range again {
+		ids[k] = batch[i].Env.ID
+	}
+	type claim struct {
+		tenant *string
+		hash   []byte
+	}
+	claims := map[[16]byte]claim{}
+	rows, err := tx.Query(ctx, `SELECT event_id, tenant_id, payload_hash FROM `+in.table+`
+		WHERE consumer = $1 AND event_id = ANY($2::text[]::uuid[])`, in.consumer, ids)
+	if err != nil {
+		return false
+	}
+	var id [16]byte
+	var c claim
+	if _, err := pgx.ForEachRow(rows, []any{&id, &c.tenant, &c.hash}, func() error { claims[id] = c; return nil }); err != nil {
+		return false
+	}
+	for _, i := range again {
+		env := batch[i].Env
+		c, found := claims[uuid.MustParse(env.ID)]
+		if !found || !bytes.Equal(c.hash, hashes[i]) || (c.tenant == nil) != (env.TenantID == "") ||
+			(c.tenant != nil && *c.tenant != env.TenantID) {
+			return false
+		}
+	}
+	return true
+}
+
+// oneByOne runs batch in one transaction with a savepoint per message.
+func (in *Inbox) oneByOne(ctx context.Context, batch []fabric.Received, h TxHandler) []error {
+	errs := make([]error, len(batch))
+	fail := func(from int, err error) []error {
+		for i := from; i < len(errs); i++ {
+			errs[i] = err
 		}
 		return errs
 	}
+	tx, err := in.pool.Begin(ctx)
+	if err != nil {
+		return fail(0, fabric.Transient(fmt.Errorf("inbox: begin: %w", err)))
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	release := false // the previous message's savepoint, released with the next claim
+	for i, m := range batch {
+		first, err := in.claimIn(m.Ctx, tx, m.Env, release)
+		release = false
+		switch {
+		case errors.Is(err, ErrConflict):
+			errs[i] = fabric.Invalid(fabric.WithReason(err, fabric.ReasonInboxConflict))
+		case err != nil:
+			errs[i] = fabric.Transient(err)
+		case !first:
+			in.opts.Metrics.Duplicates.Add(m.Ctx, 1, telemetry.Attrs(in.consumer, m.Env.Type))
+		default:
+			if in.opts.Faults != nil {
+				in.opts.Faults.Hit("inbox.after-claim")
+			}
+			errs[i] = h(m.Ctx, tx, m.Env)
+		}
+		if errs[i] == nil {
+			release = true
+			continue
+		}
+		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT fabric_inbox_message"); err != nil {
+			// The transaction is gone (connection lost): nothing in it
+			// commits, so nobody may be acked.
+			for j := range i {
+				if errs[j] == nil {
+					errs[j] = fabric.Transient(fmt.Errorf("inbox: batch lost: %w", err))
+				}
+			}
+			return fail(i+1, fabric.Transient(fmt.Errorf("inbox: batch lost: %w", err)))
+		}
+		release = true // the savepoint outlives ROLLBACK TO; keep the stack flat
+	}
+	if err := tx.Commit(ctx); err != nil {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = fabric.Transient(fmt.Errorf("inbox: commit batch of %d: %w", len(batch), err))
+			}
+		}
+		return errs
+	}
+	if in.opts.Faults != nil {
+		in.opts.Faults.Hit("inbox.after-commit")
+	}
+	return errs
 }
 
 // claimIn opens a savepoint for env, points the transaction at its tenant

@@ -180,8 +180,9 @@ func TestBatchKeepsEachMessagesFate(t *testing.T) {
 		}
 	}
 
-	in := inbox.New(s.Pool, s.Name, spec.Queue, inbox.Options{})
-	var flakyCalls, biggest atomic.Int32
+	metrics, scrape := promMetrics(t)
+	in := inbox.New(s.Pool, s.Name, spec.Queue, inbox.Options{Metrics: metrics})
+	var flakyCalls atomic.Int32
 	h := in.BatchHandler(func(ctx context.Context, tx pgx.Tx, e envelope.Envelope) error {
 		var p struct{ ServiceID string }
 		_ = json.Unmarshal(e.Payload, &p)
@@ -196,40 +197,7 @@ func TestBatchKeepsEachMessagesFate(t *testing.T) {
 		}
 		return nil
 	})
-	mp, scrape, err := telemetry.Prometheus()
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics, err := telemetry.NewMetrics(mp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var calls atomic.Int32
-	f.RunBatch(t, spec, func(ctx context.Context, b []fabric.Received) []error {
-		if calls.Add(1) == 1 {
-			// While the first batch is busy, the rest of the queue moves
-			// into the client (prefetch 64 holds it all): the next calls
-			// get real batches. The queue's ready count says when.
-			// (Read here without t: this is the consumer's goroutine.)
-			ch, err := f.Conn.Channel(ctx)
-			for deadline := time.Now().Add(5 * time.Second); err == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-				q, qerr := ch.QueueDeclarePassive(spec.Queue, true, false, false, false, nil)
-				if qerr != nil || q.Messages == 0 {
-					break
-				}
-			}
-			if err == nil {
-				ch.Close()
-			}
-		}
-		for n := int32(len(b)); ; {
-			cur := biggest.Load()
-			if n <= cur || biggest.CompareAndSwap(cur, n) {
-				break
-			}
-		}
-		return h(ctx, b)
-	}, fabric.ConsumerOptions{Concurrency: 1, Prefetch: 64, MaxBatch: 16, Metrics: metrics})
+	biggest := runBatched(t, f, h, metrics)
 
 	var dead = map[string]string{}
 	fabrictest.Eventually(t, 15*time.Second, "every message settled", func() bool {
@@ -246,20 +214,12 @@ func TestBatchKeepsEachMessagesFate(t *testing.T) {
 		t.Fatalf("largest batch = %d: the test never exercised a batch", b)
 	}
 	// Operators see the batching: the histogram's sum exceeds its count.
-	rec := httptest.NewRecorder()
-	scrape.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	var sum, count float64
-	for _, line := range strings.Split(rec.Body.String(), "\n") {
-		f := strings.Fields(line)
-		switch {
-		case len(f) == 2 && strings.HasPrefix(f[0], "fabric_consumer_batch_size_sum"):
-			sum, _ = strconv.ParseFloat(f[1], 64)
-		case len(f) == 2 && strings.HasPrefix(f[0], "fabric_consumer_batch_size_count"):
-			count, _ = strconv.ParseFloat(f[1], 64)
-		}
-	}
-	if count == 0 || sum <= count {
+	if sum, count := scrape("fabric_consumer_batch_size_sum"), scrape("fabric_consumer_batch_size_count"); count == 0 || sum <= count {
 		t.Errorf("fabric_consumer_batch_size sum %v, count %v: want batches of more than one message recorded", sum, count)
+	}
+	// The failing messages sent their batches down the savepoint path.
+	if n := scrape("fabric_consumer_batch_retried_total"); n < 1 {
+		t.Errorf("fabric_consumer_batch_retried_total = %v, want at least 1", n)
 	}
 	if _, ok := dead[invalid.ID+"/"+fabric.ReasonHandlerInvalid]; !ok {
 		t.Errorf("invalid message not dead-lettered as %s: %v", fabric.ReasonHandlerInvalid, dead)
@@ -292,4 +252,128 @@ func TestBatchKeepsEachMessagesFate(t *testing.T) {
 	if flakyCalls.Load() != 2 {
 		t.Errorf("flaky message handled %d times, want 2 (one failure, one retry)", flakyCalls.Load())
 	}
+}
+
+// TestCleanBatchRunsTogether: a batch in which nothing fails runs without
+// savepoints, one transaction and one statement of claims for the whole
+// batch. A row written in a savepoint carries the subtransaction's own
+// xid, so the inbox rows of a batch share one xmin only when the batch ran
+// together. A redelivery inside a batch is skipped there too.
+func TestCleanBatchRunsTogether(t *testing.T) {
+	f := fabrictest.NewFabric(t, env, topology.Description{Exchanges: topology.PlatformExchanges(), Consumers: []topology.Consumer{spec}})
+	s := fabrictest.NewSchema(t, env)
+	ctx := context.Background()
+	if _, err := s.Pool.Exec(ctx, `CREATE TABLE effect (event_id uuid NOT NULL, tenant text)`); err != nil {
+		t.Fatal(err)
+	}
+	var events []envelope.Envelope
+	for i := range 40 {
+		events = append(events, submitted(t, []string{"org-a", "org-b", "org-b"}[i%3], "ok"))
+	}
+	queued := append(append([]envelope.Envelope{}, events[:10]...), events[4]) // redelivered
+	queued = append(queued, events[10:]...)
+	for _, e := range queued {
+		if err := f.Pub.Publish(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	metrics, scrape := promMetrics(t)
+	in := inbox.New(s.Pool, s.Name, spec.Queue, inbox.Options{Metrics: metrics})
+	h := in.BatchHandler(func(ctx context.Context, tx pgx.Tx, e envelope.Envelope) error {
+		_, err := tx.Exec(ctx, `INSERT INTO effect VALUES ($1, current_setting('app.tenant_id', true))`, e.ID)
+		return err
+	})
+	var batches atomic.Int32
+	biggest := runBatched(t, f, func(ctx context.Context, b []fabric.Received) []error {
+		batches.Add(1)
+		return h(ctx, b)
+	}, metrics)
+	fabrictest.Eventually(t, 15*time.Second, "every message handled", func() bool {
+		return scrape("fabric_consumer_processed_total") == float64(len(queued))
+	})
+	if b := biggest.Load(); b < 2 {
+		t.Fatalf("largest batch = %d: the test never exercised a batch", b)
+	}
+	var claims, xids, effects, wrongTenant int
+	if err := s.Pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT xmin::text) FROM inbox_message WHERE consumer = $1`,
+		spec.Queue).Scan(&claims, &xids); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE e.tenant IS DISTINCT FROM i.tenant_id)
+		FROM effect e LEFT JOIN inbox_message i ON i.event_id = e.event_id`).Scan(&effects, &wrongTenant); err != nil {
+		t.Fatal(err)
+	}
+	if claims != len(events) || effects != len(events) || wrongTenant != 0 {
+		t.Errorf("%d claims, %d effects (%d under another tenant), want %d and %d under each message's tenant",
+			claims, effects, wrongTenant, len(events), len(events))
+	}
+	if n := batches.Load(); xids > int(n) {
+		t.Errorf("%d transaction ids among the claims of %d batches: batches ran in savepoints", xids, n)
+	}
+	if n := scrape("fabric_consumer_batch_retried_total"); n != 0 {
+		t.Errorf("fabric_consumer_batch_retried_total = %v, want 0: nothing failed", n)
+	}
+	if n := scrape("fabric_consumer_duplicates_total"); n != 1 {
+		t.Errorf("fabric_consumer_duplicates_total = %v, want 1 (the redelivery)", n)
+	}
+}
+
+// promMetrics returns fabric metrics and a reader of their Prometheus
+// exposition: the sum of every series whose name is name.
+func promMetrics(t *testing.T) (*telemetry.Metrics, func(name string) float64) {
+	t.Helper()
+	mp, handler, err := telemetry.Prometheus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, err := telemetry.NewMetrics(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return metrics, func(name string) float64 {
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		total := 0.0
+		for _, line := range strings.Split(rec.Body.String(), "\n") {
+			f := strings.Fields(line)
+			if len(f) == 2 && (f[0] == name || strings.HasPrefix(f[0], name+"{")) {
+				v, _ := strconv.ParseFloat(f[1], 64)
+				total += v
+			}
+		}
+		return total
+	}
+}
+
+// runBatched runs h on spec's queue, one handler goroutine, and returns
+// the largest batch it got. Messages are queued before it starts; while
+// the first batch is busy the rest of the queue moves into the client
+// (prefetch 64 holds it all), so the next calls get real batches.
+func runBatched(t *testing.T, f *fabrictest.Fabric, h fabric.BatchHandler, metrics *telemetry.Metrics) *atomic.Int32 {
+	t.Helper()
+	var calls, biggest atomic.Int32
+	f.RunBatch(t, spec, func(ctx context.Context, b []fabric.Received) []error {
+		if calls.Add(1) == 1 {
+			// The queue's ready count says when the rest has moved. (Read
+			// here without t: this is the consumer's goroutine.)
+			ch, err := f.Conn.Channel(ctx)
+			for deadline := time.Now().Add(5 * time.Second); err == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				q, qerr := ch.QueueDeclarePassive(spec.Queue, true, false, false, false, nil)
+				if qerr != nil || q.Messages == 0 {
+					break
+				}
+			}
+			if err == nil {
+				ch.Close()
+			}
+		}
+		for n := int32(len(b)); ; {
+			cur := biggest.Load()
+			if n <= cur || biggest.CompareAndSwap(cur, n) {
+				break
+			}
+		}
+		return h(ctx, b)
+	}, fabric.ConsumerOptions{Concurrency: 1, Prefetch: 64, MaxBatch: 16, Metrics: metrics})
+	return &biggest
 }

@@ -57,6 +57,9 @@ type Metrics struct {
 	Duration     metric.Float64Histogram
 	Lag          metric.Float64Histogram
 	BatchSize    metric.Int64Histogram
+	// BatchRetried counts batches that ran together, met a failing
+	// message and ran again one message per savepoint.
+	BatchRetried metric.Int64Counter
 	PaceWait     metric.Float64Histogram
 	Throttled    metric.Int64Counter
 	Published    metric.Int64Counter
@@ -84,6 +87,7 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 		Retried:      counter("fabric.consumer.retried", "Messages sent to a retry tier."),
 		DeadLettered: counter("fabric.consumer.dead_lettered", "Messages sent to the consumer's DLQ, by reason."),
 		Duplicates:   counter("fabric.consumer.duplicates", "Messages skipped by the inbox as already processed."),
+		BatchRetried: counter("fabric.consumer.batch_retried", "Batches rolled back at a failing message and run again one message per savepoint."),
 		Published:    counter("fabric.publisher.confirmed", "Messages confirmed by the broker."),
 		PublishFail:  counter("fabric.publisher.failed", "Publishes that were nacked, returned or lost."),
 	}
