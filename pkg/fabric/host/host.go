@@ -325,6 +325,9 @@ func New(ctx context.Context, cfg Config, opts Options, logOut io.Writer) (*Host
 		// Published rows are deleted by the retention worker (RETENTION_OUTBOX),
 		// not by the relay's own loop, so one setting governs them.
 		h.relay = outbox.NewRelay(h.Pool, cfg.Schema, h.Pub, outbox.RelayOptions{Tracer: h.Tracer, Logger: h.Log, Retention: -1})
+		// The relay in this process is woken directly, not by NOTIFY,
+		// whose lock serializes every notifying commit of the cluster.
+		h.Outbox = h.Outbox.WithWake(h.relay.Expect)
 	}
 	if opts.NeedsAuth || len(cfg.Console) > 0 || (len(opts.Consumers) > 0 && cfg.JWTKeys != "") {
 		if cfg.JWTKeys == "" {

@@ -44,6 +44,7 @@ type Outbox struct {
 	metrics  *telemetry.Metrics
 	codec    fabric.Codec // see WithCodec
 	exchange string
+	wake     func() // see WithWake; nil: NOTIFY
 }
 
 // New returns an Outbox validating with reg.
@@ -64,6 +65,19 @@ const (
 func (o *Outbox) WithCodec(c fabric.Codec, exchange string) *Outbox {
 	out := *o
 	out.codec, out.exchange = c, exchange
+	return &out
+}
+
+// WithWake returns an Outbox whose Enqueue calls wake (a relay in this
+// process: Relay.Expect) instead of queueing a NOTIFY, keeping the codec
+// and limits. PostgreSQL serializes the commits of every transaction that
+// notified, WAL flush included, on one lock for the whole cluster: at 200
+// requests/s the commits of the request and communication services queued
+// on it. Without NOTIFY, a relay in another process hears of these rows by
+// its poll only; the relay in this one polls briefly until they commit.
+func (o *Outbox) WithWake(wake func()) *Outbox {
+	out := *o
+	out.wake = wake
 	return &out
 }
 
@@ -117,8 +131,10 @@ func (o *Outbox) Enqueue(ctx context.Context, tx Tx, items ...Item) error {
 			e.ID, tenantID, it.Aggregate.Type, it.Aggregate.ID, e.Type, e.Version, string(e.Payload), m.Body,
 			m.Exchange, m.RoutingKey, string(headers), e.OccurredAt, nullable(e.CorrelationID), nullable(e.CausationID))
 	}
-	// Delivered at commit, never for a rolled-back transaction.
-	b.Queue(`SELECT pg_notify('fabric_outbox_' || current_schema(), '')`)
+	if o.wake == nil {
+		// Delivered at commit, never for a rolled-back transaction.
+		b.Queue(`SELECT pg_notify('fabric_outbox_' || current_schema(), '')`)
+	}
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
 	for range b.Len() {
@@ -128,6 +144,9 @@ func (o *Outbox) Enqueue(ctx context.Context, tx Tx, items ...Item) error {
 	}
 	if err := br.Close(); err != nil {
 		return fmt.Errorf("outbox: insert: %w", err)
+	}
+	if o.wake != nil {
+		o.wake()
 	}
 	return nil
 }

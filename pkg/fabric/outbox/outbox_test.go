@@ -134,6 +134,67 @@ func TestCommittedRowsArePublishedRolledBackNever(t *testing.T) {
 	}
 }
 
+// TestWakeReplacesNotify: an Outbox with WithWake queues no NOTIFY, and
+// the relay it wakes still publishes a row whose transaction commits well
+// after Enqueue returned, although its poll interval is a minute. The
+// listener proves the absence: notifications arrive in commit order, so a
+// NOTIFY from the enqueuing transaction would come before a marker
+// notified after it committed.
+func TestWakeReplacesNotify(t *testing.T) {
+	f := fabrictest.NewFabric(t, env, desc())
+	s := fabrictest.NewSchema(t, env)
+	ctx := context.Background()
+	relay := outbox.NewRelay(s.Pool, s.Name, f.Pub, outbox.RelayOptions{PollInterval: time.Minute})
+	ob := outbox.New(f.Reg).WithWake(relay.Expect)
+	listener, err := s.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Release()
+	channel := pgx.Identifier{outbox.NotifyChannel(s.Name)}.Sanitize()
+	if _, err := listener.Exec(ctx, "LISTEN "+channel); err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Exec(context.WithoutCancel(ctx), "UNLISTEN *")
+	runRelay(t, relay)
+
+	e := submitted(t, 1, "agg")
+	tx, err := s.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.Enqueue(ctx, tx, outbox.Item{Aggregate: outbox.Aggregate{Type: "request", ID: "r1"}, Envelope: e}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond) // the relay looks while the row is uncommitted
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	committed := time.Now()
+	var got []string
+	fabrictest.Eventually(t, 5*time.Second, "the row on the queue", func() bool {
+		for _, d := range f.Drain(t, spec.Queue) {
+			got = append(got, d.MessageId)
+		}
+		return len(got) >= 1
+	})
+	if latency := time.Since(committed); len(got) != 1 || got[0] != e.ID || latency > time.Second {
+		t.Fatalf("published %v %s after the commit, want %s alone and within a second", got, latency, e.ID)
+	}
+	if _, err := s.Pool.Exec(ctx, "SELECT pg_notify($1, 'marker')", outbox.NotifyChannel(s.Name)); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	n, err := listener.Conn().WaitForNotification(wctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Payload != "marker" {
+		t.Errorf("first notification %q, want the marker: Enqueue notified", n.Payload)
+	}
+}
+
 func TestEnqueueRejectsInvalidEnvelopes(t *testing.T) {
 	s := fabrictest.NewSchema(t, env)
 	f := fabrictest.NewFabric(t, env, desc())

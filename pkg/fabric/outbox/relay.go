@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -48,6 +49,10 @@ type RelayOptions struct {
 	// PollInterval is the fallback wake-up when no notification arrives
 	// (default 1 s); NOTIFY normally wakes the relay within milliseconds.
 	PollInterval time.Duration
+	// ExpectWindow is how long after Expect the workers keep polling, every
+	// 1 ms at first and at most every 25 ms, for rows whose transaction
+	// has not committed yet (default 2 s).
+	ExpectWindow time.Duration
 	// ConfirmTimeout bounds one batch's wait for confirms (default 15 s).
 	ConfirmTimeout time.Duration
 	// MaxBackoff caps the delay between attempts of a failing row and the
@@ -76,6 +81,10 @@ type Relay struct {
 	opts   RelayOptions
 	tracer trace.Tracer
 	log    *slog.Logger
+	// expectUntil is when Expect's window ends (unix nanoseconds).
+	expectUntil atomic.Int64
+	// wakes has one channel per worker while Run runs.
+	wakes atomic.Pointer[[]chan struct{}]
 }
 
 // NewRelay returns a relay for the outbox_event table in schema.
@@ -88,6 +97,9 @@ func NewRelay(pool *pgxpool.Pool, schema string, pub Sender, opts RelayOptions) 
 	}
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = time.Second
+	}
+	if opts.ExpectWindow <= 0 {
+		opts.ExpectWindow = 2 * time.Second
 	}
 	if opts.ConfirmTimeout <= 0 {
 		opts.ConfirmTimeout = 15 * time.Second
@@ -129,6 +141,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	for i := range wakes {
 		wakes[i] = make(chan struct{}, 1)
 	}
+	r.wakes.Store(&wakes)
+	defer r.wakes.Store(nil)
 	// poke wakes every worker but skip (-1: all).
 	poke := func(skip int) {
 		for i, w := range wakes {
@@ -150,11 +164,32 @@ func (r *Relay) Run(ctx context.Context) error {
 	return nil
 }
 
+// Expect tells the relay that a transaction in this process has just
+// enqueued rows and will commit soon (Outbox.WithWake): the workers wake
+// and, for ExpectWindow, poll at short intervals instead of waiting for a
+// notification. It never blocks; before Run it only opens the window.
+func (r *Relay) Expect() {
+	r.expectUntil.Store(time.Now().Add(r.opts.ExpectWindow).UnixNano())
+	if wakes := r.wakes.Load(); wakes != nil {
+		for _, w := range *wakes {
+			select {
+			case w <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// expecting reports whether Expect's window is open.
+func (r *Relay) expecting() bool { return time.Now().UnixNano() < r.expectUntil.Load() }
+
 // work is one relay loop; the first worker also applies retention.
 // others wakes the other workers.
 func (r *Relay) work(ctx context.Context, retention bool, wake <-chan struct{}, others func()) {
 	lastRetention := time.Time{}
 	backoff := 100 * time.Millisecond
+	const firstPoll, lastPoll = time.Millisecond, 25 * time.Millisecond
+	poll := firstPoll // the next short poll while expecting
 	for {
 		if ctx.Err() != nil {
 			return
@@ -193,7 +228,16 @@ func (r *Relay) work(ctx context.Context, retention bool, wake <-chan struct{}, 
 		if res.Claimed == r.opts.BatchSize {
 			continue
 		}
-		t := time.NewTimer(r.opts.PollInterval)
+		wait := r.opts.PollInterval
+		if r.expecting() {
+			// Rows enqueued here may not have committed yet: look again
+			// soon, then less and less often until something turns up.
+			if res.Claimed > 0 {
+				poll = firstPoll
+			}
+			wait, poll = poll, min(poll*2, lastPoll)
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
