@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/agora-platform/agora/pkg/fabric/text"
 	"log/slog"
@@ -190,6 +191,7 @@ func (r *Relay) work(ctx context.Context, retention bool, wake <-chan struct{}, 
 	backoff := 100 * time.Millisecond
 	const firstPoll, lastPoll = time.Millisecond, 25 * time.Millisecond
 	poll := firstPoll // the next short poll while expecting
+	idle := false     // the last cycle claimed nothing: probe before claiming
 	for {
 		if ctx.Err() != nil {
 			return
@@ -204,7 +206,7 @@ func (r *Relay) work(ctx context.Context, retention bool, wake <-chan struct{}, 
 				}
 			}
 		}
-		res, err := r.RelayOnce(ctx)
+		res, err := r.relayOnce(ctx, idle)
 		if err != nil && ctx.Err() == nil {
 			r.log.Warn("outbox relay batch failed; backing off", "err", err, "in", backoff)
 			if !sleep(ctx, backoff) {
@@ -213,6 +215,7 @@ func (r *Relay) work(ctx context.Context, retention bool, wake <-chan struct{}, 
 			backoff = min(backoff*2, r.opts.MaxBackoff)
 			continue
 		}
+		idle = res.Claimed == 0
 		if res.Published > 0 {
 			others()
 		}
@@ -316,6 +319,7 @@ type row struct {
 	body       []byte
 	occurredAt time.Time
 	attempts   int
+	earlier    []int64 // pending rows of the aggregate before this one
 	pending    *fabric.Pending
 	span       trace.Span
 	err        error
@@ -326,49 +330,58 @@ type row struct {
 // their confirm; unroutable, nacked or unconfirmed rows get an attempt, the
 // error and a later next_attempt_at.
 func (r *Relay) RelayOnce(ctx context.Context) (Result, error) {
-	var res Result
-	tx, err := r.pool.Begin(ctx)
+	return r.relayOnce(ctx, false)
+}
+
+// relayOnce is RelayOnce; with probe it first asks, outside any
+// transaction, whether a row is claimable at all, so an idle relay's polls
+// cost one statement and no transaction id.
+//
+// A cycle costs two round trips to PostgreSQL: BEGIN travels with the
+// claim, which also returns each row's earlier pending rows of its
+// aggregate, and COMMIT travels with the outcome. (It was five: begin,
+// claim, ordering probe, outcome, commit, for every batch however small.)
+func (r *Relay) relayOnce(ctx context.Context, probe bool) (res Result, err error) {
+	conn, err := r.pool.Acquire(ctx)
 	if err != nil {
-		return res, fmt.Errorf("outbox relay: begin: %w", err)
+		return res, fmt.Errorf("outbox relay: acquire: %w", err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	// The table is qualified instead of setting search_path: one round
-	// trip fewer per batch.
-	rows, err := tx.Query(ctx, `
-		SELECT seq, id::text, aggregate_type, aggregate_id, exchange, routing_key, event_type,
-		       headers::text, body, occurred_at, publication_attempts
-		FROM `+r.table()+`
-		WHERE published_at IS NULL AND publication_attempts >= 0 -- matches outbox_event_claimable (migration 00004)
-		  AND (next_attempt_at IS NULL OR next_attempt_at <= now())
-		ORDER BY seq
-		LIMIT $1
-		FOR UPDATE SKIP LOCKED`, r.opts.BatchSize)
-	if err != nil {
-		return res, fmt.Errorf("outbox relay: claim: %w", err)
-	}
-	var batch []*row
-	for rows.Next() {
-		rw := &row{}
-		var headers string
-		if err := rows.Scan(&rw.seq, &rw.id, &rw.aggType, &rw.aggID, &rw.exchange, &rw.routingKey, &rw.eventType,
-			&headers, &rw.body, &rw.occurredAt, &rw.attempts); err != nil {
-			rows.Close()
-			return res, fmt.Errorf("outbox relay: scan: %w", err)
+	defer conn.Release()
+	if probe {
+		var claimable bool
+		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+r.table()+`
+			WHERE published_at IS NULL AND publication_attempts >= 0 -- matches outbox_event_claimable
+			  AND (next_attempt_at IS NULL OR next_attempt_at <= now()))`).Scan(&claimable); err != nil {
+			return res, fmt.Errorf("outbox relay: probe: %w", err)
 		}
-		rw.headers = []byte(headers)
-		batch = append(batch, rw)
+		if !claimable {
+			return res, nil
+		}
 	}
-	if err := rows.Err(); err != nil {
-		return res, fmt.Errorf("outbox relay: claim: %w", err)
-	}
-	res.Claimed = len(batch)
-	if len(batch) == 0 {
-		return res, tx.Commit(ctx)
-	}
-	batch, err = r.dropBlocked(ctx, tx, batch)
+	defer func() {
+		// A failure left the transaction open or aborted: end it, or drop
+		// the connection rather than pool it in that state.
+		if conn.Conn().PgConn().TxStatus() == 'I' {
+			return
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
+			conn.Conn().Close(rctx)
+		}
+	}()
+	batch, err := r.claim(ctx, conn.Conn())
 	if err != nil {
 		return res, err
 	}
+	res.Claimed = len(batch)
+	if len(batch) == 0 {
+		if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+			return res, fmt.Errorf("outbox relay: commit: %w", err)
+		}
+		return res, nil
+	}
+	batch = inOrder(batch)
 	res.Deferred = res.Claimed - len(batch)
 	if r.opts.Faults != nil {
 		r.opts.Faults.Hit("relay.after-claim")
@@ -423,76 +436,99 @@ func (r *Relay) RelayOnce(ctx context.Context) (Result, error) {
 		upd.Queue(`UPDATE `+r.table()+` SET published_at = clock_timestamp(), publication_attempts = publication_attempts + 1,
 			last_error = NULL, next_attempt_at = NULL WHERE seq = ANY($1)`, published)
 	}
+	upd.Queue("COMMIT")
 	// The outcome is recorded even if ctx was cancelled meanwhile: the
 	// confirms are real.
 	wctx := context.WithoutCancel(ctx)
-	if err := tx.SendBatch(wctx, upd).Close(); err != nil {
+	if err := conn.SendBatch(wctx, upd).Close(); err != nil {
 		return res, fmt.Errorf("outbox relay: record outcome: %w", err)
 	}
-	if err := tx.Commit(wctx); err != nil {
-		return res, fmt.Errorf("outbox relay: commit: %w", err)
+	if conn.Conn().PgConn().TxStatus() != 'I' {
+		return res, errors.New("outbox relay: record outcome: the transaction did not commit")
 	}
 	res.Published = len(published)
 	return res, nil
 }
 
-// dropBlocked keeps, for each aggregate, only the rows of this batch that
-// form an unbroken run from the aggregate's oldest pending row. A row is
-// dropped when an earlier pending row of its aggregate is not in the batch:
-// another relay holds it (SKIP LOCKED leaves gaps) or it waits for a retry.
-// Dropped rows are released untouched at commit.
-func (r *Relay) dropBlocked(ctx context.Context, tx pgx.Tx, batch []*row) ([]*row, error) {
-	type agg = [2]string
-	mine := map[agg][]int64{}
-	var order []agg
-	for _, rw := range batch {
-		k := agg{rw.aggType, rw.aggID}
-		if _, ok := mine[k]; !ok {
-			order = append(order, k)
-		}
-		mine[k] = append(mine[k], rw.seq)
+// claim opens the cycle's transaction and locks up to BatchSize claimable
+// rows in seq order, each with the seqs of the pending rows of its
+// aggregate that precede it (locked elsewhere, waiting for a retry, or in
+// this batch), in one round trip.
+func (r *Relay) claim(ctx context.Context, conn *pgx.Conn) ([]*row, error) {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	// The table is qualified instead of setting search_path: one statement
+	// fewer per batch. The claim repeats outbox_event_claimable's predicate;
+	// the ordering probe does not, so it always takes the aggregate index
+	// (migration 00004).
+	b.Queue(`WITH claimed AS MATERIALIZED (
+			SELECT seq, id, aggregate_type, aggregate_id, exchange, routing_key, event_type,
+			       headers, body, occurred_at, publication_attempts
+			FROM `+r.table()+`
+			WHERE published_at IS NULL AND publication_attempts >= 0
+			  AND (next_attempt_at IS NULL OR next_attempt_at <= now())
+			ORDER BY seq
+			LIMIT $1
+			FOR UPDATE SKIP LOCKED)
+		SELECT c.seq, c.id::text, c.aggregate_type, c.aggregate_id, c.exchange, c.routing_key, c.event_type,
+		       c.headers::text, c.body, c.occurred_at, c.publication_attempts,
+		       coalesce((SELECT array_agg(o.seq ORDER BY o.seq) FROM `+r.table()+` o
+		                 WHERE o.aggregate_type = c.aggregate_type AND o.aggregate_id = c.aggregate_id
+		                   AND o.published_at IS NULL AND o.seq < c.seq), '{}')
+		FROM claimed c
+		ORDER BY c.seq`, r.opts.BatchSize)
+	br := conn.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("outbox relay: begin: %w", err)
 	}
-	// One statement probes every aggregate of the batch, an index lookup
-	// on (aggregate_type, aggregate_id, seq) each: a statement per
-	// aggregate cost PostgreSQL as many executions as the batch had rows.
-	types := make([]string, len(order))
-	ids := make([]string, len(order))
-	last := make([]int64, len(order))
-	for i, k := range order {
-		seqs := mine[k]
-		types[i], ids[i], last[i] = k[0], k[1], seqs[len(seqs)-1]
-	}
-	rows, err := tx.Query(ctx, `SELECT a.t, a.id, coalesce((
-			SELECT array_agg(o.seq ORDER BY o.seq) FROM `+r.table()+` o
-			WHERE o.aggregate_type = a.t AND o.aggregate_id = a.id AND o.published_at IS NULL AND o.seq <= a.last), '{}')
-		FROM unnest($1::text[], $2::text[], $3::bigint[]) AS a(t, id, last)`, types, ids, last)
+	rows, err := br.Query()
 	if err != nil {
-		return nil, fmt.Errorf("outbox relay: ordering check: %w", err)
+		return nil, fmt.Errorf("outbox relay: claim: %w", err)
 	}
-	defer rows.Close()
-	allowed := map[int64]bool{}
+	var batch []*row
 	for rows.Next() {
-		var k agg
-		var pending []int64
-		if err := rows.Scan(&k[0], &k[1], &pending); err != nil {
-			return nil, fmt.Errorf("outbox relay: ordering check: %w", err)
+		rw := &row{}
+		var headers string
+		if err := rows.Scan(&rw.seq, &rw.id, &rw.aggType, &rw.aggID, &rw.exchange, &rw.routingKey, &rw.eventType,
+			&headers, &rw.body, &rw.occurredAt, &rw.attempts, &rw.earlier); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("outbox relay: scan: %w", err)
 		}
-		// Both lists are in seq order; walk them together until they differ.
-		seqs := mine[k]
-		for i := 0; i < len(seqs) && i < len(pending) && seqs[i] == pending[i]; i++ {
-			allowed[seqs[i]] = true
-		}
+		rw.headers = []byte(headers)
+		batch = append(batch, rw)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("outbox relay: ordering check: %w", err)
+		return nil, fmt.Errorf("outbox relay: claim: %w", err)
 	}
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("outbox relay: claim: %w", err)
+	}
+	return batch, nil
+}
+
+// inOrder keeps, for each aggregate, only the rows of batch (in seq order)
+// that form an unbroken run from the aggregate's oldest pending row. A row
+// is dropped when an earlier pending row of its aggregate is not kept:
+// another relay holds it (SKIP LOCKED leaves gaps) or it waits for a
+// retry. Dropped rows are released untouched at commit.
+func inOrder(batch []*row) []*row {
+	kept := make(map[int64]bool, len(batch))
 	out := batch[:0]
 	for _, rw := range batch {
-		if allowed[rw.seq] {
+		ok := true
+		for _, seq := range rw.earlier {
+			if !kept[seq] {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			kept[rw.seq] = true
 			out = append(out, rw)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // send publishes one row inside a producer span that continues the trace
