@@ -3,6 +3,7 @@ package tenant
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -25,14 +26,11 @@ type Beginner interface {
 // mid-transaction still gives its connection back clean instead of leaving
 // pgx to close it.
 func Tx(ctx context.Context, db Beginner, tenantID string, fn func(pgx.Tx) error) error {
-	tx, err := db.Begin(ctx)
+	tx, err := begin(ctx, db, tenantID)
 	if err != nil {
-		return fmt.Errorf("tenant tx: begin: %w", err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) // a no-op after Commit
-	if err := Set(ctx, tx, tenantID); err != nil {
 		return err
 	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) // a no-op after Commit
 	if err := fn(tx); err != nil {
 		return err
 	}
@@ -40,6 +38,39 @@ func Tx(ctx context.Context, db Beginner, tenantID string, fn func(pgx.Tx) error
 		return fmt.Errorf("tenant tx: commit: %w", err)
 	}
 	return nil
+}
+
+// begin opens a transaction scoped to tenantID. A pool or connection sends
+// BEGIN and the setting in one simple-protocol round trip (the setting as
+// a quoted literal: the simple protocol has no parameters); a transaction,
+// nesting a savepoint, sets it after.
+func begin(ctx context.Context, db Beginner, tenantID string) (pgx.Tx, error) {
+	if txb, ok := db.(interface {
+		BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+	}); ok {
+		tx, err := txb.BeginTx(ctx, pgx.TxOptions{
+			BeginQuery: "BEGIN; SELECT set_config('" + setting + "', " + literal(tenantID) + ", true)"})
+		if err != nil {
+			return nil, fmt.Errorf("tenant tx: begin for %s: %w", tenantID, err)
+		}
+		return tx, nil
+	}
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("tenant tx: begin: %w", err)
+	}
+	if err := Set(ctx, tx, tenantID); err != nil {
+		tx.Rollback(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return tx, nil
+}
+
+// literal quotes s as an escape string constant (E'…'), whose meaning does
+// not depend on standard_conforming_strings: backslashes and quotes are
+// doubled. PostgreSQL refuses a NUL in text, literal or parameter alike.
+func literal(s string) string {
+	return "E'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", "''") + "'"
 }
 
 // Set scopes the open transaction tx to tenantID until it ends

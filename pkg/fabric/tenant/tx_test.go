@@ -102,6 +102,14 @@ func TestTxScopesRowLevelSecurityToTheTransaction(t *testing.T) {
 		{"org-b", []string{"b1", "b2"}},
 		{"org-c", nil},
 		{"", nil},
+		// BEGIN and the setting travel as one simple-protocol string with
+		// the tenant quoted in it: hostile ids must arrive intact and
+		// inert (the next case still sees org-b's rows).
+		{`o'rg\b\\'`, nil},
+		{`x'); DROP TABLE item; --`, nil},
+		{`\'; SELECT set_config('app.tenant_id', 'org-b', true); --`, nil},
+		{"órgão-ç", nil},
+		{"org-b", []string{"b1", "b2"}},
 	}
 	ctx := context.Background()
 	c, err := r.pool.Acquire(ctx)
