@@ -3,11 +3,14 @@ package auth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lestrrat-go/jwx/v3/jwk"
 )
 
 func TestVerify(t *testing.T) {
@@ -81,5 +84,66 @@ func TestVerify(t *testing.T) {
 		if rr.Code != 200 && rr.Header().Get("Content-Type") != "application/problem+json" {
 			t.Errorf("error response content type = %q", rr.Header().Get("Content-Type"))
 		}
+	}
+}
+
+// TestVerifiedTokensAreRememberedBriefly: a verified token is served again
+// without a check (the key set is emptied to prove it) for at most a
+// minute and never past its exp; then it is checked again. The memory is
+// bounded.
+func TestVerifiedTokensAreRememberedBriefly(t *testing.T) {
+	dev, err := LoadOrCreateDevKeys(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := LoadKeys(context.Background(), dev.JWKSPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := Claims{Subject: "citizen-1", TenantID: "org-a", Roles: []string{RoleCitizen}}
+	tests := []struct {
+		name                string
+		ttl                 time.Duration
+		servedAt, checkedAt time.Duration // after the first Verify
+	}{
+		{"a minute at most", time.Hour, 59 * time.Second, 61 * time.Second},
+		{"never past exp", 30 * time.Second, 29 * time.Second, 31 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tok, err := dev.Mint(claims, tt.ttl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := NewVerifier(keys, DevIssuer)
+			start := time.Now()
+			v.now = func() time.Time { return start }
+			if _, err := v.Verify(tok); err != nil {
+				t.Fatalf("first Verify: %v", err)
+			}
+			v.keys = jwk.NewSet() // from here only the memory can accept it
+			v.now = func() time.Time { return start.Add(tt.servedAt) }
+			if c, err := v.Verify(tok); err != nil || c.Subject != "citizen-1" {
+				t.Fatalf("Verify after %s = %+v, %v; want the remembered claims", tt.servedAt, c, err)
+			}
+			v.now = func() time.Time { return start.Add(tt.checkedAt) }
+			if _, err := v.Verify(tok); !errors.Is(err, ErrInvalidToken) {
+				t.Fatalf("Verify after %s = %v; want it checked again and refused", tt.checkedAt, err)
+			}
+		})
+	}
+
+	v := NewVerifier(keys, DevIssuer)
+	for i := range verifiedMax + 10 {
+		tok, err := dev.Mint(Claims{Subject: fmt.Sprintf("citizen-%d", i), TenantID: "org-a", Roles: []string{RoleCitizen}}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := v.Verify(tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(v.verified); n > verifiedMax {
+		t.Errorf("%d tokens remembered, want at most %d", n, verifiedMax)
 	}
 }
