@@ -143,6 +143,10 @@ func resetStatements(b *testing.B, db *pgxpool.Pool) {
 // milliseconds, and the mean time of one call.
 func topStatements(b *testing.B, db *pgxpool.Pool, n int) string {
 	b.Helper()
+	var calls, total float64
+	if err := db.QueryRow(context.Background(), `SELECT coalesce(sum(calls), 0), coalesce(sum(total_exec_time), 0) FROM pg_stat_statements`).Scan(&calls, &total); err != nil {
+		b.Fatalf("pg_stat_statements: %v", err)
+	}
 	rows, err := db.Query(context.Background(), `SELECT calls, rows, total_exec_time, regexp_replace(query, '\s+', ' ', 'g')
 		FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 20`)
 	if err != nil {
@@ -150,7 +154,8 @@ func topStatements(b *testing.B, db *pgxpool.Pool, n int) string {
 	}
 	defer rows.Close()
 	var w strings.Builder
-	w.WriteString("PostgreSQL statements per request (calls, rows, exec ms; mean µs per call):")
+	fmt.Fprintf(&w, "PostgreSQL statements per request: %.1f, executing %.2f ms; the top 20 (calls, rows, exec ms; mean µs per call):",
+		calls/float64(n), total/float64(n))
 	for rows.Next() {
 		var calls, nrows int64
 		var total float64
