@@ -174,11 +174,7 @@ func TestBatchKeepsEachMessagesFate(t *testing.T) {
 		"citizenId": "c-1", "submittedAt": "2026-11-30T10:00:00Z"})
 	queued := append(append([]envelope.Envelope{}, events[:20]...), invalid, events[5], flaky, forged)
 	queued = append(queued, events[20:]...)
-	for _, e := range queued {
-		if err := f.Pub.Publish(ctx, e); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publishAll(t, f, queued)
 
 	metrics, scrape := promMetrics(t)
 	in := inbox.New(s.Pool, s.Name, spec.Queue, inbox.Options{Metrics: metrics})
@@ -272,11 +268,7 @@ func TestCleanBatchRunsTogether(t *testing.T) {
 	}
 	queued := append(append([]envelope.Envelope{}, events[:10]...), events[4]) // redelivered
 	queued = append(queued, events[10:]...)
-	for _, e := range queued {
-		if err := f.Pub.Publish(ctx, e); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publishAll(t, f, queued)
 	metrics, scrape := promMetrics(t)
 	in := inbox.New(s.Pool, s.Name, spec.Queue, inbox.Options{Metrics: metrics})
 	h := in.BatchHandler(func(ctx context.Context, tx pgx.Tx, e envelope.Envelope) error {
@@ -376,4 +368,14 @@ func runBatched(t *testing.T, f *fabrictest.Fabric, h fabric.BatchHandler, metri
 		return h(ctx, b)
 	}, fabric.ConsumerOptions{Concurrency: 1, Prefetch: 64, MaxBatch: 16, Metrics: metrics})
 	return &biggest
+}
+
+// publishAll publishes envelopes in order.
+func publishAll(t *testing.T, f *fabrictest.Fabric, envelopes []envelope.Envelope) {
+	t.Helper()
+	for _, e := range envelopes {
+		if err := f.Pub.Publish(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -110,11 +110,22 @@ func (s *Sender) Close() {
 func (s *Sender) send(ctx context.Context, m notify.Message) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	cv, err := s.conversation(ctx)
+	cv, trusted, err := s.conversation(ctx)
 	if err != nil {
 		return err
 	}
-	if err := deliver(cv.c, s.cfg.From, m); err != nil {
+	err = deliver(cv.c, s.cfg.From, m)
+	if err != nil && trusted && errors.Is(err, errNoTransaction) {
+		// The conversation was reused unchecked and failed before the
+		// relay accepted anything: it may have ended meanwhile. Once
+		// more on a new one.
+		cv.c.Close()
+		if cv, err = s.dial(ctx); err != nil {
+			return err
+		}
+		err = deliver(cv.c, s.cfg.From, m)
+	}
+	if err != nil {
 		cv.c.Close()
 		return err
 	}
@@ -122,9 +133,15 @@ func (s *Sender) send(ctx context.Context, m notify.Message) error {
 	return nil
 }
 
-// conversation returns an idle conversation that answers RSET, or a new
-// one; either has ctx's deadline.
-func (s *Sender) conversation(ctx context.Context) (*conversation, error) {
+// checkAfter is how long a conversation may sit idle and still be reused
+// without an RSET first: under load a mail follows the last within
+// milliseconds, and the RSET was one round trip in five. One that idled
+// longer is checked with RSET.
+const checkAfter = time.Second
+
+// conversation returns an idle conversation, or a new one; either has
+// ctx's deadline. trusted is true for an idle one reused without RSET.
+func (s *Sender) conversation(ctx context.Context) (cv *conversation, trusted bool, err error) {
 	dl, _ := ctx.Deadline()
 	for {
 		s.mu.Lock()
@@ -136,17 +153,22 @@ func (s *Sender) conversation(ctx context.Context) (*conversation, error) {
 		if cv == nil {
 			break
 		}
-		if time.Since(cv.used) > s.cfg.IdleTime {
+		idle := time.Since(cv.used)
+		if idle > s.cfg.IdleTime {
 			cv.c.Close()
 			continue
 		}
 		_ = cv.conn.SetDeadline(dl)
+		if idle < checkAfter {
+			return cv, true, nil
+		}
 		if err := cv.c.Reset(); err == nil {
-			return cv, nil
+			return cv, false, nil
 		}
 		cv.c.Close() // the relay ended it meanwhile: try another
 	}
-	return s.dial(ctx)
+	cv, err = s.dial(ctx)
+	return cv, false, err
 }
 
 // keep puts cv back for the next message, or ends it when enough are idle.
@@ -199,10 +221,14 @@ func (s *Sender) dial(ctx context.Context) (*conversation, error) {
 	return &conversation{c: c, conn: conn}, nil
 }
 
+// errNoTransaction marks a failure of MAIL, the command that opens a
+// transaction: nothing was accepted, so the message may go again at once.
+var errNoTransaction = errors.New("no mail transaction")
+
 // deliver sends m in conversation c: MAIL, RCPT, DATA.
 func deliver(c *smtp.Client, from string, m notify.Message) error {
 	if err := c.Mail(from, nil); err != nil {
-		return fmt.Errorf("smtp mail from: %w", err)
+		return fmt.Errorf("smtp mail from: %w: %w", errNoTransaction, err)
 	}
 	if err := c.Rcpt(m.To, nil); err != nil {
 		return fmt.Errorf("smtp rcpt: %w", err)

@@ -89,8 +89,10 @@ func msg(to string) notify.Message {
 // TestConversationsAreReused: consecutive messages share one SMTP
 // conversation; a rejected recipient ends its conversation (the next
 // message opens another) and is reported permanent; a conversation the
-// relay dropped is replaced without losing the message; with MaxIdle
-// negative every message has a conversation of its own.
+// relay dropped is replaced without losing the message (reused within a
+// second, it gets no RSET first: the failed MAIL sends it again on a new
+// conversation); with MaxIdle negative every message has a conversation of
+// its own.
 func TestConversationsAreReused(t *testing.T) {
 	r, addr := startRelay(t)
 	s := mail.New(mail.Config{Addr: addr, From: "no-reply@agora.test"})
