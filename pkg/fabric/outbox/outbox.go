@@ -44,7 +44,7 @@ type Outbox struct {
 	metrics  *telemetry.Metrics
 	codec    fabric.Codec // see WithCodec
 	exchange string
-	wake     func() // see WithWake; nil: NOTIFY
+	wake     func(rows int) // see WithWake; nil: NOTIFY
 }
 
 // New returns an Outbox validating with reg.
@@ -75,7 +75,7 @@ func (o *Outbox) WithCodec(c fabric.Codec, exchange string) *Outbox {
 // requests/s the commits of the request and communication services queued
 // on it. Without NOTIFY, a relay in another process hears of these rows by
 // its poll only; the relay in this one polls briefly until they commit.
-func (o *Outbox) WithWake(wake func()) *Outbox {
+func (o *Outbox) WithWake(wake func(rows int)) *Outbox {
 	out := *o
 	out.wake = wake
 	return &out
@@ -146,7 +146,7 @@ func (o *Outbox) Enqueue(ctx context.Context, tx Tx, items ...Item) error {
 		return fmt.Errorf("outbox: insert: %w", err)
 	}
 	if o.wake != nil {
-		o.wake()
+		o.wake(len(items))
 	}
 	return nil
 }

@@ -50,9 +50,10 @@ type RelayOptions struct {
 	// PollInterval is the fallback wake-up when no notification arrives
 	// (default 1 s); NOTIFY normally wakes the relay within milliseconds.
 	PollInterval time.Duration
-	// ExpectWindow is how long after Expect the workers keep polling, every
-	// 1 ms at first and at most every 25 ms, for rows whose transaction
-	// has not committed yet (default 2 s).
+	// ExpectWindow bounds how long after Expect the workers look for the
+	// announced rows, 2 ms after it at first and at most every 25 ms, while
+	// their transaction has not committed (default 2 s); a rolled-back
+	// transaction's rows never come.
 	ExpectWindow time.Duration
 	// ConfirmTimeout bounds one batch's wait for confirms (default 15 s).
 	ConfirmTimeout time.Duration
@@ -82,10 +83,12 @@ type Relay struct {
 	opts   RelayOptions
 	tracer trace.Tracer
 	log    *slog.Logger
-	// expectUntil is when Expect's window ends (unix nanoseconds).
+	// expectUntil is when Expect's window ends (unix nanoseconds), and
+	// expected how many announced rows no cycle has claimed yet.
 	expectUntil atomic.Int64
-	// wakes has one channel per worker while Run runs.
-	wakes atomic.Pointer[[]chan struct{}]
+	expected    atomic.Int64
+	// expectations wakes one worker (whichever takes it) per Expect.
+	expectations chan struct{}
 }
 
 // NewRelay returns a relay for the outbox_event table in schema.
@@ -125,7 +128,7 @@ func NewRelay(pool *pgxpool.Pool, schema string, pub Sender, opts RelayOptions) 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Relay{pool: pool, schema: schema, pub: pub, opts: opts,
+	return &Relay{pool: pool, schema: schema, pub: pub, opts: opts, expectations: make(chan struct{}, 1),
 		tracer: tp.Tracer("github.com/agora-platform/agora/pkg/fabric/outbox"),
 		log:    log.With("component", "outbox-relay", "schema", schema)}
 }
@@ -142,8 +145,6 @@ func (r *Relay) Run(ctx context.Context) error {
 	for i := range wakes {
 		wakes[i] = make(chan struct{}, 1)
 	}
-	r.wakes.Store(&wakes)
-	defer r.wakes.Store(nil)
 	// poke wakes every worker but skip (-1: all).
 	poke := func(skip int) {
 		for i, w := range wakes {
@@ -166,30 +167,53 @@ func (r *Relay) Run(ctx context.Context) error {
 }
 
 // Expect tells the relay that a transaction in this process has just
-// enqueued rows and will commit soon (Outbox.WithWake): the workers wake
-// and, for ExpectWindow, poll at short intervals instead of waiting for a
-// notification. It never blocks; before Run it only opens the window.
-func (r *Relay) Expect() {
+// enqueued rows and will commit soon (Outbox.WithWake): a worker wakes
+// and, from 2 ms on, polls at short intervals until cycles have claimed as
+// many rows, or ExpectWindow has passed, instead of waiting for a
+// notification. It never blocks.
+func (r *Relay) Expect(rows int) {
+	r.expected.Add(int64(rows))
 	r.expectUntil.Store(time.Now().Add(r.opts.ExpectWindow).UnixNano())
-	if wakes := r.wakes.Load(); wakes != nil {
-		for _, w := range *wakes {
-			select {
-			case w <- struct{}{}:
-			default:
-			}
-		}
+	select {
+	case r.expectations <- struct{}{}:
+	default:
 	}
 }
 
-// expecting reports whether Expect's window is open.
-func (r *Relay) expecting() bool { return time.Now().UnixNano() < r.expectUntil.Load() }
+// expecting reports whether announced rows are still to be claimed within
+// Expect's window.
+func (r *Relay) expecting() bool {
+	if r.expected.Load() <= 0 {
+		return false
+	}
+	if time.Now().UnixNano() >= r.expectUntil.Load() {
+		r.expected.Store(0) // rolled back, or claimed by another process's relay
+		return false
+	}
+	return true
+}
+
+// claimed counts n claimed rows against the announced ones. Rows another
+// process enqueued count too, which may end the short polls early: the
+// next Expect or the poll interval then finds what is left.
+func (r *Relay) claimed(n int) {
+	for {
+		cur := r.expected.Load()
+		next := max(cur-int64(n), 0)
+		if cur <= 0 || r.expected.CompareAndSwap(cur, next) {
+			return
+		}
+	}
+}
 
 // work is one relay loop; the first worker also applies retention.
 // others wakes the other workers.
 func (r *Relay) work(ctx context.Context, retention bool, wake <-chan struct{}, others func()) {
 	lastRetention := time.Time{}
 	backoff := 100 * time.Millisecond
-	const firstPoll, lastPoll = time.Millisecond, 25 * time.Millisecond
+	// The first look is 2 ms after Expect: the transaction that announced
+	// the rows has yet to finish and commit.
+	const firstPoll, lastPoll = 2 * time.Millisecond, 25 * time.Millisecond
 	poll := firstPoll // the next short poll while expecting
 	idle := false     // the last cycle claimed nothing: probe before claiming
 	for {
@@ -216,6 +240,7 @@ func (r *Relay) work(ctx context.Context, retention bool, wake <-chan struct{}, 
 			continue
 		}
 		idle = res.Claimed == 0
+		r.claimed(res.Claimed)
 		if res.Published > 0 {
 			others()
 		}
@@ -246,6 +271,12 @@ func (r *Relay) work(ctx context.Context, retention bool, wake <-chan struct{}, 
 			t.Stop()
 			return
 		case <-wake:
+		case <-r.expectations:
+			poll = firstPoll
+			if !sleep(ctx, firstPoll) {
+				t.Stop()
+				return
+			}
 		case <-t.C:
 		}
 		t.Stop()
