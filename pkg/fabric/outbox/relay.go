@@ -350,7 +350,10 @@ type row struct {
 	body       []byte
 	occurredAt time.Time
 	attempts   int
-	earlier    []int64 // pending rows of the aggregate before this one
+	// aggPending lists the aggregate's pending rows up to its last row in
+	// the batch, on the aggregate's first row of the batch only (nil on
+	// the others): what the ordering check compares the batch with.
+	aggPending []int64
 	pending    *fabric.Pending
 	span       trace.Span
 	err        error
@@ -369,8 +372,8 @@ func (r *Relay) RelayOnce(ctx context.Context) (Result, error) {
 // cost one statement and no transaction id.
 //
 // A cycle costs two round trips to PostgreSQL: BEGIN travels with the
-// claim, which also returns each row's earlier pending rows of its
-// aggregate, and COMMIT travels with the outcome. (It was five: begin,
+// claim, which also returns each aggregate's pending rows up to its last
+// claimed one, and COMMIT travels with the outcome. (It was five: begin,
 // claim, ordering probe, outcome, commit, for every batch however small.)
 func (r *Relay) relayOnce(ctx context.Context, probe bool) (res Result, err error) {
 	conn, err := r.pool.Acquire(ctx)
@@ -482,9 +485,11 @@ func (r *Relay) relayOnce(ctx context.Context, probe bool) (res Result, err erro
 }
 
 // claim opens the cycle's transaction and locks up to BatchSize claimable
-// rows in seq order, each with the seqs of the pending rows of its
-// aggregate that precede it (locked elsewhere, waiting for a retry, or in
-// this batch), in one round trip.
+// rows in seq order, in one round trip. The first row of each aggregate in
+// the batch also carries the seqs of the aggregate's pending rows up to its
+// last row in the batch (locked elsewhere, waiting for a retry, or in this
+// batch): one index range per aggregate, however many of its rows the
+// batch holds.
 func (r *Relay) claim(ctx context.Context, conn *pgx.Conn) ([]*row, error) {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
@@ -500,13 +505,19 @@ func (r *Relay) claim(ctx context.Context, conn *pgx.Conn) ([]*row, error) {
 			  AND (next_attempt_at IS NULL OR next_attempt_at <= now())
 			ORDER BY seq
 			LIMIT $1
-			FOR UPDATE SKIP LOCKED)
+			FOR UPDATE SKIP LOCKED),
+		aggregates AS (
+			SELECT DISTINCT ON (aggregate_type, aggregate_id) seq AS first,
+			       max(seq) OVER (PARTITION BY aggregate_type, aggregate_id) AS last
+			FROM claimed
+			ORDER BY aggregate_type, aggregate_id, seq)
 		SELECT c.seq, c.id::text, c.aggregate_type, c.aggregate_id, c.exchange, c.routing_key, c.event_type,
 		       c.headers::text, c.body, c.occurred_at, c.publication_attempts,
-		       coalesce((SELECT array_agg(o.seq ORDER BY o.seq) FROM `+r.table()+` o
-		                 WHERE o.aggregate_type = c.aggregate_type AND o.aggregate_id = c.aggregate_id
-		                   AND o.published_at IS NULL AND o.seq < c.seq), '{}')
-		FROM claimed c
+		       CASE WHEN a.first IS NOT NULL THEN coalesce((
+		           SELECT array_agg(o.seq ORDER BY o.seq) FROM `+r.table()+` o
+		           WHERE o.aggregate_type = c.aggregate_type AND o.aggregate_id = c.aggregate_id
+		             AND o.published_at IS NULL AND o.seq <= a.last), '{}') END
+		FROM claimed c LEFT JOIN aggregates a ON a.first = c.seq
 		ORDER BY c.seq`, r.opts.BatchSize)
 	br := conn.SendBatch(ctx, b)
 	defer br.Close()
@@ -522,7 +533,7 @@ func (r *Relay) claim(ctx context.Context, conn *pgx.Conn) ([]*row, error) {
 		rw := &row{}
 		var headers string
 		if err := rows.Scan(&rw.seq, &rw.id, &rw.aggType, &rw.aggID, &rw.exchange, &rw.routingKey, &rw.eventType,
-			&headers, &rw.body, &rw.occurredAt, &rw.attempts, &rw.earlier); err != nil {
+			&headers, &rw.body, &rw.occurredAt, &rw.attempts, &rw.aggPending); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("outbox relay: scan: %w", err)
 		}
@@ -540,24 +551,29 @@ func (r *Relay) claim(ctx context.Context, conn *pgx.Conn) ([]*row, error) {
 
 // inOrder keeps, for each aggregate, only the rows of batch (in seq order)
 // that form an unbroken run from the aggregate's oldest pending row. A row
-// is dropped when an earlier pending row of its aggregate is not kept:
-// another relay holds it (SKIP LOCKED leaves gaps) or it waits for a
-// retry. Dropped rows are released untouched at commit.
+// is dropped when an earlier pending row of its aggregate is not in the
+// batch: another relay holds it (SKIP LOCKED leaves gaps) or it waits for
+// a retry. Dropped rows are released untouched at commit.
 func inOrder(batch []*row) []*row {
-	kept := make(map[int64]bool, len(batch))
+	type agg = [2]string
+	// Both lists are in seq order: a row is kept while the aggregate's
+	// rows in the batch match its pending rows one for one.
+	pending := map[agg][]int64{}
+	next := map[agg]int{}
 	out := batch[:0]
 	for _, rw := range batch {
-		ok := true
-		for _, seq := range rw.earlier {
-			if !kept[seq] {
-				ok = false
-				break
-			}
+		k := agg{rw.aggType, rw.aggID}
+		if rw.aggPending != nil {
+			pending[k] = rw.aggPending
 		}
-		if ok {
-			kept[rw.seq] = true
-			out = append(out, rw)
+		// At a gap the index stops on the missing row, which no later row
+		// of the batch can match: the aggregate's later rows wait too.
+		i := next[k]
+		if i >= len(pending[k]) || pending[k][i] != rw.seq {
+			continue
 		}
+		next[k] = i + 1
+		out = append(out, rw)
 	}
 	return out
 }
