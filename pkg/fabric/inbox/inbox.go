@@ -159,7 +159,7 @@ func (in *Inbox) duplicate(ctx context.Context, tx pgx.Tx, env envelope.Envelope
 		in.consumer, env.ID).Scan(&firstTenant, &firstHash); err != nil {
 		return false, fmt.Errorf("inbox claim %s: read first claim: %w", env.ID, err)
 	}
-	sameTenant := (firstTenant == nil && tenantID == nil) || (firstTenant != nil && tenantID != nil && *firstTenant == *tenantID)
+	sameTenant := sameTenant(firstTenant, tenantID)
 	if sameTenant && bytes.Equal(firstHash, hash) {
 		return false, nil
 	}
@@ -386,12 +386,20 @@ func (in *Inbox) sameAsClaimed(ctx context.Context, tx pgx.Tx, batch []fabric.Re
 	for _, i := range again {
 		env := batch[i].Env
 		c, found := claims[uuid.MustParse(env.ID)]
-		if !found || !bytes.Equal(c.hash, hashes[i]) || (c.tenant == nil) != (env.TenantID == "") ||
-			(c.tenant != nil && *c.tenant != env.TenantID) {
+		var tenantID *string
+		if env.TenantID != "" {
+			tenantID = &env.TenantID
+		}
+		if !found || !bytes.Equal(c.hash, hashes[i]) || !sameTenant(c.tenant, tenantID) {
 			return false
 		}
 	}
 	return true
+}
+
+// sameTenant reports whether two claims' tenants (nil: none) are the same.
+func sameTenant(a, b *string) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
 }
 
 // oneByOne runs batch in one transaction with a savepoint per message.

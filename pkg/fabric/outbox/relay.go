@@ -382,13 +382,11 @@ func (r *Relay) relayOnce(ctx context.Context, probe bool) (res Result, err erro
 	}
 	defer conn.Release()
 	if probe {
-		var claimable bool
-		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+r.table()+`
-			WHERE published_at IS NULL AND publication_attempts >= 0 -- matches outbox_event_claimable
-			  AND (next_attempt_at IS NULL OR next_attempt_at <= now()))`).Scan(&claimable); err != nil {
+		var found bool
+		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+r.table()+` WHERE `+claimable+`)`).Scan(&found); err != nil {
 			return res, fmt.Errorf("outbox relay: probe: %w", err)
 		}
-		if !claimable {
+		if !found {
 			return res, nil
 		}
 	}
@@ -484,6 +482,13 @@ func (r *Relay) relayOnce(ctx context.Context, probe bool) (res Result, err erro
 	return res, nil
 }
 
+// claimable selects the rows a relay may claim now. It repeats the
+// predicate of outbox_event_claimable (attempts >= 0 is always true) so the
+// claim and the idle probe use that index, and the per-aggregate ordering
+// probe, which does not repeat it, cannot (migration 00004).
+const claimable = `published_at IS NULL AND publication_attempts >= 0
+	AND (next_attempt_at IS NULL OR next_attempt_at <= now())`
+
 // claim opens the cycle's transaction and locks up to BatchSize claimable
 // rows in seq order, in one round trip. The first row of each aggregate in
 // the batch also carries the seqs of the aggregate's pending rows up to its
@@ -494,15 +499,12 @@ func (r *Relay) claim(ctx context.Context, conn *pgx.Conn) ([]*row, error) {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	// The table is qualified instead of setting search_path: one statement
-	// fewer per batch. The claim repeats outbox_event_claimable's predicate;
-	// the ordering probe does not, so it always takes the aggregate index
-	// (migration 00004).
+	// fewer per batch.
 	b.Queue(`WITH claimed AS MATERIALIZED (
 			SELECT seq, id, aggregate_type, aggregate_id, exchange, routing_key, event_type,
 			       headers, body, occurred_at, publication_attempts
 			FROM `+r.table()+`
-			WHERE published_at IS NULL AND publication_attempts >= 0
-			  AND (next_attempt_at IS NULL OR next_attempt_at <= now())
+			WHERE `+claimable+`
 			ORDER BY seq
 			LIMIT $1
 			FOR UPDATE SKIP LOCKED),
