@@ -145,8 +145,16 @@ func scenario(ctx context.Context, r *rig.Rig) error {
 	}); err != nil {
 		return err
 	}
-	time.Sleep(300 * time.Millisecond) // the dead letter's confirm
-	n, err := r.ShowDLQ(ctx, "car.dlq.documentos.ocr")
+	const dlq = "car.dlq.documentos.ocr"
+	// The handler has returned; the dead letter is in the queue once the
+	// broker has it.
+	if err := r.Wait(ctx, 10*time.Second, "the dead letter in "+dlq, func() bool {
+		n, err := r.Depth(ctx, dlq)
+		return err == nil && n >= 1
+	}); err != nil {
+		return err
+	}
+	n, err := r.ShowDLQ(ctx, dlq)
 	if err != nil {
 		return err
 	}

@@ -228,6 +228,20 @@ func (r *Rig) ShowDLQ(ctx context.Context, queue string) (int, error) {
 	}
 }
 
+// Depth returns how many messages queue holds ready (a passive declare).
+func (r *Rig) Depth(ctx context.Context, queue string) (int, error) {
+	ch, err := r.Conn.Channel(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		return 0, err
+	}
+	return q.Messages, nil
+}
+
 // Wait blocks until cond holds (polled), ctx ends or timeout passes, or a
 // relay or consumer fails.
 func (r *Rig) Wait(ctx context.Context, timeout time.Duration, what string, cond func() bool) error {
