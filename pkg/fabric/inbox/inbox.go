@@ -20,6 +20,7 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/pipetx"
 	"github.com/agora-platform/agora/pkg/fabric/telemetry"
 )
 
@@ -184,7 +185,7 @@ func (in *Inbox) duplicate(ctx context.Context, tx pgx.Tx, env envelope.Envelope
 // consumer acks. A duplicate commits nothing and is acked.
 func (in *Inbox) Handler(h TxHandler) fabric.Handler {
 	return func(ctx context.Context, env envelope.Envelope) error {
-		tx, err := in.pool.Begin(ctx)
+		tx, err := pipetx.Begin(ctx, in.pool)
 		if err != nil {
 			return fabric.Transient(fmt.Errorf("inbox: begin: %w", err))
 		}
@@ -266,7 +267,7 @@ func all(n int, err error) []error {
 // when a handler failed or an id was reused: everything is rolled back
 // and the caller runs the batch again one message at a time.
 func (in *Inbox) together(ctx context.Context, batch []fabric.Received, h TxHandler) (errs []error, ok bool) {
-	tx, err := in.pool.Begin(ctx)
+	tx, err := pipetx.Begin(ctx, in.pool)
 	if err != nil {
 		return all(len(batch), fabric.Transient(fmt.Errorf("inbox: begin: %w", err))), true
 	}
@@ -348,6 +349,10 @@ func (in *Inbox) together(ctx context.Context, batch []fabric.Received, h TxHand
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
+		var deferred *pipetx.DeferredError
+		if errors.As(err, &deferred) {
+			return nil, false // a handler's deferred write: the one-at-a-time path says whose
+		}
 		return all(n, fabric.Transient(fmt.Errorf("inbox: commit batch of %d: %w", n, err))), true
 	}
 	if in.opts.Faults != nil {
@@ -411,15 +416,18 @@ func (in *Inbox) oneByOne(ctx context.Context, batch []fabric.Received, h TxHand
 		}
 		return errs
 	}
-	tx, err := in.pool.Begin(ctx)
+	tx, err := pipetx.Begin(ctx, in.pool)
 	if err != nil {
 		return fail(0, fabric.Transient(fmt.Errorf("inbox: begin: %w", err)))
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	release := false // the previous message's savepoint, released with the next claim
 	for i, m := range batch {
-		first, err := in.claimIn(m.Ctx, tx, m.Env, release)
-		release = false
+		// SAVEPOINT, and the previous message's RELEASE, ride with the claim.
+		sp, err := tx.Begin(m.Ctx)
+		if err != nil {
+			return fail(i, fabric.Transient(fmt.Errorf("inbox: savepoint: %w", err)))
+		}
+		first, err := in.claimAfter(m.Ctx, sp, m.Env, in.settings(m.Env))
 		switch {
 		case errors.Is(err, ErrConflict):
 			errs[i] = fabric.Invalid(fabric.WithReason(err, fabric.ReasonInboxConflict))
@@ -431,13 +439,20 @@ func (in *Inbox) oneByOne(ctx context.Context, batch []fabric.Received, h TxHand
 			if in.opts.Faults != nil {
 				in.opts.Faults.Hit("inbox.after-claim")
 			}
-			errs[i] = h(m.Ctx, tx, m.Env)
+			errs[i] = h(m.Ctx, sp, m.Env)
+			if errs[i] == nil {
+				// The handler's deferred writes are its own: they must
+				// fail here, not with the next message's claim.
+				if err := tx.Flush(m.Ctx); err != nil {
+					errs[i] = fabric.Transient(fmt.Errorf("inbox: %s: %w", m.Env.ID, err))
+				}
+			}
 		}
 		if errs[i] == nil {
-			release = true
+			sp.Commit(m.Ctx) // a RELEASE, queued
 			continue
 		}
-		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT fabric_inbox_message"); err != nil {
+		if err := sp.Rollback(ctx); err != nil {
 			// The transaction is gone (connection lost): nothing in it
 			// commits, so nobody may be acked.
 			for j := range i {
@@ -447,7 +462,6 @@ func (in *Inbox) oneByOne(ctx context.Context, batch []fabric.Received, h TxHand
 			}
 			return fail(i+1, fabric.Transient(fmt.Errorf("inbox: batch lost: %w", err)))
 		}
-		release = true // the savepoint outlives ROLLBACK TO; keep the stack flat
 	}
 	if err := tx.Commit(ctx); err != nil {
 		for i := range errs {
@@ -461,18 +475,6 @@ func (in *Inbox) oneByOne(ctx context.Context, batch []fabric.Received, h TxHand
 		in.opts.Faults.Hit("inbox.after-commit")
 	}
 	return errs
-}
-
-// claimIn opens a savepoint for env, points the transaction at its tenant
-// and claims it, in one round trip (the previous savepoint's release rides
-// along when release is set).
-func (in *Inbox) claimIn(ctx context.Context, tx pgx.Tx, env envelope.Envelope, release bool) (bool, error) {
-	var before []statement
-	if release {
-		before = append(before, statement{sql: "RELEASE SAVEPOINT fabric_inbox_message"})
-	}
-	before = append(before, statement{sql: "SAVEPOINT fabric_inbox_message"}, in.settings(env))
-	return in.claimAfter(ctx, tx, env, before...)
 }
 
 // DeleteOlderThan removes claims older than age in batches of batch rows.

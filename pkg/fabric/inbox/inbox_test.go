@@ -19,6 +19,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
+	"github.com/agora-platform/agora/pkg/fabric/pipetx"
 	"github.com/agora-platform/agora/pkg/fabric/telemetry"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
@@ -167,12 +168,15 @@ func TestBatchKeepsEachMessagesFate(t *testing.T) {
 	}
 	invalid := submitted(t, "org-a", "invalid")
 	flaky := submitted(t, "org-b", "transient-once")
+	// Its handler succeeds but leaves a deferred write that fails: the
+	// failure is its own, wherever the write travels.
+	deferredFails := submitted(t, "org-a", "deferred-write-fails")
 	forged := events[3]
 	forged.Payload, _ = json.Marshal(map[string]any{
 		"requestId": "0192d3a0-0000-7000-8000-000000000001", "protocol": "AGR-2026-000001",
 		"serviceId": "forged", "formId": "f1", "formVersion": 1, "channel": "web",
 		"citizenId": "c-1", "submittedAt": "2026-11-30T10:00:00Z"})
-	queued := append(append([]envelope.Envelope{}, events[:20]...), invalid, events[5], flaky, forged)
+	queued := append(append([]envelope.Envelope{}, events[:20]...), invalid, events[5], flaky, forged, deferredFails)
 	queued = append(queued, events[20:]...)
 	publishAll(t, f, queued)
 
@@ -190,6 +194,8 @@ func TestBatchKeepsEachMessagesFate(t *testing.T) {
 			return fabric.Invalid(errors.New("no such form"))
 		case p.ServiceID == "transient-once" && flakyCalls.Add(1) == 1:
 			return fabric.Transient(errors.New("blip"))
+		case p.ServiceID == "deferred-write-fails":
+			tx.(pipetx.Deferrer).Defer(`SELECT 1/0`)
 		}
 		return nil
 	})
@@ -204,7 +210,8 @@ func TestBatchKeepsEachMessagesFate(t *testing.T) {
 		if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM inbox_message WHERE consumer = $1`, spec.Queue).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		return n == len(events)+1 && len(dead) == 2 // 40 + the flaky one; invalid and forged dead-lettered
+		// 40 + the flaky one; invalid, forged and the failing write dead-lettered
+		return n == len(events)+1 && len(dead) == 3
 	})
 	if b := biggest.Load(); b < 2 {
 		t.Fatalf("largest batch = %d: the test never exercised a batch", b)
@@ -219,6 +226,9 @@ func TestBatchKeepsEachMessagesFate(t *testing.T) {
 	}
 	if _, ok := dead[invalid.ID+"/"+fabric.ReasonHandlerInvalid]; !ok {
 		t.Errorf("invalid message not dead-lettered as %s: %v", fabric.ReasonHandlerInvalid, dead)
+	}
+	if _, ok := dead[deferredFails.ID+"/"+fabric.ReasonRetriesExhausted]; !ok {
+		t.Errorf("message whose deferred write fails not dead-lettered as %s: %v", fabric.ReasonRetriesExhausted, dead)
 	}
 	if _, ok := dead[forged.ID+"/"+fabric.ReasonInboxConflict]; !ok {
 		t.Errorf("reused id not dead-lettered as %s: %v", fabric.ReasonInboxConflict, dead)
@@ -236,7 +246,7 @@ func TestBatchKeepsEachMessagesFate(t *testing.T) {
 		}
 		effects[id]++
 		tenantOf[id] = tn
-		if svc == "invalid" || svc == "forged" {
+		if svc == "invalid" || svc == "forged" || svc == "deferred-write-fails" {
 			t.Errorf("effect of a refused message %s (%s) was committed", id, svc)
 		}
 	}

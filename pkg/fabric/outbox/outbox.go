@@ -90,7 +90,9 @@ func NotifyChannel(schema string) string { return "fabric_outbox_" + schema }
 // The trace context of ctx travels with the row, so consumers' spans join
 // the trace that produced the event. It returns registry or envelope
 // validation errors, a *ThrottledError over a publish limit (WithLimits),
-// or the database error.
+// or the database error. In a transaction that defers writes (pipetx.Tx,
+// what the inbox hands consumers) the rows travel with its next statement
+// or its COMMIT, and a database error surfaces there.
 //
 // Call it after the aggregate's own row is written (and so locked): that
 // makes the outbox order of one aggregate its commit order.
@@ -101,6 +103,9 @@ func (o *Outbox) Enqueue(ctx context.Context, tx Tx, items ...Item) error {
 	if err := o.admit(ctx, items); err != nil {
 		return err
 	}
+	// A transaction that defers writes (pipetx) carries the rows with its
+	// next statement or its COMMIT: no round trip of their own.
+	deferrer, deferring := tx.(interface{ Defer(sql string, args ...any) })
 	b := &pgx.Batch{}
 	for _, it := range items {
 		e := it.Envelope
@@ -134,6 +139,15 @@ func (o *Outbox) Enqueue(ctx context.Context, tx Tx, items ...Item) error {
 	if o.wake == nil {
 		// Delivered at commit, never for a rolled-back transaction.
 		b.Queue(`SELECT pg_notify('fabric_outbox_' || current_schema(), '')`)
+	}
+	if deferring {
+		for _, q := range b.QueuedQueries {
+			deferrer.Defer(q.SQL, q.Arguments...)
+		}
+		if o.wake != nil {
+			o.wake(len(items))
+		}
+		return nil
 	}
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()

@@ -13,8 +13,8 @@
 // before the statement they travel with.
 //
 // What changes for the caller is where a deferred write's error appears:
-// at the next statement, Flush or Commit, which return it (wrapped, its
-// *pgconn.PgError still reachable with errors.As). A caller that must
+// at the next statement, Flush or Commit, which return it as a
+// *DeferredError (its *pgconn.PgError reachable with errors.As). A caller that must
 // attribute a failure to one unit of work (one message of a batch) calls
 // Flush before deciding that unit's fate.
 package pipetx
@@ -41,12 +41,17 @@ type Tx struct {
 	// closed: Commit or Rollback ran on this Tx (or savepoint).
 	closed bool
 
+	// Savepoint only: where its SAVEPOINT sits in the root's queue, and
+	// the root's sends when it was queued (the same count: still queued).
+	queuedAt, sendsAt int
+
 	// Root only.
 	pc     *pgxpool.Conn
 	conn   *pgx.Conn
 	queued []*pgx.QueuedQuery
 	sent   bool // a statement reached the server: ending needs a round trip
-	depth  int  // savepoints opened, for their names
+	sends  int
+	depth  int // savepoints opened, for their names
 }
 
 // Begin acquires a connection from pool and returns a transaction on it.
@@ -81,21 +86,31 @@ func (t *Tx) send(ctx context.Context, extra ...*pgx.QueuedQuery) (pgx.BatchResu
 	n := len(r.queued)
 	r.queued = nil
 	r.sent = true
+	r.sends++
 	br := r.conn.SendBatch(ctx, b)
 	for i := range n {
 		if _, err := br.Exec(); err != nil {
 			br.Close()
-			return nil, fmt.Errorf("pipetx: deferred %s: %w", firstWords(b.QueuedQueries[i].SQL), err)
+			return nil, &DeferredError{SQL: b.QueuedQueries[i].SQL, Err: err}
 		}
 	}
 	return br, nil
 }
 
-// firstWords names a statement in an error without its whole text.
-func firstWords(sql string) string {
-	f := strings.Fields(sql)
-	return strings.Join(f[:min(len(f), 3)], " ")
+// DeferredError is the failure of a deferred statement, reported by the
+// statement, Flush or Commit it travelled with. The transaction is
+// aborted (Commit has rolled it back).
+type DeferredError struct {
+	SQL string
+	Err error
 }
+
+func (e *DeferredError) Error() string {
+	f := strings.Fields(e.SQL)
+	return "pipetx: deferred " + strings.Join(f[:min(len(f), 3)], " ") + ": " + e.Err.Error()
+}
+
+func (e *DeferredError) Unwrap() error { return e.Err }
 
 // Flush sends the queued statements now and returns the first error.
 func (t *Tx) Flush(ctx context.Context) error {
@@ -113,7 +128,7 @@ func (t *Tx) Flush(ctx context.Context) error {
 func (t *Tx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	r := t.root
 	if len(r.queued) == 0 {
-		r.sent = true
+		r.sent, r.sends = true, r.sends+1
 		return r.conn.Exec(ctx, sql, args...)
 	}
 	br, err := t.send(ctx, &pgx.QueuedQuery{SQL: sql, Arguments: args})
@@ -131,7 +146,7 @@ func (t *Tx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandT
 func (t *Tx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	r := t.root
 	if len(r.queued) == 0 {
-		r.sent = true
+		r.sent, r.sends = true, r.sends+1
 		return r.conn.Query(ctx, sql, args...)
 	}
 	br, err := t.send(ctx, &pgx.QueuedQuery{SQL: sql, Arguments: args})
@@ -180,7 +195,7 @@ func (r *batchRows) Err() error {
 func (t *Tx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	r := t.root
 	if len(r.queued) == 0 {
-		r.sent = true
+		r.sent, r.sends = true, r.sends+1
 		return r.conn.QueryRow(ctx, sql, args...)
 	}
 	rows, err := t.Query(ctx, sql, args...)
@@ -216,7 +231,7 @@ func (r *row) Scan(dest ...any) error {
 func (t *Tx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	r := t.root
 	if len(r.queued) == 0 {
-		r.sent = true
+		r.sent, r.sends = true, r.sends+1
 		return r.conn.SendBatch(ctx, b)
 	}
 	br, err := t.send(ctx, b.QueuedQueries...)
@@ -264,7 +279,7 @@ func (t *Tx) Begin(ctx context.Context) (pgx.Tx, error) {
 	}
 	r := t.root
 	r.depth++
-	sp := &Tx{root: r, name: "pipetx_sp_" + strconv.Itoa(r.depth)}
+	sp := &Tx{root: r, name: "pipetx_sp_" + strconv.Itoa(r.depth), queuedAt: len(r.queued), sendsAt: r.sends}
 	t.Defer("SAVEPOINT " + sp.name)
 	return sp, nil
 }
@@ -306,9 +321,10 @@ func (t *Tx) Commit(ctx context.Context) error {
 	return nil
 }
 
-// Rollback drops the queued statements and rolls back (for a savepoint:
-// back to it). A transaction that never sent a statement rolls back
-// without a round trip. As with pgx, Rollback after Commit returns
+// Rollback drops the queued statements and rolls back. For a savepoint it
+// drops what was queued inside it and rolls back to it, without a round
+// trip when SAVEPOINT itself was still queued. A transaction that never
+// sent a statement rolls back without a round trip. As with pgx, Rollback after Commit returns
 // pgx.ErrTxClosed, so a deferred Rollback is safe.
 func (t *Tx) Rollback(ctx context.Context) error {
 	if t.closed {
@@ -317,8 +333,20 @@ func (t *Tx) Rollback(ctx context.Context) error {
 	t.closed = true
 	r := t.root
 	if t != r {
-		_, err := t.Exec(ctx, "ROLLBACK TO SAVEPOINT "+t.name)
-		return err
+		if r.sends == t.sendsAt {
+			r.queued = r.queued[:t.queuedAt] // SAVEPOINT never left: neither does anything after it
+			return nil
+		}
+		// Everything still queued was queued inside the savepoint. The
+		// RELEASE keeps the server's savepoint stack flat (a rolled-back
+		// savepoint otherwise stays open) and rides with what comes next.
+		r.queued = nil
+		if _, err := r.conn.Exec(ctx, "ROLLBACK TO SAVEPOINT "+t.name); err != nil {
+			return err
+		}
+		r.sends++
+		t.Defer("RELEASE SAVEPOINT " + t.name)
+		return nil
 	}
 	defer r.release()
 	r.queued = nil

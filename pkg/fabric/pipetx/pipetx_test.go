@@ -164,7 +164,21 @@ func TestDeferredStatementsRideAlong(t *testing.T) {
 			if err := sp.Commit(ctx); err != nil {
 				t.Fatal(err)
 			}
-		}, true, 2, []int{0, 2}},
+		}, true, 1, []int{0, 2}},
+		{"a savepoint rolled back after it reached the server", func(ctx context.Context, t *testing.T, tx *pipetx.Tx, base int) {
+			if _, err := tx.Exec(ctx, `INSERT INTO item VALUES ($1)`, base); err != nil {
+				t.Fatal(err)
+			}
+			sp, _ := tx.Begin(ctx)
+			if _, err := sp.Exec(ctx, `INSERT INTO item VALUES ($1)`, base+1); err != nil {
+				t.Fatal(err)
+			}
+			sp.(*pipetx.Tx).Defer(`INSERT INTO item VALUES ($1)`, base+3)
+			if err := sp.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+			tx.Defer(`INSERT INTO item VALUES ($1)`, base+2)
+		}, true, 4, []int{0, 2}},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -255,7 +269,8 @@ func TestDeferredWriteErrorsSurface(t *testing.T) {
 			tx.Defer(`INSERT INTO item VALUES (1)`) // taken
 			err = tc.end(ctx, tx)
 			var pgErr *pgconn.PgError
-			if !errors.As(err, &pgErr) || pgErr.Code != "23505" || !strings.Contains(err.Error(), "deferred INSERT INTO item") {
+			var deferred *pipetx.DeferredError
+			if !errors.As(err, &pgErr) || pgErr.Code != "23505" || !errors.As(err, &deferred) || !strings.Contains(err.Error(), "deferred INSERT INTO item") {
 				t.Fatalf("error = %v, want the deferred insert's unique violation", err)
 			}
 			if got := r.items(t); !slices.Equal(got, []int{1}) {
