@@ -452,7 +452,8 @@ func (in *Inbox) oneByOne(ctx context.Context, batch []fabric.Received, h TxHand
 			sp.Commit(m.Ctx) // a RELEASE, queued
 			continue
 		}
-		if err := sp.Rollback(ctx); err != nil {
+		// ErrTxClosed: the handler rolled its savepoint back itself.
+		if err := sp.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
 			// The transaction is gone (connection lost): nothing in it
 			// commits, so nobody may be acked.
 			for j := range i {

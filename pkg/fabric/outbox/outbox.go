@@ -105,7 +105,7 @@ func (o *Outbox) Enqueue(ctx context.Context, tx Tx, items ...Item) error {
 	}
 	// A transaction that defers writes (pipetx) carries the rows with its
 	// next statement or its COMMIT: no round trip of their own.
-	deferrer, deferring := tx.(interface{ Defer(sql string, args ...any) })
+	deferrer, deferring := tx.(interface{ Defer(sql string, args ...any) error })
 	b := &pgx.Batch{}
 	for _, it := range items {
 		e := it.Envelope
@@ -142,7 +142,9 @@ func (o *Outbox) Enqueue(ctx context.Context, tx Tx, items ...Item) error {
 	}
 	if deferring {
 		for _, q := range b.QueuedQueries {
-			deferrer.Defer(q.SQL, q.Arguments...)
+			if err := deferrer.Defer(q.SQL, q.Arguments...); err != nil {
+				return fmt.Errorf("outbox: insert: %w", err)
+			}
 		}
 		if o.wake != nil {
 			o.wake(len(items))

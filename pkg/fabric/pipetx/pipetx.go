@@ -63,14 +63,28 @@ func Begin(ctx context.Context, pool *pgxpool.Pool) (*Tx, error) {
 	}
 	t := &Tx{pc: pc, conn: pc.Conn()}
 	t.root = t
-	t.Defer("BEGIN")
+	t.queue("BEGIN")
 	return t, nil
 }
 
+// ended reports whether t, or the transaction it is a savepoint of, has
+// ended: its connection may already serve someone else.
+func (t *Tx) ended() bool { return t.closed || t.root.closed }
+
 // Defer queues a statement whose result is not needed: it runs, in order,
 // before the next statement sent on the transaction, or at Flush or
-// Commit. It must be a single statement (it travels in a pipeline).
-func (t *Tx) Defer(sql string, args ...any) {
+// Commit. It must be a single statement (it travels in a pipeline). After
+// the transaction ended it returns pgx.ErrTxClosed: a write deferred then
+// would be lost.
+func (t *Tx) Defer(sql string, args ...any) error {
+	if t.ended() {
+		return pgx.ErrTxClosed
+	}
+	t.queue(sql, args...)
+	return nil
+}
+
+func (t *Tx) queue(sql string, args ...any) {
 	r := t.root
 	r.queued = append(r.queued, &pgx.QueuedQuery{SQL: sql, Arguments: args})
 }
@@ -114,6 +128,9 @@ func (e *DeferredError) Unwrap() error { return e.Err }
 
 // Flush sends the queued statements now and returns the first error.
 func (t *Tx) Flush(ctx context.Context) error {
+	if t.ended() {
+		return pgx.ErrTxClosed
+	}
 	if len(t.root.queued) == 0 {
 		return nil
 	}
@@ -126,6 +143,9 @@ func (t *Tx) Flush(ctx context.Context) error {
 
 // Exec runs sql after the queued statements, in one round trip.
 func (t *Tx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if t.ended() {
+		return pgconn.CommandTag{}, pgx.ErrTxClosed
+	}
 	r := t.root
 	if len(r.queued) == 0 {
 		r.sent, r.sends = true, r.sends+1
@@ -144,6 +164,9 @@ func (t *Tx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandT
 
 // Query runs sql after the queued statements, in one round trip.
 func (t *Tx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if t.ended() {
+		return nil, pgx.ErrTxClosed
+	}
 	r := t.root
 	if len(r.queued) == 0 {
 		r.sent, r.sends = true, r.sends+1
@@ -193,6 +216,9 @@ func (r *batchRows) Err() error {
 
 // QueryRow runs sql after the queued statements, in one round trip.
 func (t *Tx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if t.ended() {
+		return &row{err: pgx.ErrTxClosed}
+	}
 	r := t.root
 	if len(r.queued) == 0 {
 		r.sent, r.sends = true, r.sends+1
@@ -229,6 +255,9 @@ func (r *row) Scan(dest ...any) error {
 // SendBatch sends b after the queued statements, in one round trip; the
 // results are b's alone.
 func (t *Tx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if t.ended() {
+		return failedBatch{pgx.ErrTxClosed}
+	}
 	r := t.root
 	if len(r.queued) == 0 {
 		r.sent, r.sends = true, r.sends+1
@@ -253,6 +282,9 @@ func (f failedBatch) Tx() pgx.Tx                       { return nil }
 
 // CopyFrom sends the queued statements, then copies.
 func (t *Tx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
+	if t.ended() {
+		return 0, pgx.ErrTxClosed
+	}
 	if err := t.Flush(ctx); err != nil {
 		return 0, err
 	}
@@ -274,13 +306,13 @@ func (t *Tx) Conn() *pgx.Conn { return t.root.conn }
 
 // Begin opens a savepoint; SAVEPOINT itself is deferred.
 func (t *Tx) Begin(ctx context.Context) (pgx.Tx, error) {
-	if t.closed {
+	if t.ended() {
 		return nil, pgx.ErrTxClosed
 	}
 	r := t.root
 	r.depth++
 	sp := &Tx{root: r, name: "pipetx_sp_" + strconv.Itoa(r.depth), queuedAt: len(r.queued), sendsAt: r.sends}
-	t.Defer("SAVEPOINT " + sp.name)
+	t.queue("SAVEPOINT " + sp.name)
 	return sp, nil
 }
 
@@ -289,13 +321,13 @@ func (t *Tx) Begin(ctx context.Context) (pgx.Tx, error) {
 // at all commits without a round trip. If a queued statement fails,
 // the transaction is rolled back and Commit returns that error.
 func (t *Tx) Commit(ctx context.Context) error {
-	if t.closed {
+	if t.ended() {
 		return pgx.ErrTxClosed
 	}
 	t.closed = true
 	r := t.root
 	if t != r {
-		t.Defer("RELEASE SAVEPOINT " + t.name)
+		t.queue("RELEASE SAVEPOINT " + t.name)
 		return nil
 	}
 	defer r.release()
@@ -327,7 +359,7 @@ func (t *Tx) Commit(ctx context.Context) error {
 // sent a statement rolls back without a round trip. As with pgx, Rollback after Commit returns
 // pgx.ErrTxClosed, so a deferred Rollback is safe.
 func (t *Tx) Rollback(ctx context.Context) error {
-	if t.closed {
+	if t.ended() {
 		return pgx.ErrTxClosed
 	}
 	t.closed = true
@@ -345,7 +377,7 @@ func (t *Tx) Rollback(ctx context.Context) error {
 			return err
 		}
 		r.sends++
-		t.Defer("RELEASE SAVEPOINT " + t.name)
+		t.queue("RELEASE SAVEPOINT " + t.name)
 		return nil
 	}
 	defer r.release()
@@ -383,7 +415,7 @@ func (r *Tx) release() {
 // Deferrer is what Tx offers for deferring: outbox.Enqueue queues its rows
 // through it when its transaction has it.
 type Deferrer interface {
-	Defer(sql string, args ...any)
+	Defer(sql string, args ...any) error
 }
 
 var _ pgx.Tx = (*Tx)(nil)

@@ -201,8 +201,15 @@ func TestDeferredStatementsRideAlong(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				// Its connection is back in the pool: nothing may reach it.
 				if err := tx.Rollback(ctx); !errors.Is(err, pgx.ErrTxClosed) {
 					t.Fatalf("rollback after end = %v, want ErrTxClosed", err)
+				}
+				if err := tx.Defer(`INSERT INTO item VALUES (0)`); !errors.Is(err, pgx.ErrTxClosed) {
+					t.Fatalf("defer after end = %v, want ErrTxClosed", err)
+				}
+				if _, err := tx.Exec(ctx, `INSERT INTO item VALUES (0)`); !errors.Is(err, pgx.ErrTxClosed) {
+					t.Fatalf("exec after end = %v, want ErrTxClosed", err)
 				}
 				counted = r.writes.Load() - before
 				var want []int

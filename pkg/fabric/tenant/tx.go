@@ -6,6 +6,9 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agora-platform/agora/pkg/fabric/pipetx"
 )
 
 // setting is the Postgres setting every tenant table's row-level security
@@ -40,11 +43,23 @@ func Tx(ctx context.Context, db Beginner, tenantID string, fn func(pgx.Tx) error
 	return nil
 }
 
-// begin opens a transaction scoped to tenantID. A pool or connection sends
-// BEGIN and the setting in one simple-protocol round trip (the setting as
-// a quoted literal: the simple protocol has no parameters); a transaction,
+// begin opens a transaction scoped to tenantID. On a pool it is a
+// pipetx.Tx: BEGIN and the setting ride with the first statement, and
+// deferred writes (outbox rows) with the COMMIT. A connection sends BEGIN
+// and the setting in one simple-protocol round trip (the setting as a
+// quoted literal: the simple protocol has no parameters); a transaction,
 // nesting a savepoint, sets it after.
 func begin(ctx context.Context, db Beginner, tenantID string) (pgx.Tx, error) {
+	if pool, ok := db.(*pgxpool.Pool); ok {
+		tx, err := pipetx.Begin(ctx, pool)
+		if err != nil {
+			return nil, fmt.Errorf("tenant tx: begin for %s: %w", tenantID, err)
+		}
+		if err := tx.Defer("SELECT set_config('"+setting+"', $1, true)", tenantID); err != nil {
+			return nil, fmt.Errorf("tenant tx: begin for %s: %w", tenantID, err)
+		}
+		return tx, nil
+	}
 	if txb, ok := db.(interface {
 		BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 	}); ok {
