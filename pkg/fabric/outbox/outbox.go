@@ -105,7 +105,9 @@ func (o *Outbox) Enqueue(ctx context.Context, tx Tx, items ...Item) error {
 	}
 	// A transaction that defers writes (pipetx) carries the rows with its
 	// next statement or its COMMIT: no round trip of their own.
-	deferrer, deferring := tx.(interface{ Defer(sql string, args ...any) error })
+	deferrer, deferring := tx.(interface {
+		Defer(sql string, args ...any) error
+	})
 	b := &pgx.Batch{}
 	for _, it := range items {
 		e := it.Envelope
