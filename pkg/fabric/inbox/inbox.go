@@ -416,6 +416,16 @@ func (in *Inbox) oneByOne(ctx context.Context, batch []fabric.Received, h TxHand
 		}
 		return errs
 	}
+	// lost: the transaction is gone (connection lost, or a handler rolled
+	// it back): nothing in it commits, so nobody may be acked.
+	lost := func(from int, err error) []error {
+		for j := range from {
+			if errs[j] == nil {
+				errs[j] = fabric.Transient(fmt.Errorf("inbox: batch lost: %w", err))
+			}
+		}
+		return fail(from, fabric.Transient(fmt.Errorf("inbox: batch lost: %w", err)))
+	}
 	tx, err := pipetx.Begin(ctx, in.pool)
 	if err != nil {
 		return fail(0, fabric.Transient(fmt.Errorf("inbox: begin: %w", err)))
@@ -425,7 +435,7 @@ func (in *Inbox) oneByOne(ctx context.Context, batch []fabric.Received, h TxHand
 		// SAVEPOINT, and the previous message's RELEASE, ride with the claim.
 		sp, err := tx.Begin(m.Ctx)
 		if err != nil {
-			return fail(i, fabric.Transient(fmt.Errorf("inbox: savepoint: %w", err)))
+			return lost(i, err) // the handler before ended the transaction
 		}
 		first, err := in.claimAfter(m.Ctx, sp, m.Env, in.settings(m.Env))
 		switch {
@@ -439,7 +449,11 @@ func (in *Inbox) oneByOne(ctx context.Context, batch []fabric.Received, h TxHand
 			if in.opts.Faults != nil {
 				in.opts.Faults.Hit("inbox.after-claim")
 			}
-			errs[i] = h(m.Ctx, sp, m.Env)
+			// The handler gets the transaction, not the savepoint: one
+			// that rolls back to free its connection (communication,
+			// before recording a failed attempt on the pool) must free
+			// it, which ends the batch.
+			errs[i] = h(m.Ctx, tx, m.Env)
 			if errs[i] == nil {
 				// The handler's deferred writes are its own: they must
 				// fail here, not with the next message's claim.
@@ -452,16 +466,8 @@ func (in *Inbox) oneByOne(ctx context.Context, batch []fabric.Received, h TxHand
 			sp.Commit(m.Ctx) // a RELEASE, queued
 			continue
 		}
-		// ErrTxClosed: the handler rolled its savepoint back itself.
-		if err := sp.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
-			// The transaction is gone (connection lost): nothing in it
-			// commits, so nobody may be acked.
-			for j := range i {
-				if errs[j] == nil {
-					errs[j] = fabric.Transient(fmt.Errorf("inbox: batch lost: %w", err))
-				}
-			}
-			return fail(i+1, fabric.Transient(fmt.Errorf("inbox: batch lost: %w", err)))
+		if err := sp.Rollback(ctx); err != nil {
+			return lost(i+1, err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {

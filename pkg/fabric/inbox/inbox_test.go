@@ -255,8 +255,12 @@ func TestBatchKeepsEachMessagesFate(t *testing.T) {
 			t.Errorf("event %s: %d effects under app.tenant_id %q, want 1 under %q", e.ID, effects[e.ID], tenantOf[e.ID], e.TenantID)
 		}
 	}
-	if flakyCalls.Load() != 2 {
-		t.Errorf("flaky message handled %d times, want 2 (one failure, one retry)", flakyCalls.Load())
+	// At least twice: one failure, one retry. A third run happens when
+	// its retry shares a batch with the failing deferred write's retry:
+	// the batch runs again one message at a time, and only one run of it
+	// commits (its effect is counted once above).
+	if n := flakyCalls.Load(); n < 2 || n > 3 {
+		t.Errorf("flaky message handled %d times, want 2 or 3 (one failure, one retry, maybe rerun in its batch)", n)
 	}
 }
 

@@ -418,5 +418,19 @@ type Deferrer interface {
 	Defer(sql string, args ...any) error
 }
 
+// Deferring runs its statements on Tx, except Exec, which it defers when
+// Tx does (a pipetx.Tx): for generated queries (sqlc) whose Exec result is
+// not needed, such as marking a row done.
+type Deferring struct{ pgx.Tx }
+
+// Exec defers sql on a deferring transaction, and runs it at once on any
+// other. A deferred statement returns an empty command tag.
+func (d Deferring) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if df, ok := d.Tx.(Deferrer); ok {
+		return pgconn.CommandTag{}, df.Defer(sql, args...)
+	}
+	return d.Tx.Exec(ctx, sql, args...)
+}
+
 var _ pgx.Tx = (*Tx)(nil)
 var _ Deferrer = (*Tx)(nil)

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/pipetx"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/services/communication/internal/notify"
 	"github.com/agora-platform/agora/services/communication/internal/postgres/pgdb"
@@ -139,7 +140,9 @@ func (s *Store) RecordFailure(ctx context.Context, tenantID, sourceEventID strin
 
 // MarkSentTx marks notification id sent inside tx.
 func (s *Store) MarkSentTx(ctx context.Context, tx pgx.Tx, tenantID, id string) error {
-	return pgdb.New(tx).MarkSent(ctx, pgdb.MarkSentParams{TenantID: tenantID, ID: id})
+	// Deferred: the update travels with the transaction's next statement
+	// or its COMMIT (pipetx), as the notification-sent event's outbox row does.
+	return pgdb.New(pipetx.Deferring{Tx: tx}).MarkSent(ctx, pgdb.MarkSentParams{TenantID: tenantID, ID: id})
 }
 
 // MarkFailedTx marks notification id failed for reason inside tx; attempted

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
+	"github.com/agora-platform/agora/pkg/fabric/pipetx"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/services/request/internal/postgres/pgdb"
 	"github.com/agora-platform/agora/services/request/internal/request"
@@ -311,7 +312,7 @@ func (s *Store) AddDocument(ctx context.Context, a request.Actor, r request.Requ
 		if err := s.outbox.Enqueue(ctx, tx, outbox.Item{Aggregate: outbox.Aggregate{Type: "document", ID: d.ID}, Envelope: env}); err != nil {
 			return fmt.Errorf("enqueue %s for document %s: %w", env.Type, d.ID, err)
 		}
-		return appendTimeline(ctx, q, r.TenantID, r.ID, env)
+		return appendTimeline(ctx, tx, r.TenantID, r.ID, env)
 	})
 }
 
@@ -410,7 +411,7 @@ func (s *Store) ApplyWorkflowChange(ctx context.Context, tx pgx.Tx, tenantID str
 		return fmt.Errorf("lock request %s: %w", c.RequestID, err)
 	}
 	r := fromRow(row)
-	if err := appendTimeline(ctx, q, tenantID, r.ID, cause); err != nil {
+	if err := appendTimeline(ctx, tx, tenantID, r.ID, cause); err != nil {
 		return err
 	}
 	now := s.now().UTC().Truncate(time.Microsecond)
@@ -449,12 +450,14 @@ func (s *Store) enqueue(ctx context.Context, tx pgx.Tx, q *pgdb.Queries, request
 	if err := s.outbox.Enqueue(ctx, tx, items...); err != nil {
 		return fmt.Errorf("enqueue %s for %s: %w", envs[0].Type, requestID, err)
 	}
-	return appendTimeline(ctx, q, envs[0].TenantID, requestID, envs...)
+	return appendTimeline(ctx, tx, envs[0].TenantID, requestID, envs...)
 }
 
 // appendTimeline records envs in request requestID's timeline; types the
-// timeline does not show are skipped.
-func appendTimeline(ctx context.Context, q *pgdb.Queries, tenantID, requestID string, envs ...envelope.Envelope) error {
+// timeline does not show are skipped. The inserts are deferred: they
+// travel with tx's next statement or its COMMIT (pipetx).
+func appendTimeline(ctx context.Context, tx pgx.Tx, tenantID, requestID string, envs ...envelope.Envelope) error {
+	q := pgdb.New(pipetx.Deferring{Tx: tx})
 	for _, env := range envs {
 		e, ok, err := request.EntryOf(env)
 		if err != nil {

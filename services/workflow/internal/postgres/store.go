@@ -17,6 +17,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/catalog/payload"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
+	"github.com/agora-platform/agora/pkg/fabric/pipetx"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/services/workflow/internal/postgres/pgdb"
 	"github.com/agora-platform/agora/services/workflow/internal/process"
@@ -140,7 +141,9 @@ func (s *Store) StartProcess(ctx context.Context, tx pgx.Tx, tenantID string, su
 	if inserted == 0 {
 		return nil
 	}
-	taskID, err := s.openTask(ctx, q, p, def, 0, now)
+	// The task and its timers are deferred writes: they travel with the
+	// transaction's next statement or its COMMIT (pipetx).
+	taskID, err := s.openTask(ctx, pgdb.New(pipetx.Deferring{Tx: tx}), p, def, 0, now)
 	if err != nil {
 		return err
 	}
