@@ -126,6 +126,16 @@ func (e *DeferredError) Error() string {
 
 func (e *DeferredError) Unwrap() error { return e.Err }
 
+// direct reports whether nothing is queued, and then counts the
+// statement about to go straight to the connection as sent.
+func (r *Tx) direct() bool {
+	if len(r.queued) > 0 {
+		return false
+	}
+	r.sent, r.sends = true, r.sends+1
+	return true
+}
+
 // Flush sends the queued statements now and returns the first error.
 func (t *Tx) Flush(ctx context.Context) error {
 	if t.ended() {
@@ -146,9 +156,7 @@ func (t *Tx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandT
 	if t.ended() {
 		return pgconn.CommandTag{}, pgx.ErrTxClosed
 	}
-	r := t.root
-	if len(r.queued) == 0 {
-		r.sent, r.sends = true, r.sends+1
+	if r := t.root; r.direct() {
 		return r.conn.Exec(ctx, sql, args...)
 	}
 	br, err := t.send(ctx, &pgx.QueuedQuery{SQL: sql, Arguments: args})
@@ -167,9 +175,7 @@ func (t *Tx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, erro
 	if t.ended() {
 		return nil, pgx.ErrTxClosed
 	}
-	r := t.root
-	if len(r.queued) == 0 {
-		r.sent, r.sends = true, r.sends+1
+	if r := t.root; r.direct() {
 		return r.conn.Query(ctx, sql, args...)
 	}
 	br, err := t.send(ctx, &pgx.QueuedQuery{SQL: sql, Arguments: args})
@@ -219,9 +225,7 @@ func (t *Tx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if t.ended() {
 		return &row{err: pgx.ErrTxClosed}
 	}
-	r := t.root
-	if len(r.queued) == 0 {
-		r.sent, r.sends = true, r.sends+1
+	if r := t.root; r.direct() {
 		return r.conn.QueryRow(ctx, sql, args...)
 	}
 	rows, err := t.Query(ctx, sql, args...)
@@ -258,9 +262,7 @@ func (t *Tx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	if t.ended() {
 		return failedBatch{pgx.ErrTxClosed}
 	}
-	r := t.root
-	if len(r.queued) == 0 {
-		r.sent, r.sends = true, r.sends+1
+	if r := t.root; r.direct() {
 		return r.conn.SendBatch(ctx, b)
 	}
 	br, err := t.send(ctx, b.QueuedQueries...)
@@ -356,8 +358,8 @@ func (t *Tx) Commit(ctx context.Context) error {
 // Rollback drops the queued statements and rolls back. For a savepoint it
 // drops what was queued inside it and rolls back to it, without a round
 // trip when SAVEPOINT itself was still queued. A transaction that never
-// sent a statement rolls back without a round trip. As with pgx, Rollback after Commit returns
-// pgx.ErrTxClosed, so a deferred Rollback is safe.
+// sent a statement rolls back without a round trip. As with pgx, Rollback
+// after Commit returns pgx.ErrTxClosed, so a deferred Rollback is safe.
 func (t *Tx) Rollback(ctx context.Context) error {
 	if t.ended() {
 		return pgx.ErrTxClosed
