@@ -56,6 +56,7 @@ func begin(ctx context.Context, db Beginner, tenantID string) (pgx.Tx, error) {
 			return nil, fmt.Errorf("tenant tx: begin for %s: %w", tenantID, err)
 		}
 		if err := tx.Defer("SELECT set_config('"+setting+"', $1, true)", tenantID); err != nil {
+			tx.Rollback(context.WithoutCancel(ctx)) // gives the connection back
 			return nil, fmt.Errorf("tenant tx: begin for %s: %w", tenantID, err)
 		}
 		return tx, nil
