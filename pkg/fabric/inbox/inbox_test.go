@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -391,5 +392,55 @@ func publishAll(t *testing.T, f *fabrictest.Fabric, envelopes []envelope.Envelop
 		if err := f.Pub.Publish(context.Background(), e); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestDeferredWriteFailureIsItsMessagesOwn: a handler that succeeds but
+// leaves a deferred write that fails (pipetx) fails its own message,
+// wherever it sits in the batch, and every other message commits once.
+// Without the flush after each handler on the one-at-a-time path, the
+// failure lands on the next message's claim, or on the batch's COMMIT.
+func TestDeferredWriteFailureIsItsMessagesOwn(t *testing.T) {
+	s := fabrictest.NewSchema(t, env)
+	ctx := context.Background()
+	if _, err := s.Pool.Exec(ctx, `CREATE TABLE effect (event_id uuid NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	in := inbox.New(s.Pool, s.Name, "test.deferred", inbox.Options{})
+	for _, bad := range []int{0, 1, 3} {
+		t.Run(fmt.Sprintf("failing message at %d of 4", bad), func(t *testing.T) {
+			batch := make([]fabric.Received, 4)
+			for i := range batch {
+				batch[i] = fabric.Received{Ctx: ctx, Env: submitted(t, "org-a", fmt.Sprintf("m%d", i))}
+			}
+			h := in.BatchHandler(func(ctx context.Context, tx pgx.Tx, e envelope.Envelope) error {
+				if _, err := tx.Exec(ctx, `INSERT INTO effect VALUES ($1)`, e.ID); err != nil {
+					return err
+				}
+				if e.ID == batch[bad].Env.ID {
+					return tx.(pipetx.Deferrer).Defer(`SELECT 1/0`)
+				}
+				return nil
+			})
+			errs := h(ctx, batch)
+			for i, err := range errs {
+				if (i == bad) != (err != nil) {
+					t.Errorf("message %d: error %v (the failing write is message %d's)", i, err, bad)
+				}
+			}
+			var deferred *pipetx.DeferredError
+			if !errors.As(errs[bad], &deferred) || fabric.ClassOf(errs[bad]) != fabric.ClassTransient {
+				t.Errorf("message %d: error %v, want a transient *pipetx.DeferredError", bad, errs[bad])
+			}
+			for i, m := range batch {
+				var n int
+				if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM effect WHERE event_id = $1`, m.Env.ID).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				if want := map[bool]int{true: 0, false: 1}[i == bad]; n != want {
+					t.Errorf("message %d: %d effects, want %d", i, n, want)
+				}
+			}
+		})
 	}
 }
