@@ -360,6 +360,7 @@ func TestReconnectAfterConnectionsAreClosed(t *testing.T) {
 	var confirmed atomic.Int32 // read while the publisher runs; sent is read after it stopped
 	stop := make(chan struct{})
 	pubDone := make(chan error, 1)
+	var pubErr atomic.Value // the error that stopped the publisher, for the waits below
 	go func() {
 		for {
 			select {
@@ -379,6 +380,7 @@ func TestReconnectAfterConnectionsAreClosed(t *testing.T) {
 			case errors.Is(err, fabric.ErrConnectionLost):
 				lost++ // not confirmed: the caller knows it must resend
 			default:
+				pubErr.Store(err)
 				pubDone <- err
 				return
 			}
@@ -389,7 +391,12 @@ func TestReconnectAfterConnectionsAreClosed(t *testing.T) {
 	publishing := func(what string) {
 		t.Helper()
 		from := confirmed.Load()
-		fabrictest.Eventually(t, 20*time.Second, what, func() bool { return confirmed.Load() >= from+20 })
+		fabrictest.Eventually(t, 20*time.Second, what, func() bool {
+			if err, _ := pubErr.Load().(error); err != nil {
+				t.Fatalf("%s: the publisher stopped: %v", what, err)
+			}
+			return confirmed.Load() >= from+20
+		})
 	}
 	for round := 0; round < 2; round++ {
 		publishing(fmt.Sprintf("20 confirms before fault %d", round+1))

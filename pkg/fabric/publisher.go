@@ -407,12 +407,20 @@ func (p *Publisher) useUnlessClosed(pc *pubChannel) (*pubChannel, error) {
 
 // open opens a confirm-mode channel and starts its confirm listener.
 func (p *Publisher) open(ctx context.Context) (*pubChannel, error) {
-	ch, err := p.conn.Channel(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("publisher: %w", err)
-	}
-	if err := ch.Confirm(false); err != nil {
+	var ch *amqp.Channel
+	for {
+		var err error
+		if ch, err = p.conn.Channel(ctx); err != nil {
+			return nil, fmt.Errorf("publisher: %w", err)
+		}
+		err = ch.Confirm(false)
+		if err == nil {
+			break
+		}
 		ch.Close()
+		if droppedUnderUs(err) && ctx.Err() == nil {
+			continue // the connection died between the channel and confirm mode: the supervisor redials
+		}
 		return nil, fmt.Errorf("publisher: confirm mode: %w", err)
 	}
 	pc := &pubChannel{ch: ch, turn: make(chan struct{}, 1), pending: map[uint64]*Pending{}, byID: map[string][]uint64{}}
@@ -426,6 +434,13 @@ func (p *Publisher) open(ctx context.Context) (*pubChannel, error) {
 	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
 	go pc.listen(confirms, returns, closed, p.metrics)
 	return pc, nil
+}
+
+// droppedUnderUs reports whether err is the connection going away (closed,
+// or closed by the broker or an operator), not a refusal of the request.
+func droppedUnderUs(err error) bool {
+	var ae *amqp.Error
+	return errors.Is(err, amqp.ErrClosed) || (errors.As(err, &ae) && ae.Code == amqp.ConnectionForced)
 }
 
 func (pc *pubChannel) isDead() bool {
