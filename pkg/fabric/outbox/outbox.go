@@ -14,6 +14,7 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/pipetx"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/telemetry"
 )
@@ -104,10 +105,10 @@ func (o *Outbox) Enqueue(ctx context.Context, tx Tx, items ...Item) error {
 		return err
 	}
 	// A transaction that defers writes (pipetx) carries the rows with its
-	// next statement or its COMMIT: no round trip of their own.
-	deferrer, deferring := tx.(interface {
-		Defer(sql string, args ...any) error
-	})
+	// next statement or its COMMIT: no round trip of their own. They are
+	// handed over only once every item is encoded, so a refused item
+	// leaves nothing queued.
+	deferrer, deferring := tx.(pipetx.Deferrer)
 	b := &pgx.Batch{}
 	for _, it := range items {
 		e := it.Envelope
