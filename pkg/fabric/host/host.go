@@ -21,6 +21,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -107,6 +108,10 @@ type Config struct {
 	// producer. Bursts are two seconds' worth. Types and producers not
 	// named are not limited.
 	PublishRatePerType, PublishRatePerProducer map[string]float64
+	// RelayWorkers (OUTBOX_RELAY_WORKERS) is how many cycles the outbox
+	// relay overlaps (outbox.RelayOptions.Workers); 0: the relay's default,
+	// one.
+	RelayWorkers int
 }
 
 // ConfigFrom reads the environment through getenv. defaultAddr is the
@@ -176,6 +181,13 @@ func ConfigFrom(service, defaultAddr string, getenv func(string) string) (Config
 			}
 			*r.dst = rates
 		}
+	}
+	if v := getenv("OUTBOX_RELAY_WORKERS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return c, fmt.Errorf("OUTBOX_RELAY_WORKERS: %q is not a positive number", v)
+		}
+		c.RelayWorkers = n
 	}
 	rc, err := retention.ConfigFrom(getenv)
 	if err != nil {
@@ -324,7 +336,8 @@ func New(ctx context.Context, cfg Config, opts Options, logOut io.Writer) (*Host
 	if opts.Relay {
 		// Published rows are deleted by the retention worker (RETENTION_OUTBOX),
 		// not by the relay's own loop, so one setting governs them.
-		h.relay = outbox.NewRelay(h.Pool, cfg.Schema, h.Pub, outbox.RelayOptions{Tracer: h.Tracer, Logger: h.Log, Retention: -1})
+		h.relay = outbox.NewRelay(h.Pool, cfg.Schema, h.Pub, outbox.RelayOptions{Tracer: h.Tracer, Logger: h.Log, Retention: -1,
+			Workers: cfg.RelayWorkers})
 		// The relay in this process is woken directly, not by NOTIFY,
 		// whose lock serializes every notifying commit of the cluster.
 		h.Outbox = h.Outbox.WithWake(h.relay.Expect)

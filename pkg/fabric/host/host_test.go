@@ -57,6 +57,8 @@ func TestConfigFromRefusesBadValues(t *testing.T) {
 		{"CONSOLE_SERVICES", "workflow"},
 		{"PUBLISH_RATE_PER_TYPE", "request.submitted.v1"},
 		{"PUBLISH_RATE_PER_PRODUCER", "gateway/catalog=-3"},
+		{"OUTBOX_RELAY_WORKERS", "0"},
+		{"OUTBOX_RELAY_WORKERS", "two"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := host.ConfigFrom("test", ":0", func(k string) string {

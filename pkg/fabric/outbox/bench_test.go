@@ -33,7 +33,7 @@ func BenchmarkOutboxLatencyAtFixedRate(b *testing.B) {
 	for _, c := range []struct {
 		workers int
 		wake    string
-	}{{1, "notify"}, {2, "notify"}, {2, "direct"}} {
+	}{{1, "notify"}, {2, "notify"}, {1, "direct"}, {2, "direct"}} {
 		b.Run(fmt.Sprintf("workers=%d/wake=%s", c.workers, c.wake), func(b *testing.B) { outboxLatency(b, c.workers, c.wake == "direct") })
 	}
 }
