@@ -74,6 +74,23 @@ func TestConfigFromRefusesBadValues(t *testing.T) {
 	}
 }
 
+func TestConfigFromReadsRelayWorkers(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		want  int
+	}{{"", 0}, {"1", 1}, {"3", 3}} {
+		c, err := host.ConfigFrom("test", ":0", func(k string) string {
+			if k == "OUTBOX_RELAY_WORKERS" {
+				return tc.value
+			}
+			return ""
+		})
+		if err != nil || c.RelayWorkers != tc.want {
+			t.Errorf("OUTBOX_RELAY_WORKERS=%q: RelayWorkers %d, err %v; want %d (0: the relay's default)", tc.value, c.RelayWorkers, err, tc.want)
+		}
+	}
+}
+
 // serve starts a host consuming spec with vars as its environment (plus
 // the test's broker vhost, database schema and a free port) and returns
 // its base URL, log and schema; the host is stopped and joined at cleanup.
