@@ -415,8 +415,12 @@ func (s *Store) ApplyWorkflowChange(ctx context.Context, tx pgx.Tx, tenantID str
 		return err
 	}
 	now := s.now().UTC().Truncate(time.Microsecond)
+	// The writes below are deferred (their results are not used): they
+	// travel with the outbox rows and the timeline at COMMIT (pipetx), so
+	// the whole reaction is the lock above and the commit.
+	dq := pgdb.New(pipetx.Deferring{Tx: tx})
 	if c.SLABreached {
-		if _, err := q.MarkSLABreached(ctx, pgdb.MarkSLABreachedParams{TenantID: tenantID, ID: r.ID, BreachedAt: &now}); err != nil {
+		if _, err := dq.MarkSLABreached(ctx, pgdb.MarkSLABreachedParams{TenantID: tenantID, ID: r.ID, BreachedAt: &now}); err != nil {
 			return fmt.Errorf("mark request %s SLA breached: %w", r.ID, err)
 		}
 	}
@@ -429,7 +433,7 @@ func (s *Store) ApplyWorkflowChange(ctx context.Context, tx pgx.Tx, tenantID str
 	if c.Reason != "" {
 		reason = &c.Reason
 	}
-	if err := q.UpdateStatus(ctx, pgdb.UpdateStatusParams{TenantID: tenantID, ID: r.ID, Status: string(r.Status),
+	if err := dq.UpdateStatus(ctx, pgdb.UpdateStatusParams{TenantID: tenantID, ID: r.ID, Status: string(r.Status),
 		StatusReason: reason, UpdatedAt: now}); err != nil {
 		return fmt.Errorf("update request %s status: %w", r.ID, err)
 	}
