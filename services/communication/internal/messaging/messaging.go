@@ -39,7 +39,10 @@ type Sender interface {
 // inbox transaction; RecordFailure commits on its own, after that
 // transaction is rolled back, so a failed attempt stays counted.
 type Store interface {
-	EnsureTx(ctx context.Context, tx pgx.Tx, tenantID, sourceEventID string, n notify.Notification) (notify.Notification, error)
+	// EnsureTx also returns the citizen's contact (nil without one), and
+	// fills an empty channel with the contact's preferred one (e-mail
+	// without a contact).
+	EnsureTx(ctx context.Context, tx pgx.Tx, tenantID, sourceEventID string, n notify.Notification) (notify.Notification, *notify.Contact, error)
 	RecordFailure(ctx context.Context, tenantID, sourceEventID string, n notify.Notification, lastError string) error
 	ContactTx(ctx context.Context, tx pgx.Tx, tenantID, citizenID string) (notify.Contact, error)
 	MarkSentTx(ctx context.Context, tx pgx.Tx, tenantID, id string) error
@@ -145,35 +148,19 @@ func (d *Deliverer) deliver(ctx context.Context, tx pgx.Tx, env envelope.Envelop
 	if err != nil {
 		return fabric.Invalid(fmt.Errorf("message %s: %w", env.ID, err))
 	}
-	contact, err := d.store.ContactTx(ctx, tx, tenantID, j.citizenID)
-	found := err == nil
-	if err != nil && !errors.Is(err, notify.ErrNotFound) {
-		return fabric.Transient(fmt.Errorf("contact of message %s: %w", env.ID, err))
-	}
-	ch := j.channel
-	if ch == "" {
-		ch = notify.Email
-		if found {
-			ch = contact.Preferred
-		}
-	}
 	// The notification id, and with it the mail's Message-ID, is derived
 	// from the message, not drawn at random: when the process dies after
 	// the relay accepted a mail but before this transaction commits, the
 	// redelivery sends the same Message-ID again, which a relay or a mail
 	// client drops as the duplicate it is.
 	id := uuid.NewSHA1(notificationNamespace, []byte(tenantID+"/"+env.ID))
-	n, err := d.store.EnsureTx(ctx, tx, tenantID, env.ID, notify.Notification{ID: id.String(), RequestID: j.requestID,
-		CitizenID: j.citizenID, Channel: ch, Template: j.template})
+	n, c, err := d.store.EnsureTx(ctx, tx, tenantID, env.ID, notify.Notification{ID: id.String(), RequestID: j.requestID,
+		CitizenID: j.citizenID, Channel: j.channel, Template: j.template})
 	if err != nil {
 		return fabric.Transient(fmt.Errorf("notification of message %s: %w", env.ID, err))
 	}
 	if n.Status != notify.Pending {
 		return nil // settled by an earlier delivery of this message
-	}
-	var c *notify.Contact
-	if found {
-		c = &contact
 	}
 	sendErr, err := d.settle(ctx, tx, tenantID, n, c, j.params, env)
 	if err != nil {

@@ -112,15 +112,31 @@ func getContact(ctx context.Context, q *pgdb.Queries, tenantID, citizenID string
 }
 
 // EnsureTx creates the pending notification of sourceEventID inside tx, or
-// returns the one an earlier failed attempt left.
-func (s *Store) EnsureTx(ctx context.Context, tx pgx.Tx, tenantID, sourceEventID string, n notify.Notification) (notify.Notification, error) {
+// returns the one an earlier failed attempt left, with the citizen's
+// contact (nil when they have none), in one round trip. An empty
+// n.Channel is the contact's preferred channel, e-mail without a contact.
+func (s *Store) EnsureTx(ctx context.Context, tx pgx.Tx, tenantID, sourceEventID string, n notify.Notification) (notify.Notification, *notify.Contact, error) {
 	row, err := pgdb.New(tx).EnsureNotification(ctx, pgdb.EnsureNotificationParams{ID: n.ID, TenantID: tenantID,
 		SourceEventID: sourceEventID, RequestID: opt(n.RequestID), CitizenID: n.CitizenID,
-		Channel: string(n.Channel), Template: n.Template})
+		Channel: opt(string(n.Channel)), Template: n.Template})
 	if err != nil {
-		return notify.Notification{}, fmt.Errorf("ensure notification for %s: %w", sourceEventID, err)
+		return notify.Notification{}, nil, fmt.Errorf("ensure notification for %s: %w", sourceEventID, err)
 	}
-	return notificationOf(row), nil
+	out := notificationOf(pgdb.Notification{ID: row.ID, TenantID: row.TenantID, SourceEventID: row.SourceEventID,
+		RequestID: row.RequestID, CitizenID: row.CitizenID, Channel: row.Channel, Template: row.Template,
+		Status: row.Status, Attempts: row.Attempts, LastError: row.LastError, FailureReason: row.FailureReason,
+		CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, SentAt: row.SentAt})
+	if row.ContactCitizenID == nil {
+		return out, nil, nil
+	}
+	c := contactOf(pgdb.Contact{TenantID: tenantID, CitizenID: *row.ContactCitizenID, Email: row.ContactEmail,
+		Phone: row.ContactPhone, PreferredChannel: deref(row.ContactPreferredChannel),
+		ProgressNotices: row.ContactProgressNotices == nil || *row.ContactProgressNotices,
+		QuietStart: row.ContactQuietStart, QuietEnd: row.ContactQuietEnd, QuietTimeZone: row.ContactQuietTimeZone})
+	if row.ContactUpdatedAt != nil {
+		c.UpdatedAt = *row.ContactUpdatedAt
+	}
+	return out, &c, nil
 }
 
 // RecordFailure counts a failed attempt of n (the notification of

@@ -52,35 +52,77 @@ func (q *Queries) DueHolds(ctx context.Context, arg DueHoldsParams) ([]Notificat
 }
 
 const ensureNotification = `-- name: EnsureNotification :one
-INSERT INTO notification (id, tenant_id, source_event_id, request_id, citizen_id, channel, template, status)
-VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending')
-ON CONFLICT (tenant_id, source_event_id) DO UPDATE SET updated_at = now()
-RETURNING id, tenant_id, source_event_id, request_id, citizen_id, channel, template, status, attempts, last_error, failure_reason, created_at, updated_at, sent_at, params, cause, not_before
+WITH c AS (
+    SELECT tenant_id, citizen_id, email, phone, preferred_channel, updated_by, updated_at, progress_notices, quiet_start, quiet_end, quiet_time_zone FROM contact
+    WHERE contact.tenant_id = $1 AND contact.citizen_id = $2
+), n AS (
+    INSERT INTO notification (id, tenant_id, source_event_id, request_id, citizen_id, channel, template, status)
+    VALUES ($3, $1, $4, $5, $2,
+            coalesce($6::text, (SELECT c.preferred_channel FROM c), 'email'), $7, 'pending')
+    ON CONFLICT (tenant_id, source_event_id) DO UPDATE SET updated_at = now()
+    RETURNING id, tenant_id, source_event_id, request_id, citizen_id, channel, template, status, attempts, last_error, failure_reason, created_at, updated_at, sent_at, params, cause, not_before
+)
+SELECT n.id, n.tenant_id, n.source_event_id, n.request_id, n.citizen_id, n.channel, n.template, n.status,
+       n.attempts, n.last_error, n.failure_reason, n.created_at, n.updated_at, n.sent_at,
+       c.citizen_id AS contact_citizen_id, c.email AS contact_email, c.phone AS contact_phone,
+       c.preferred_channel AS contact_preferred_channel, c.updated_at AS contact_updated_at,
+       c.progress_notices AS contact_progress_notices, c.quiet_start AS contact_quiet_start,
+       c.quiet_end AS contact_quiet_end, c.quiet_time_zone AS contact_quiet_time_zone
+FROM n LEFT JOIN c ON true
 `
 
 type EnsureNotificationParams struct {
-	ID            string
 	TenantID      string
+	CitizenID     string
+	ID            string
 	SourceEventID string
 	RequestID     *string
-	CitizenID     string
-	Channel       string
+	Channel       *string
 	Template      string
 }
 
+type EnsureNotificationRow struct {
+	ID                      string
+	TenantID                string
+	SourceEventID           string
+	RequestID               *string
+	CitizenID               string
+	Channel                 string
+	Template                string
+	Status                  string
+	Attempts                int32
+	LastError               *string
+	FailureReason           *string
+	CreatedAt               time.Time
+	UpdatedAt               time.Time
+	SentAt                  *time.Time
+	ContactCitizenID        *string
+	ContactEmail            *string
+	ContactPhone            *string
+	ContactPreferredChannel *string
+	ContactUpdatedAt        *time.Time
+	ContactProgressNotices  *bool
+	ContactQuietStart       *string
+	ContactQuietEnd         *string
+	ContactQuietTimeZone    *string
+}
+
 // Creates the notification of a source event, or returns the one a failed
-// earlier attempt left (see RecordAttemptFailure).
-func (q *Queries) EnsureNotification(ctx context.Context, arg EnsureNotificationParams) (Notification, error) {
+// earlier attempt left (see RecordAttemptFailure), together with the
+// citizen's contact (NULL columns when there is none): one round trip where
+// a lookup and an insert took two. A NULL channel is the contact's
+// preferred one, e-mail without a contact.
+func (q *Queries) EnsureNotification(ctx context.Context, arg EnsureNotificationParams) (EnsureNotificationRow, error) {
 	row := q.db.QueryRow(ctx, ensureNotification,
-		arg.ID,
 		arg.TenantID,
+		arg.CitizenID,
+		arg.ID,
 		arg.SourceEventID,
 		arg.RequestID,
-		arg.CitizenID,
 		arg.Channel,
 		arg.Template,
 	)
-	var i Notification
+	var i EnsureNotificationRow
 	err := row.Scan(
 		&i.ID,
 		&i.TenantID,
@@ -96,9 +138,15 @@ func (q *Queries) EnsureNotification(ctx context.Context, arg EnsureNotification
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.SentAt,
-		&i.Params,
-		&i.Cause,
-		&i.NotBefore,
+		&i.ContactCitizenID,
+		&i.ContactEmail,
+		&i.ContactPhone,
+		&i.ContactPreferredChannel,
+		&i.ContactUpdatedAt,
+		&i.ContactProgressNotices,
+		&i.ContactQuietStart,
+		&i.ContactQuietEnd,
+		&i.ContactQuietTimeZone,
 	)
 	return i, err
 }

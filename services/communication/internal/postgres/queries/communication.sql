@@ -13,11 +13,27 @@ SELECT * FROM contact WHERE tenant_id = $1 AND citizen_id = $2;
 
 -- name: EnsureNotification :one
 -- Creates the notification of a source event, or returns the one a failed
--- earlier attempt left (see RecordAttemptFailure).
-INSERT INTO notification (id, tenant_id, source_event_id, request_id, citizen_id, channel, template, status)
-VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending')
-ON CONFLICT (tenant_id, source_event_id) DO UPDATE SET updated_at = now()
-RETURNING *;
+-- earlier attempt left (see RecordAttemptFailure), together with the
+-- citizen's contact (NULL columns when there is none): one round trip where
+-- a lookup and an insert took two. A NULL channel is the contact's
+-- preferred one, e-mail without a contact.
+WITH c AS (
+    SELECT * FROM contact
+    WHERE contact.tenant_id = sqlc.arg(tenant_id) AND contact.citizen_id = sqlc.arg(citizen_id)
+), n AS (
+    INSERT INTO notification (id, tenant_id, source_event_id, request_id, citizen_id, channel, template, status)
+    VALUES (sqlc.arg(id), sqlc.arg(tenant_id), sqlc.arg(source_event_id), sqlc.narg(request_id), sqlc.arg(citizen_id),
+            coalesce(sqlc.narg(channel)::text, (SELECT c.preferred_channel FROM c), 'email'), sqlc.arg(template), 'pending')
+    ON CONFLICT (tenant_id, source_event_id) DO UPDATE SET updated_at = now()
+    RETURNING *
+)
+SELECT n.id, n.tenant_id, n.source_event_id, n.request_id, n.citizen_id, n.channel, n.template, n.status,
+       n.attempts, n.last_error, n.failure_reason, n.created_at, n.updated_at, n.sent_at,
+       c.citizen_id AS contact_citizen_id, c.email AS contact_email, c.phone AS contact_phone,
+       c.preferred_channel AS contact_preferred_channel, c.updated_at AS contact_updated_at,
+       c.progress_notices AS contact_progress_notices, c.quiet_start AS contact_quiet_start,
+       c.quiet_end AS contact_quiet_end, c.quiet_time_zone AS contact_quiet_time_zone
+FROM n LEFT JOIN c ON true;
 
 -- name: RecordAttemptFailure :exec
 -- Runs after the delivery transaction rolled back, so the row may not
