@@ -129,10 +129,12 @@ func (s *Store) EnsureTx(ctx context.Context, tx pgx.Tx, tenantID, sourceEventID
 	if row.ContactCitizenID == nil {
 		return out, nil, nil
 	}
-	c := contactOf(pgdb.Contact{TenantID: tenantID, CitizenID: *row.ContactCitizenID, Email: row.ContactEmail,
-		Phone: row.ContactPhone, PreferredChannel: deref(row.ContactPreferredChannel),
-		ProgressNotices: row.ContactProgressNotices == nil || *row.ContactProgressNotices,
-		QuietStart: row.ContactQuietStart, QuietEnd: row.ContactQuietEnd, QuietTimeZone: row.ContactQuietTimeZone})
+	c := contactOf(pgdb.Contact{
+		TenantID: tenantID, CitizenID: *row.ContactCitizenID, Email: row.ContactEmail, Phone: row.ContactPhone,
+		PreferredChannel: deref(row.ContactPreferredChannel),
+		ProgressNotices:  row.ContactProgressNotices == nil || *row.ContactProgressNotices,
+		QuietStart:       row.ContactQuietStart, QuietEnd: row.ContactQuietEnd, QuietTimeZone: row.ContactQuietTimeZone,
+	})
 	if row.ContactUpdatedAt != nil {
 		c.UpdatedAt = *row.ContactUpdatedAt
 	}
