@@ -95,8 +95,9 @@ var (
 )
 
 // costPerRequest renders after−before divided by n requests: CPU in all,
-// then by role and by process.
-func costPerRequest(before, after costSample, n int) string {
+// then by role and by process, and the rate the box's cores could carry at
+// the platform's cost (taken at a saturated step, that is the ceiling).
+func costPerRequest(before, after costSample, n, cores int) string {
 	if n == 0 {
 		return "no requests"
 	}
@@ -120,10 +121,15 @@ func costPerRequest(before, after costSample, n int) string {
 			harness += d
 		}
 	}
-	sort.Slice(parts, func(i, j int) bool { return parts[i].ms > parts[j].ms })
+	sort.Slice(parts, func(i, j int) bool {
+		if parts[i].ms != parts[j].ms {
+			return parts[i].ms > parts[j].ms
+		}
+		return parts[i].name < parts[j].name
+	})
 	var w strings.Builder
-	fmt.Fprintf(&w, "per request: CPU %.1f ms (platform %.1f, benchmark client and SMTP sink %.1f, other %.1f; ",
-		total, platform, harness, total-platform-harness)
+	fmt.Fprintf(&w, "per request: CPU %.1f ms (platform %.1f, at most %.0f req/s on %d cores; benchmark client and SMTP sink %.1f, other %.1f; ",
+		total, platform, ceiling(platform, cores), cores, harness, total-platform-harness)
 	for i, p := range parts {
 		if i > 0 {
 			w.WriteString(", ")
@@ -134,6 +140,15 @@ func costPerRequest(before, after costSample, n int) string {
 		float64(after.commits-before.commits)/float64(n), float64(after.walSyncs-before.walSyncs)/float64(n),
 		float64(after.published-before.published)/float64(n), float64(after.delivered-before.delivered)/float64(n))
 	return w.String()
+}
+
+// ceiling is the rate cores carry when each request costs platformMs of
+// CPU and nothing else runs: the bound no tuning of waits can pass.
+func ceiling(platformMs float64, cores int) float64 {
+	if platformMs <= 0 {
+		return 0
+	}
+	return float64(cores) * 1000 / platformMs
 }
 
 // resetStatements empties pg_stat_statements, creating the extension in

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -302,7 +303,7 @@ func (p *flowPlatform) step(b *testing.B, rate, seconds int) stepResult {
 	}
 	// Counted once everything is done, so the drain is included: work
 	// queued during the step is paid for by the step.
-	r.cost = costPerRequest(before, sampleCost(b, p.h, p.db), len(sent))
+	r.cost = costPerRequest(before, sampleCost(b, p.h, p.db), len(sent), runtime.NumCPU())
 	if statements {
 		r.cost += "\n" + topStatements(b, p.db, len(sent))
 	}
