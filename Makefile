@@ -91,7 +91,7 @@ asyncapi-check:
 	$(FABRICCTL_RUN) catalog asyncapi --check docs/asyncapi.json
 
 # The official AsyncAPI 3.0.0 JSON Schema (npm package @asyncapi/specs, pinned), which
-# pkg/fabric/asyncapi's test validates the generated document against.
+# pkg/fabric/internal/asyncapi's test validates the generated document against.
 ASYNCAPI_SPECS_VERSION = 6.11.1
 export ASYNCAPI_SCHEMA := $(CURDIR)/.data/tools/asyncapi-specs-$(ASYNCAPI_SPECS_VERSION)/3.0.0.json
 
@@ -257,8 +257,8 @@ cluster-test:
 # and the crash-safety suite (not listed) stop the machine's broker with its own rabbitmqctl.
 TESTINFRA = $(CURDIR)/.data/bin/testinfra
 TESTINFRA_ENV = $(CURDIR)/.data/testinfra.env
-TESTINFRA_FABRIC = ./pkg/fabric/ ./pkg/fabric/outbox/ ./pkg/fabric/inbox/ ./pkg/fabric/dlq/ ./pkg/fabric/broker/ \
-	./pkg/fabric/coalesce/ ./pkg/fabric/retention/ ./pkg/fabric/ratelimit/ ./pkg/fabric/tenant/
+TESTINFRA_FABRIC = ./pkg/fabric/ ./pkg/fabric/outbox/ ./pkg/fabric/inbox/ ./pkg/fabric/internal/dlq/ ./pkg/fabric/broker/ \
+	./pkg/fabric/internal/coalesce/ ./pkg/fabric/retention/ ./pkg/fabric/ratelimit/ ./pkg/fabric/tenant/
 .PHONY: test-containers
 test-containers:
 	@timeout 10 docker info >/dev/null 2>&1 || { echo "!!! no container engine answers (docker info): run 'make infra' (deploy/local/docker.sh)" >&2; exit 1; }

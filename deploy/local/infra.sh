@@ -308,7 +308,7 @@ do_ocr() {
   command -v pdftotext >/dev/null && command -v pdftoppm >/dev/null || die "pdftotext/pdftoppm missing after install"
 }
 
-# The operator console's browser test (pkg/fabric/console, e2e TestOperatorConsole)
+# The operator console's browser test (pkg/fabric/internal/console, e2e TestOperatorConsole)
 # drives Debian's headless Chromium through the DevTools protocol (chromedp).
 do_browser() {
   step "Browser: Debian's chromium (headless, for the console's browser test)"

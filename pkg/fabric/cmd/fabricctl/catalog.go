@@ -9,7 +9,7 @@ import (
 	"os"
 	"text/tabwriter"
 
-	"github.com/agora-platform/agora/pkg/fabric/asyncapi"
+	"github.com/agora-platform/agora/pkg/fabric/internal/asyncapi"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/agora-platform/agora/pkg/fabric/compat"
+	"github.com/agora-platform/agora/pkg/fabric/internal/compat"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric/broker"
-	"github.com/agora-platform/agora/pkg/fabric/codec"
+	"github.com/agora-platform/agora/pkg/fabric/internal/codec"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing/fstest"
 
 	"github.com/agora-platform/agora/pkg/fabric/catalog"
-	"github.com/agora-platform/agora/pkg/fabric/compat"
+	"github.com/agora-platform/agora/pkg/fabric/internal/compat"
 )
 
 // thing is the definition most cases use; its schema lives at a/a.thing.v1.json.

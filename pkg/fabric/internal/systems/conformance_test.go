@@ -20,12 +20,12 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/agora-platform/agora/pkg/fabric"
-	"github.com/agora-platform/agora/pkg/fabric/codec"
+	"github.com/agora-platform/agora/pkg/fabric/internal/codec"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
-	"github.com/agora-platform/agora/pkg/fabric/systems"
+	"github.com/agora-platform/agora/pkg/fabric/internal/systems"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 
@@ -89,7 +89,7 @@ func (s *system) consumer(t *testing.T, queue string) topology.Consumer {
 }
 
 // golden returns the envelopes of the codec's golden wire files
-// (pkg/fabric/codec/testdata/<system>), as a producer of this system would
+// (pkg/fabric/internal/codec/testdata/<system>), as a producer of this system would
 // create them now: a fresh UUIDv7, the topology's tenant, the file's
 // payload, correlation and producer.
 func (s *system) golden(t *testing.T) []envelope.Envelope {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"testing/iotest"
 
-	"github.com/agora-platform/agora/pkg/fabric/edge"
+	"github.com/agora-platform/agora/pkg/fabric/internal/edge"
 )
 
 // serve passes one request through ValidText to a handler that reads the

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric"
-	"github.com/agora-platform/agora/pkg/fabric/dlq"
+	"github.com/agora-platform/agora/pkg/fabric/internal/dlq"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 )

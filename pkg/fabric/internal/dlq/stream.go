@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agora-platform/agora/pkg/fabric/progress"
+	"github.com/agora-platform/agora/pkg/fabric/internal/progress"
 )
 
 // StreamType is the media type of a replay or purge answered as it goes:

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/agora-platform/agora/pkg/fabric/coalesce"
+	"github.com/agora-platform/agora/pkg/fabric/internal/coalesce"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"

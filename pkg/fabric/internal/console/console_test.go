@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric/auth"
-	"github.com/agora-platform/agora/pkg/fabric/dlq"
-	"github.com/agora-platform/agora/pkg/fabric/ops"
+	"github.com/agora-platform/agora/pkg/fabric/internal/dlq"
+	"github.com/agora-platform/agora/pkg/fabric/internal/ops"
 )
 
 func TestParseTargets(t *testing.T) {

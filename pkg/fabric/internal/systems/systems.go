@@ -10,8 +10,8 @@ import (
 	"fmt"
 
 	"github.com/agora-platform/agora/pkg/fabric/registry"
-	"github.com/agora-platform/agora/pkg/fabric/systems/car"
-	"github.com/agora-platform/agora/pkg/fabric/systems/imoveis"
+	"github.com/agora-platform/agora/pkg/fabric/internal/systems/car"
+	"github.com/agora-platform/agora/pkg/fabric/internal/systems/imoveis"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 

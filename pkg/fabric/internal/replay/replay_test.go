@@ -21,7 +21,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
-	"github.com/agora-platform/agora/pkg/fabric/replay"
+	"github.com/agora-platform/agora/pkg/fabric/internal/replay"
 	"github.com/agora-platform/agora/pkg/fabric/telemetry"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/pkg/fabric/topology"

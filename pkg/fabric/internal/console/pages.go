@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agora-platform/agora/pkg/fabric/dlq"
-	"github.com/agora-platform/agora/pkg/fabric/ops"
+	"github.com/agora-platform/agora/pkg/fabric/internal/dlq"
+	"github.com/agora-platform/agora/pkg/fabric/internal/ops"
 )
 
 // serviceStatus is one service's row group on the overview.
