@@ -13,12 +13,12 @@ import (
 	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric/auth"
-	"github.com/agora-platform/agora/pkg/fabric/internal/dlq"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/host"
+	"github.com/agora-platform/agora/pkg/fabric/internal/dlq"
+	"github.com/agora-platform/agora/pkg/fabric/internal/ops"
 	"github.com/agora-platform/agora/pkg/fabric/openapi"
 	"github.com/agora-platform/agora/pkg/fabric/openapi/openapitest"
-	"github.com/agora-platform/agora/pkg/fabric/internal/ops"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )

@@ -16,10 +16,10 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/internal/console"
 	"github.com/agora-platform/agora/pkg/fabric/internal/dlq"
-	"github.com/agora-platform/agora/pkg/fabric/openapi"
 	"github.com/agora-platform/agora/pkg/fabric/internal/ops"
-	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/pkg/fabric/internal/replay"
+	"github.com/agora-platform/agora/pkg/fabric/openapi"
+	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/pkg/fabric/sweep"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )

@@ -16,8 +16,8 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/internal/dlq"
-	"github.com/agora-platform/agora/pkg/fabric/migrations"
 	"github.com/agora-platform/agora/pkg/fabric/internal/progress"
+	"github.com/agora-platform/agora/pkg/fabric/migrations"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )

@@ -15,11 +15,11 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/agora-platform/agora/pkg/fabric"
-	"github.com/agora-platform/agora/pkg/fabric/internal/codec"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
-	"github.com/agora-platform/agora/pkg/fabric/registry"
+	"github.com/agora-platform/agora/pkg/fabric/internal/codec"
 	"github.com/agora-platform/agora/pkg/fabric/internal/systems/car"
 	"github.com/agora-platform/agora/pkg/fabric/internal/systems/imoveis"
+	"github.com/agora-platform/agora/pkg/fabric/registry"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*/*.envelope.golden")

@@ -19,8 +19,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/agora-platform/agora/pkg/fabric/auth"
-	"github.com/agora-platform/agora/pkg/fabric/internal/dlq"
 	"github.com/agora-platform/agora/pkg/fabric/httpjson"
+	"github.com/agora-platform/agora/pkg/fabric/internal/dlq"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 )
 

@@ -14,10 +14,10 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
-	"github.com/agora-platform/agora/pkg/fabric/internal/dlq"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
+	"github.com/agora-platform/agora/pkg/fabric/internal/dlq"
 	"github.com/agora-platform/agora/pkg/fabric/internal/ops"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
 	"github.com/agora-platform/agora/pkg/fabric/topology"

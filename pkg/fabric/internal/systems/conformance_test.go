@@ -20,12 +20,12 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/agora-platform/agora/pkg/fabric"
-	"github.com/agora-platform/agora/pkg/fabric/internal/codec"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
-	"github.com/agora-platform/agora/pkg/fabric/outbox"
+	"github.com/agora-platform/agora/pkg/fabric/internal/codec"
 	"github.com/agora-platform/agora/pkg/fabric/internal/systems"
+	"github.com/agora-platform/agora/pkg/fabric/outbox"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 

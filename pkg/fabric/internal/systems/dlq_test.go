@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric"
-	"github.com/agora-platform/agora/pkg/fabric/internal/dlq"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/pkg/fabric/internal/dlq"
 )
 
 // TestDLQToolingFollowsTheTopology: the DLQ operations read a topology's

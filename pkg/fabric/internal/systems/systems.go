@@ -9,9 +9,9 @@ package systems
 import (
 	"fmt"
 
-	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/internal/systems/car"
 	"github.com/agora-platform/agora/pkg/fabric/internal/systems/imoveis"
+	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 

@@ -20,13 +20,13 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/broker"
-	"github.com/agora-platform/agora/pkg/fabric/internal/codec"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
+	"github.com/agora-platform/agora/pkg/fabric/internal/codec"
+	"github.com/agora-platform/agora/pkg/fabric/internal/systems"
 	"github.com/agora-platform/agora/pkg/fabric/migrations"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
-	"github.com/agora-platform/agora/pkg/fabric/internal/systems"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 
