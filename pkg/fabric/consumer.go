@@ -79,7 +79,7 @@ type ConsumerOptions struct {
 	// ratelimit): the consumer is paced, never dropping anything; a message
 	// waits in the prefetch window and the queue. Waits are recorded in
 	// fabric.consumer.pace_wait.
-	Pace Pacer
+	Pace pacer
 	// Simulatable declares that the handler's every effect is in its
 	// transaction (rows and outbox: no mail, no object storage, no call
 	// out), so a replay from history may run it in SIMULATION, inside a
@@ -100,7 +100,7 @@ type ConsumerOptions struct {
 
 // Pacer paces a consumer: Wait blocks until the next message may be
 // handled, or ctx ends (ratelimit.Local and ratelimit.Shared).
-type Pacer interface {
+type pacer interface {
 	Wait(ctx context.Context) error
 }
 

@@ -82,7 +82,7 @@ var (
 	// is bound for its routing key.
 	ErrUnroutable = errors.New("fabric: message unroutable (returned by broker)")
 	// ErrNacked: the broker refused the message.
-	ErrNacked = errors.New("fabric: message nacked by broker")
+	errNacked = errors.New("fabric: message nacked by broker")
 	// ErrConnectionLost: the channel closed before the confirm arrived.
 	// Transient: the connection comes back (what the broker said when it
 	// closed the channel, wrapped beside it, may say otherwise).
@@ -91,7 +91,7 @@ var (
 	// Transient.
 	ErrConfirmTimeout error = transientError("fabric: confirm timed out")
 	// ErrClosed: the publisher was closed.
-	ErrClosed = errors.New("fabric: publisher closed")
+	errClosed = errors.New("fabric: publisher closed")
 )
 
 // Header names the fabric sets on messages.

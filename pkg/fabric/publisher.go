@@ -199,7 +199,7 @@ func EnvelopeMessage(reg *registry.Registry, e envelope.Envelope) (Message, erro
 
 // CloudEventsPrefix starts the application properties of the CloudEvents
 // AMQP protocol binding (binary content mode).
-const CloudEventsPrefix = "cloudEvents:"
+const cloudEventsPrefix = "cloudEvents:"
 
 // CloudEventHeaders maps e to CloudEvents 1.0 attributes, as the AMQP
 // binding carries them: a consumer outside the platform reads what a
@@ -208,17 +208,17 @@ const CloudEventsPrefix = "cloudEvents:"
 // correlation travel as extension attributes.
 func CloudEventHeaders(e envelope.Envelope) amqp.Table {
 	h := amqp.Table{
-		CloudEventsPrefix + "specversion": "1.0",
-		CloudEventsPrefix + "id":          e.ID,
-		CloudEventsPrefix + "type":        e.Type,
-		CloudEventsPrefix + "source":      "/agora/" + e.Producer,
-		CloudEventsPrefix + "time":        e.OccurredAt.UTC().Format(time.RFC3339Nano),
+		cloudEventsPrefix + "specversion": "1.0",
+		cloudEventsPrefix + "id":          e.ID,
+		cloudEventsPrefix + "type":        e.Type,
+		cloudEventsPrefix + "source":      "/agora/" + e.Producer,
+		cloudEventsPrefix + "time":        e.OccurredAt.UTC().Format(time.RFC3339Nano),
 	}
 	if e.TenantID != "" {
-		h[CloudEventsPrefix+"tenantid"] = e.TenantID
+		h[cloudEventsPrefix+"tenantid"] = e.TenantID
 	}
 	if e.CorrelationID != "" {
-		h[CloudEventsPrefix+"correlationid"] = e.CorrelationID
+		h[cloudEventsPrefix+"correlationid"] = e.CorrelationID
 	}
 	return h
 }
@@ -284,7 +284,7 @@ func (p *Publisher) send(ctx context.Context, m Message, onDone func(error)) (*P
 	case <-ctx.Done():
 		return nil, fmt.Errorf("publish %s: waiting for window: %w", m.MessageID, ctx.Err())
 	case <-p.done:
-		return nil, ErrClosed
+		return nil, errClosed
 	}
 	var once sync.Once
 	release := func() { once.Do(func() { <-p.window }) }
@@ -350,7 +350,7 @@ func (p *Publisher) channel(ctx context.Context) (*pubChannel, error) {
 		select {
 		case <-p.done:
 			p.chMu.Unlock()
-			return nil, ErrClosed
+			return nil, errClosed
 		default:
 		}
 		if p.cur != nil && !p.cur.isDead() {
@@ -382,7 +382,7 @@ func (p *Publisher) channel(ctx context.Context) (*pubChannel, error) {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("publisher: waiting for a channel: %w", ctx.Err())
 		case <-p.done:
-			return nil, ErrClosed
+			return nil, errClosed
 		}
 	}
 }
@@ -398,8 +398,8 @@ func (p *Publisher) useUnlessClosed(pc *pubChannel) (*pubChannel, error) {
 		}
 		p.chMu.Unlock()
 		pc.ch.Close()
-		pc.fail(ErrClosed, p.metrics)
-		return nil, ErrClosed
+		pc.fail(errClosed, p.metrics)
+		return nil, errClosed
 	default:
 		return pc, nil
 	}
@@ -552,7 +552,7 @@ func (pc *pubChannel) confirm(c amqp.Confirmation, m *telemetry.Metrics) {
 	switch {
 	case !c.Ack:
 		m.PublishFail.Add(context.Background(), 1)
-		pd.resolve(fmt.Errorf("publish %s: %w", pd.msgID, ErrNacked))
+		pd.resolve(fmt.Errorf("publish %s: %w", pd.msgID, errNacked))
 	case pd.returned != nil:
 		m.PublishFail.Add(context.Background(), 1)
 		pd.resolve(fmt.Errorf("publish %s to %s/%s: %w: %d %s", pd.msgID, pd.returned.Exchange,
@@ -591,7 +591,7 @@ func (p *Publisher) Close() error {
 		return nil
 	}
 	err := pc.ch.Close()
-	pc.fail(ErrClosed, p.metrics)
+	pc.fail(errClosed, p.metrics)
 	if err != nil && !errors.Is(err, amqp.ErrClosed) {
 		return fmt.Errorf("publisher close: %w", err)
 	}

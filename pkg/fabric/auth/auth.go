@@ -31,7 +31,7 @@ const (
 )
 
 // Audience is the platform API audience every token must carry.
-const Audience = "agora-api"
+const audience = "agora-api"
 
 // Claims are what a verified token says about its bearer.
 type Claims struct {
@@ -45,8 +45,8 @@ func (c Claims) Has(role string) bool { return slices.Contains(c.Roles, role) }
 
 // Errors from Verify.
 var (
-	ErrNoToken      = errors.New("no bearer token")
-	ErrInvalidToken = errors.New("invalid token")
+	errNoToken      = errors.New("no bearer token")
+	errInvalidToken = errors.New("invalid token")
 )
 
 // Verifier checks tokens. It is safe for concurrent use.
@@ -141,23 +141,23 @@ func (v *Verifier) Verify(token string) (Claims, error) {
 // verify checks token at now and returns its claims and exp.
 func (v *Verifier) verify(token string, now time.Time) (Claims, time.Time, error) {
 	tok, err := jwt.Parse([]byte(token), jwt.WithKeySet(v.keys), jwt.WithValidate(true),
-		jwt.WithIssuer(v.issuer), jwt.WithAudience(Audience), jwt.WithAcceptableSkew(time.Minute),
+		jwt.WithIssuer(v.issuer), jwt.WithAudience(audience), jwt.WithAcceptableSkew(time.Minute),
 		jwt.WithClock(jwt.ClockFunc(func() time.Time { return now })))
 	if err != nil {
-		return Claims{}, time.Time{}, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+		return Claims{}, time.Time{}, fmt.Errorf("%w: %v", errInvalidToken, err)
 	}
 	exp, ok := tok.Expiration()
 	if !ok {
-		return Claims{}, time.Time{}, fmt.Errorf("%w: no exp", ErrInvalidToken)
+		return Claims{}, time.Time{}, fmt.Errorf("%w: no exp", errInvalidToken)
 	}
 	var c Claims
 	c.Subject, _ = tok.Subject()
 	if err := tok.Get("tenant_id", &c.TenantID); err != nil {
-		return Claims{}, time.Time{}, fmt.Errorf("%w: tenant_id: %v", ErrInvalidToken, err)
+		return Claims{}, time.Time{}, fmt.Errorf("%w: tenant_id: %v", errInvalidToken, err)
 	}
 	var roles []any
 	if err := tok.Get("roles", &roles); err != nil {
-		return Claims{}, time.Time{}, fmt.Errorf("%w: roles: %v", ErrInvalidToken, err)
+		return Claims{}, time.Time{}, fmt.Errorf("%w: roles: %v", errInvalidToken, err)
 	}
 	for _, r := range roles {
 		if s, ok := r.(string); ok {
@@ -165,7 +165,7 @@ func (v *Verifier) verify(token string, now time.Time) (Claims, time.Time, error
 		}
 	}
 	if c.Subject == "" || !envelope.ValidTenant(c.TenantID) || len(c.Roles) == 0 {
-		return Claims{}, time.Time{}, fmt.Errorf("%w: sub, a valid tenant_id and roles are required", ErrInvalidToken)
+		return Claims{}, time.Time{}, fmt.Errorf("%w: sub, a valid tenant_id and roles are required", errInvalidToken)
 	}
 	return c, exp, nil
 }

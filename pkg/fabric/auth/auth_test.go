@@ -58,7 +58,7 @@ func TestVerify(t *testing.T) {
 			if tt.ok && (err != nil || c.TenantID != "org-a" || c.Subject != "citizen-1" || !c.Has(RoleCitizen)) {
 				t.Fatalf("Verify = %+v, %v; want ok", c, err)
 			}
-			if !tt.ok && !errors.Is(err, ErrInvalidToken) {
+			if !tt.ok && !errors.Is(err, errInvalidToken) {
 				t.Fatalf("Verify = %+v, %v; want ErrInvalidToken", c, err)
 			}
 		})
@@ -127,7 +127,7 @@ func TestVerifiedTokensAreRememberedBriefly(t *testing.T) {
 				t.Fatalf("Verify after %s = %+v, %v; want the remembered claims", tt.servedAt, c, err)
 			}
 			v.now = func() time.Time { return start.Add(tt.checkedAt) }
-			if _, err := v.Verify(tok); !errors.Is(err, ErrInvalidToken) {
+			if _, err := v.Verify(tok); !errors.Is(err, errInvalidToken) {
 				t.Fatalf("Verify after %s = %v; want it checked again and refused", tt.checkedAt, err)
 			}
 		})

@@ -93,7 +93,7 @@ func createDevKeys(dir, privPath, pubPath string) (*DevKeys, error) {
 // Mint signs a token for c, valid for ttl, issued by DevIssuer.
 func (d *DevKeys) Mint(c Claims, ttl time.Duration) (string, error) {
 	now := time.Now()
-	tok, err := jwt.NewBuilder().Issuer(DevIssuer).Audience([]string{Audience}).Subject(c.Subject).
+	tok, err := jwt.NewBuilder().Issuer(DevIssuer).Audience([]string{audience}).Subject(c.Subject).
 		IssuedAt(now).NotBefore(now.Add(-time.Second)).Expiration(now.Add(ttl)).
 		Claim("tenant_id", c.TenantID).Claim("roles", c.Roles).Build()
 	if err != nil {

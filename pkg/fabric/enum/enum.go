@@ -12,7 +12,7 @@ import (
 
 // Known is a string type that knows its own values: Known reports whether v
 // is one the code was written for.
-type Known interface {
+type known interface {
 	~string
 	Known() bool
 }
@@ -20,12 +20,12 @@ type Known interface {
 // Open is a received value of an extensible enumeration of T. The only way
 // to get a T out of it is Value, which says whether the value is known; an
 // unknown value stays available, as received, through Raw.
-type Open[T Known] struct {
+type Open[T known] struct {
 	raw string
 }
 
 // Of returns the Open holding v, for producers and tests.
-func Of[T Known](v T) Open[T] { return Open[T]{raw: string(v)} }
+func Of[T known](v T) Open[T] { return Open[T]{raw: string(v)} }
 
 // Value returns the value and whether it is one of T's known values. When it
 // is not, the T returned is the raw value, which T's methods do not know.

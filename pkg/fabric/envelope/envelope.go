@@ -338,7 +338,7 @@ func (e Envelope) validate(tenantRequired, ownID bool) error {
 	if e.Version != v {
 		return invalid("version", fmt.Sprintf("%q does not match type suffix v%s", e.Version, v))
 	}
-	if !ValidSchemaVersion(e.Type, e.SchemaVersion) {
+	if !validSchemaVersion(e.Type, e.SchemaVersion) {
 		return invalid("schemaVersion", fmt.Sprintf("%q is not a schema version of %s (%s or %s.<revision>)", e.SchemaVersion, e.Type, v, v))
 	}
 	if e.OccurredAt.Location() != time.UTC {
@@ -387,7 +387,7 @@ func checkID(id string, v7only bool) error {
 // revision of its major version; another major version is another type.
 // It runs on every message, so it compares strings instead of matching a
 // pattern.
-func ValidSchemaVersion(typ, sv string) bool {
+func validSchemaVersion(typ, sv string) bool {
 	major, rev, hasRev := strings.Cut(sv, ".")
 	if !digits(major, 9) || major != VersionOf(typ) {
 		return false

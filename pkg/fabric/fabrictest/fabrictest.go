@@ -125,7 +125,7 @@ func (v *Vhost) Mgmt(method, path string, body, out any) error {
 }
 
 // QueueInfo is the part of the management API's queue object tests use.
-type QueueInfo struct {
+type queueInfo struct {
 	Name      string         `json:"name"`
 	Type      string         `json:"type"`
 	Durable   bool           `json:"durable"`
@@ -134,11 +134,11 @@ type QueueInfo struct {
 }
 
 // Queues lists the vhost's queues.
-func (v *Vhost) Queues(t testing.TB) map[string]QueueInfo {
+func (v *Vhost) Queues(t testing.TB) map[string]queueInfo {
 	t.Helper()
-	var qs []QueueInfo
+	var qs []queueInfo
 	v.mgmt(t, http.MethodGet, "/api/queues/"+url.PathEscape(v.Name), nil, &qs)
-	out := map[string]QueueInfo{}
+	out := map[string]queueInfo{}
 	for _, q := range qs {
 		out[q.Name] = q
 	}

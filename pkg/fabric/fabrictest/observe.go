@@ -14,7 +14,7 @@ import (
 
 // Observer watches messages on a platform exchange through a private,
 // auto-deleted queue, keeping every envelope it has read.
-type Observer struct {
+type observer struct {
 	ch    *amqp.Channel
 	queue string
 	// Seen holds every envelope read so far, in arrival order.
@@ -23,14 +23,14 @@ type Observer struct {
 
 // Observe binds a fresh exclusive queue to platform.events for keys (topic
 // patterns such as "workflow.#"); it goes away with the test.
-func Observe(t testing.TB, conn *broker.Conn, keys ...string) *Observer {
+func Observe(t testing.TB, conn *broker.Conn, keys ...string) *observer {
 	t.Helper()
 	return ObserveExchange(t, conn, topology.EventsExchange, keys...)
 }
 
 // ObserveExchange is Observe on exchange: commands and jobs travel on
 // direct exchanges, where each key is one type.
-func ObserveExchange(t testing.TB, conn *broker.Conn, exchange string, keys ...string) *Observer {
+func ObserveExchange(t testing.TB, conn *broker.Conn, exchange string, keys ...string) *observer {
 	t.Helper()
 	ch, err := conn.Channel(context.Background())
 	if err != nil {
@@ -46,11 +46,11 @@ func ObserveExchange(t testing.TB, conn *broker.Conn, exchange string, keys ...s
 			t.Fatal(err)
 		}
 	}
-	return &Observer{ch: ch, queue: q.Name}
+	return &observer{ch: ch, queue: q.Name}
 }
 
 // Drain reads everything queued now into Seen.
-func (o *Observer) Drain(t testing.TB) {
+func (o *observer) Drain(t testing.TB) {
 	t.Helper()
 	for {
 		d, ok, err := o.ch.Get(o.queue, true)
@@ -69,7 +69,7 @@ func (o *Observer) Drain(t testing.TB) {
 }
 
 // Matching drains and returns every envelope seen that matches.
-func (o *Observer) Matching(t testing.TB, match func(envelope.Envelope) bool) []envelope.Envelope {
+func (o *observer) Matching(t testing.TB, match func(envelope.Envelope) bool) []envelope.Envelope {
 	t.Helper()
 	o.Drain(t)
 	var got []envelope.Envelope
@@ -82,7 +82,7 @@ func (o *Observer) Matching(t testing.TB, match func(envelope.Envelope) bool) []
 }
 
 // WaitFor waits (20 s) until n envelopes match, and returns them.
-func (o *Observer) WaitFor(t testing.TB, n int, what string, match func(envelope.Envelope) bool) []envelope.Envelope {
+func (o *observer) WaitFor(t testing.TB, n int, what string, match func(envelope.Envelope) bool) []envelope.Envelope {
 	t.Helper()
 	var got []envelope.Envelope
 	Eventually(t, 20*time.Second, what, func() bool {
@@ -93,7 +93,7 @@ func (o *Observer) WaitFor(t testing.TB, n int, what string, match func(envelope
 }
 
 // Next waits for the first envelope that matches.
-func (o *Observer) Next(t testing.TB, what string, match func(envelope.Envelope) bool) envelope.Envelope {
+func (o *observer) Next(t testing.TB, what string, match func(envelope.Envelope) bool) envelope.Envelope {
 	t.Helper()
 	return o.WaitFor(t, 1, what, match)[0]
 }

@@ -11,7 +11,7 @@ import (
 // hangs up on each new connection at once, as an unreachable dependency
 // would. Tests put it between a service and a store to take the store away
 // and bring it back without touching the store itself.
-type Proxy struct {
+type proxy struct {
 	// Addr is where the service should connect (host:port).
 	Addr   string
 	target string
@@ -20,13 +20,13 @@ type Proxy struct {
 
 // StartProxy listens on a free loopback port, forwarding to target once
 // Up is called; it stops when the test ends.
-func StartProxy(t testing.TB, target string) *Proxy {
+func StartProxy(t testing.TB, target string) *proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{Addr: ln.Addr().String(), target: target}
+	p := &proxy{Addr: ln.Addr().String(), target: target}
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -45,12 +45,12 @@ func StartProxy(t testing.TB, target string) *Proxy {
 }
 
 // Up makes new connections reach the target; Down refuses them.
-func (p *Proxy) Up() { p.up.Store(true) }
+func (p *proxy) Up() { p.up.Store(true) }
 
 // Down makes the proxy hang up on new connections (open ones go on).
-func (p *Proxy) Down() { p.up.Store(false) }
+func (p *proxy) down() { p.up.Store(false) }
 
-func (p *Proxy) forward(c net.Conn) {
+func (p *proxy) forward(c net.Conn) {
 	defer c.Close()
 	u, err := net.Dial("tcp", p.target)
 	if err != nil {

@@ -15,13 +15,13 @@ import (
 )
 
 // RunFunc is a service's run function (see STYLE.md: main only calls run).
-type RunFunc func(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error
+type runFunc func(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error
 
 // Service is a service started in-process by StartService.
 type Service struct {
 	// URL is the service's base URL (http://127.0.0.1:<port>).
 	URL  string
-	logs *LogBuffer
+	logs *logBuffer
 }
 
 // Logs returns everything the service has logged so far.
@@ -33,7 +33,7 @@ func (s *Service) Logs() string { return s.logs.String() }
 // the test if run does not return nil within 40 s. If run returns before
 // the service is ready, the test fails at once with run's error and the
 // log. The service's log is printed when the test failed.
-func StartService(t testing.TB, run RunFunc, env map[string]string) *Service {
+func StartService(t testing.TB, run runFunc, env map[string]string) *Service {
 	t.Helper()
 	// The port is free when chosen but not reserved: another process may
 	// take it before the service listens. That start is retried on a new
@@ -56,18 +56,18 @@ func StartService(t testing.TB, run RunFunc, env map[string]string) *Service {
 // answers 200; otherwise an error wrapping run's own when run returned
 // first (and nothing is left running), or a timeout (and the test's
 // cleanup stops the service).
-func startService(t testing.TB, run RunFunc, env map[string]string) (*Service, error) {
+func startService(t testing.TB, run runFunc, env map[string]string) (*Service, error) {
 	t.Helper()
 	addr, err := freeAddr()
 	if err != nil {
-		return &Service{logs: &LogBuffer{}}, err
+		return &Service{logs: &logBuffer{}}, err
 	}
 	vars := map[string]string{"LOG_LEVEL": "info"}
 	for k, v := range env {
 		vars[k] = v
 	}
 	vars["HTTP_ADDR"] = addr
-	s := &Service{URL: "http://" + addr, logs: &LogBuffer{}}
+	s := &Service{URL: "http://" + addr, logs: &logBuffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, nil, func(k string) string { return vars[k] }, s.logs) }()
@@ -155,20 +155,20 @@ func describe(resp *http.Response, err error) string {
 
 // LogBuffer is a log a service (or any code under test) writes while the
 // test reads it.
-type LogBuffer struct {
+type logBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
 // Write appends p.
-func (b *LogBuffer) Write(p []byte) (int, error) {
+func (b *logBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
 // String returns everything written so far.
-func (b *LogBuffer) String() string {
+func (b *logBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()

@@ -63,7 +63,7 @@ func (r *recorder) cleanup() {
 
 // start runs StartService the way a test goroutine would, so a Fatalf
 // (runtime.Goexit) ends only that goroutine.
-func start(r *recorder, run RunFunc, env map[string]string) *Service {
+func start(r *recorder, run runFunc, env map[string]string) *Service {
 	var s *Service
 	done := make(chan struct{})
 	go func() {
@@ -99,7 +99,7 @@ func TestStartService(t *testing.T) {
 	var calls atomic.Int32
 	tests := []struct {
 		name      string
-		run       RunFunc
+		run       runFunc
 		env       map[string]string
 		wantFatal string // empty: the service must start
 		wantLog   string

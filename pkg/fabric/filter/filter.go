@@ -30,10 +30,10 @@ import (
 
 // CostLimit bounds one evaluation (CEL's cost units: about one per
 // operation and per element a macro visits).
-const CostLimit = 10_000
+const costLimit = 10_000
 
 // MaxLength bounds a filter's source.
-const MaxLength = 2_000
+const maxLength = 2_000
 
 // ErrInvalid is a filter that does not compile, is not boolean, names a
 // payload field an event type does not have, or is too long.
@@ -59,8 +59,8 @@ func Compile(reg *registry.Registry, types []string, src string) (*Filter, error
 	if src == "" {
 		src = "true"
 	}
-	if len(src) > MaxLength {
-		return nil, fmt.Errorf("%w: longer than %d characters", ErrInvalid, MaxLength)
+	if len(src) > maxLength {
+		return nil, fmt.Errorf("%w: longer than %d characters", ErrInvalid, maxLength)
 	}
 	e, err := env()
 	if err != nil {
@@ -89,7 +89,7 @@ func Compile(reg *registry.Registry, types []string, src string) (*Filter, error
 			}
 		}
 	}
-	prg, err := e.Program(ast, cel.CostLimit(CostLimit))
+	prg, err := e.Program(ast, cel.CostLimit(costLimit))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}

@@ -59,7 +59,7 @@ const ContentType = "application/cloudevents+json"
 
 // DefaultWindow is how far a signature's timestamp may be from the
 // gateway's clock.
-const DefaultWindow = 5 * time.Minute
+const defaultWindow = 5 * time.Minute
 
 // maxBody bounds an event: the largest body any service accepts.
 const maxBody = 256 << 10
@@ -128,20 +128,20 @@ func mac(secret, ts string, body []byte) string {
 }
 
 // Beginner starts transactions; *pgxpool.Pool does.
-type Beginner interface {
+type beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 // Enqueuer stores envelopes in the caller's transaction; *outbox.Outbox
 // does.
-type Enqueuer interface {
+type enqueuer interface {
 	Enqueue(ctx context.Context, tx outbox.Tx, items ...outbox.Item) error
 }
 
 // Gateway accepts external events. Construct it with New.
-type Gateway struct {
-	db      Beginner
-	outbox  Enqueuer
+type gateway struct {
+	db      beginner
+	outbox  enqueuer
 	reg     *registry.Registry
 	sources map[string]Source // by URI
 	now     func() time.Time
@@ -152,10 +152,10 @@ type Gateway struct {
 // New returns a gateway for sources, enqueuing through ob in transactions
 // of db, with signatures valid within window of now (DefaultWindow when
 // zero).
-func New(db Beginner, ob Enqueuer, reg *registry.Registry, sources []Source, now func() time.Time, window time.Duration, log *slog.Logger) *Gateway {
-	g := &Gateway{db: db, outbox: ob, reg: reg, sources: map[string]Source{}, now: now, window: window, log: log}
+func New(db beginner, ob enqueuer, reg *registry.Registry, sources []Source, now func() time.Time, window time.Duration, log *slog.Logger) *gateway {
+	g := &gateway{db: db, outbox: ob, reg: reg, sources: map[string]Source{}, now: now, window: window, log: log}
 	if g.window <= 0 {
-		g.window = DefaultWindow
+		g.window = defaultWindow
 	}
 	for _, s := range sources {
 		g.sources[s.URI] = s
@@ -178,7 +178,7 @@ type cloudEvent struct {
 }
 
 // Accepted is the answer to an accepted event.
-type Accepted struct {
+type accepted struct {
 	EventID string `json:"eventId"` // the platform envelope's id
 	Type    string `json:"type"`
 }
@@ -189,7 +189,7 @@ type Accepted struct {
 // the source sent before; 415 and 400 for bodies that are not CloudEvents;
 // 422 for an unknown type or data its schema refuses. Problems are RFC
 // 9457 and never say which secret or tenant was expected.
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		problem.Error(w, r, http.StatusMethodNotAllowed, "POST a CloudEvent")
@@ -272,7 +272,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.log.InfoContext(r.Context(), "external event accepted", "source", src.ID, "id", ce.ID, "type", ce.Type, "event", env.ID)
-	httpjson.Write(w, http.StatusAccepted, Accepted{EventID: env.ID, Type: env.Type})
+	httpjson.Write(w, http.StatusAccepted, accepted{EventID: env.ID, Type: env.Type})
 }
 
 var errReplay = errors.New("replayed event")
@@ -298,7 +298,7 @@ func (ce cloudEvent) missing() []string {
 
 // verify checks header, "t=<unix>,v1=<hex>", against body and src's
 // secret, and that t is within the window.
-func (g *Gateway) verify(src Source, header string, body []byte) error {
+func (g *gateway) verify(src Source, header string, body []byte) error {
 	var ts, sig string
 	for _, part := range strings.Split(header, ",") {
 		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
@@ -329,7 +329,7 @@ func (g *Gateway) verify(src Source, header string, body []byte) error {
 
 // refuse answers status with detail and logs the refusal: refusals are
 // security events an operator may need to trace.
-func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, status int, detail string, ce cloudEvent) {
+func (g *gateway) refuse(w http.ResponseWriter, r *http.Request, status int, detail string, ce cloudEvent) {
 	g.log.WarnContext(r.Context(), "external event refused", "status", status, "reason", detail, "source", ce.Source, "id", ce.ID, "type", ce.Type)
 	problem.Error(w, r, status, detail)
 }

@@ -199,7 +199,7 @@ func ConfigFrom(service, defaultAddr string, getenv func(string) string) (Config
 
 // publishLimits are the outbox limits of PUBLISH_RATE_PER_TYPE and
 // PUBLISH_RATE_PER_PRODUCER.
-func (h *Host) publishLimits() ([]outbox.Limit, error) {
+func (h *host) publishLimits() ([]outbox.Limit, error) {
 	var limits []outbox.Limit
 	for _, l := range []struct {
 		name  string
@@ -232,7 +232,7 @@ func (h *Host) publishLimits() ([]outbox.Limit, error) {
 // DefaultPoolSize is each service's database pool size unless DATABASE_URL
 // sets pool_max_conns: seven services stay well inside PostgreSQL's default
 // max_connections (100).
-const DefaultPoolSize = 10
+const defaultPoolSize = 10
 
 // Options describe what a service needs from the host.
 type Options struct {
@@ -261,7 +261,7 @@ type Options struct {
 }
 
 // Host holds a service's connections and runs its workers.
-type Host struct {
+type host struct {
 	Cfg      Config
 	Log      *slog.Logger
 	Pool     *pgxpool.Pool
@@ -294,7 +294,7 @@ type worker struct {
 
 // New connects everything. It returns an error naming the dependency that
 // failed; ctx bounds the start-up (the broker is retried until then).
-func New(ctx context.Context, cfg Config, opts Options, logOut io.Writer) (*Host, error) {
+func New(ctx context.Context, cfg Config, opts Options, logOut io.Writer) (*host, error) {
 	if len(cfg.RetryTiers) > 0 {
 		consumers := make([]topology.Consumer, len(opts.Consumers))
 		for i, c := range opts.Consumers {
@@ -303,10 +303,10 @@ func New(ctx context.Context, cfg Config, opts Options, logOut io.Writer) (*Host
 		}
 		opts.Consumers = consumers
 	}
-	h := &Host{Cfg: cfg, opts: opts,
+	h := &host{Cfg: cfg, opts: opts,
 		Log: slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: cfg.LogLevel})).With("service", cfg.Service)}
 	var err error
-	fail := func(format string, a ...any) (*Host, error) {
+	fail := func(format string, a ...any) (*host, error) {
 		h.Close()
 		return nil, fmt.Errorf(format, a...)
 	}
@@ -361,7 +361,7 @@ func New(ctx context.Context, cfg Config, opts Options, logOut io.Writer) (*Host
 // initRetention registers the retention worker (package retention) unless
 // RETENTION_INTERVAL is off: it runs beside the consumers from Serve,
 // stops with them and is joined before the relay and connections close.
-func (h *Host) initRetention() error {
+func (h *host) initRetention() error {
 	rc := h.Cfg.Retention
 	if rc.Interval <= 0 {
 		h.Log.Info("retention off: expired inbox, outbox and DLQ audit rows are kept")
@@ -376,7 +376,7 @@ func (h *Host) initRetention() error {
 	return nil
 }
 
-func (h *Host) initTelemetry(ctx context.Context) error {
+func (h *host) initTelemetry(ctx context.Context) error {
 	mp, handler, err := telemetry.Prometheus()
 	if err != nil {
 		return err
@@ -413,7 +413,7 @@ func (h *Host) initTelemetry(ctx context.Context) error {
 	return nil
 }
 
-func (h *Host) initDatabase(ctx context.Context) error {
+func (h *host) initDatabase(ctx context.Context) error {
 	pc, err := pgxpool.ParseConfig(h.Cfg.DatabaseURL)
 	if err != nil {
 		return fmt.Errorf("DATABASE_URL: %w", err)
@@ -426,7 +426,7 @@ func (h *Host) initDatabase(ctx context.Context) error {
 		// one for a batch, and HTTP handlers need theirs: with 4, HTTP
 		// submissions queued behind consumer batches (accepted rate fell
 		// to 54 of 100 req/s offered). DATABASE_URL's pool_max_conns wins.
-		pc.MaxConns = DefaultPoolSize
+		pc.MaxConns = defaultPoolSize
 	}
 	if h.Pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
 		return err
@@ -440,7 +440,7 @@ func (h *Host) initDatabase(ctx context.Context) error {
 // migrate brings the schema to the latest fabric and service migrations,
 // through MigrateURL (the schema owner) when it is set, else through the
 // service's own pool.
-func (h *Host) migrate(ctx context.Context) error {
+func (h *host) migrate(ctx context.Context) error {
 	pool := h.Pool
 	if h.Cfg.MigrateURL != "" {
 		pc, err := pgxpool.ParseConfig(h.Cfg.MigrateURL)
@@ -455,7 +455,7 @@ func (h *Host) migrate(ctx context.Context) error {
 		}
 		defer pool.Close()
 	}
-	err := Migrate(ctx, pool, h.Cfg.Schema, h.opts.Migrations)
+	err := migrate(ctx, pool, h.Cfg.Schema, h.opts.Migrations)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "42501" && h.Cfg.MigrateURL == "" {
 		return fmt.Errorf("%w (the service's own role may not change its schema, as it should not: set DATABASE_MIGRATE_URL to the schema owner's URL, <schema>_owner in deploy/postgres)", err)
@@ -466,7 +466,7 @@ func (h *Host) migrate(ctx context.Context) error {
 // Migrate creates schema when it is missing (local runs; provisioned
 // deployments have one owned by the owner role) and applies the fabric's
 // and then the service's migrations (service may be nil) through pool.
-func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string, service fs.FS) error {
+func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, service fs.FS) error {
 	var exists bool
 	if err := pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", schema).Scan(&exists); err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -487,7 +487,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string, service fs.
 	return nil
 }
 
-func (h *Host) initBroker(ctx context.Context) error {
+func (h *host) initBroker(ctx context.Context) error {
 	var tlsCfg *tls.Config
 	if h.Cfg.AMQPCAFile != "" || h.Cfg.AMQPCertFile != "" {
 		var err error
@@ -517,7 +517,7 @@ func (h *Host) initBroker(ctx context.Context) error {
 }
 
 // Consumer returns the service's topology entry for queue.
-func (h *Host) Consumer(queue string) (topology.Consumer, error) {
+func (h *host) Consumer(queue string) (topology.Consumer, error) {
 	for _, c := range h.opts.Consumers {
 		if c.Queue == queue {
 			return c, nil
@@ -528,7 +528,7 @@ func (h *Host) Consumer(queue string) (topology.Consumer, error) {
 
 // Consume registers a consumer of queue; it runs from Serve. Handlers that
 // change the database use ConsumeTx instead.
-func (h *Host) Consume(queue string, handler fabric.Handler, opts fabric.ConsumerOptions) error {
+func (h *host) Consume(queue string, handler fabric.Handler, opts fabric.ConsumerOptions) error {
 	return h.addConsumer(queue, opts, func(spec topology.Consumer, opts fabric.ConsumerOptions) (*fabric.Consumer, error) {
 		return fabric.NewConsumer(h.Conn, h.Pub, h.Reg, spec, handler, opts)
 	})
@@ -538,7 +538,7 @@ func (h *Host) Consume(queue string, handler fabric.Handler, opts fabric.Consume
 // database: each batch of deliveries runs in one inbox transaction (a
 // savepoint per message, see inbox.BatchHandler), so under load one commit
 // serves many messages. It runs from Serve.
-func (h *Host) ConsumeTx(queue string, handler inbox.TxHandler, opts fabric.ConsumerOptions) error {
+func (h *host) ConsumeTx(queue string, handler inbox.TxHandler, opts fabric.ConsumerOptions) error {
 	if opts.Simulatable {
 		if h.simulatable == nil {
 			h.simulatable = map[string]inbox.TxHandler{}
@@ -550,7 +550,7 @@ func (h *Host) ConsumeTx(queue string, handler inbox.TxHandler, opts fabric.Cons
 	})
 }
 
-func (h *Host) addConsumer(queue string, opts fabric.ConsumerOptions, build func(topology.Consumer, fabric.ConsumerOptions) (*fabric.Consumer, error)) error {
+func (h *host) addConsumer(queue string, opts fabric.ConsumerOptions, build func(topology.Consumer, fabric.ConsumerOptions) (*fabric.Consumer, error)) error {
 	spec, err := h.Consumer(queue)
 	if err != nil {
 		return err
@@ -568,12 +568,12 @@ func (h *Host) addConsumer(queue string, opts fabric.ConsumerOptions, build func
 // runs beside the consumers: its ctx ends when the consumers stop, after
 // HTTP has shut down and before the relay does, so what it enqueues still
 // gets published. A worker returning an error stops the service.
-func (h *Host) Go(name string, run func(ctx context.Context) error) {
+func (h *host) Go(name string, run func(ctx context.Context) error) {
 	h.workers = append(h.workers, worker{name: name, run: run})
 }
 
 // Inbox returns the inbox of queue in the service's schema.
-func (h *Host) Inbox(queue string) *inbox.Inbox {
+func (h *host) Inbox(queue string) *inbox.Inbox {
 	return inbox.New(h.Pool, h.Cfg.Schema, queue, inbox.Options{Metrics: h.Metrics, Logger: h.Log})
 }
 
@@ -582,7 +582,7 @@ func (h *Host) Inbox(queue string) *inbox.Inbox {
 // until ctx ends; then it shuts down in order and returns nil, or the first
 // fatal error. ready, if set, is called with the bound address once
 // listening (tests use ":0").
-func (h *Host) Serve(ctx context.Context, routes http.Handler, ready func(addr string)) error {
+func (h *host) Serve(ctx context.Context, routes http.Handler, ready func(addr string)) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "service": h.Cfg.Service})
@@ -697,7 +697,7 @@ func (h *Host) Serve(ctx context.Context, routes http.Handler, ready func(addr s
 
 // serveDebug serves the runtime profiles on DebugAddr, for measuring a
 // service under load: go tool pprof http://<DEBUG_ADDR>/debug/pprof/profile.
-func (h *Host) serveDebug() (*http.Server, error) {
+func (h *host) serveDebug() (*http.Server, error) {
 	runtime.SetBlockProfileRate(int(100 * time.Microsecond))
 	runtime.SetMutexProfileFraction(100)
 	mux := http.NewServeMux()
@@ -716,7 +716,7 @@ func (h *Host) serveDebug() (*http.Server, error) {
 	return srv, nil
 }
 
-func (h *Host) handleReady(w http.ResponseWriter, r *http.Request) {
+func (h *host) handleReady(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	checks := map[string]string{"database": "ok", "broker": "ok"}
@@ -733,11 +733,11 @@ func (h *Host) handleReady(w http.ResponseWriter, r *http.Request) {
 // Close releases the publisher, broker connection, database pool and
 // telemetry. Serve calls it on the way out; call it yourself when the
 // service fails between New and Serve. It is safe to call twice.
-func (h *Host) Close() {
+func (h *host) Close() {
 	h.closeOnce.Do(h.close)
 }
 
-func (h *Host) close() {
+func (h *host) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if h.Pub != nil {

@@ -40,7 +40,7 @@ func apiDocument(service string, opts Options) ([]byte, error) {
 // that does not). It admits only a verified token with the operator role;
 // the handler keeps the operator to their tenant's letters and audit rows.
 // Without JWT_KEYS no token can be verified, so every call is refused.
-func (h *Host) dlqHandler() http.Handler {
+func (h *host) dlqHandler() http.Handler {
 	if len(h.opts.Consumers) == 0 {
 		return nil
 	}
@@ -54,7 +54,7 @@ func (h *Host) dlqHandler() http.Handler {
 // opsHandler is the operations views (package ops) of a service that
 // consumes or relays, for the operator of a tenant; like the DLQ API it
 // refuses every call without JWT_KEYS.
-func (h *Host) opsHandler() http.Handler {
+func (h *host) opsHandler() http.Handler {
 	svc := ops.Service{Name: h.Cfg.Service, Schema: h.Cfg.Schema, Queues: h.queueNames(), Relay: h.opts.Relay,
 		Pool: h.Pool, Broker: h.Conn, Letters: dlq.New(h.Conn, h.Pub, h.Reg, h.Pool, h.Cfg.Schema)}
 	if !svc.Serves() {
@@ -70,7 +70,7 @@ func (h *Host) opsHandler() http.Handler {
 // service's queues, for the operator of a tenant, with the sweep that works
 // through their jobs; nil for a service that does not consume. Like the DLQ
 // API it refuses every call without JWT_KEYS.
-func (h *Host) replayHandler() http.Handler {
+func (h *host) replayHandler() http.Handler {
 	if len(h.opts.Consumers) == 0 {
 		return nil
 	}
@@ -100,7 +100,7 @@ func unverifiable(what string) http.Handler {
 
 // console is the operator console over the services of CONSOLE_SERVICES
 // and this one, reached at its bound address unless listed.
-func (h *Host) console(addr net.Addr) (http.Handler, error) {
+func (h *host) console(addr net.Addr) (http.Handler, error) {
 	targets := h.Cfg.Console
 	if !slices.ContainsFunc(targets, func(t console.Target) bool { return t.Name == h.Cfg.Service }) {
 		tcp := addr.(*net.TCPAddr)
@@ -114,7 +114,7 @@ func (h *Host) console(addr net.Addr) (http.Handler, error) {
 	return console.Handler(console.Options{Targets: targets, Verifier: h.Verifier, Log: h.Log})
 }
 
-func (h *Host) queueNames() []string { return queueNamesOf(h.opts.Consumers) }
+func (h *host) queueNames() []string { return queueNamesOf(h.opts.Consumers) }
 
 func queueNamesOf(consumers []topology.Consumer) []string {
 	queues := make([]string, len(consumers))

@@ -26,7 +26,7 @@ import (
 
 // ErrConflict: an event id arrived again with another payload or tenant.
 // The message is dead-lettered (class invalid) and a security event kept.
-var ErrConflict = errors.New("inbox: event id reused with a different payload or tenant")
+var errConflict = errors.New("inbox: event id reused with a different payload or tenant")
 
 // TxHandler applies a message's effect inside tx. Returning an error rolls
 // the effect and the claim back; classify it with fabric.Transient etc.
@@ -34,7 +34,7 @@ type TxHandler func(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error
 
 // Faults lets crash tests stop at a named point; nil in production.
 // Points: "inbox.after-claim", "inbox.after-commit".
-type Faults interface {
+type faults interface {
 	Hit(point string)
 }
 
@@ -42,7 +42,7 @@ type Faults interface {
 type Options struct {
 	Metrics *telemetry.Metrics
 	Logger  *slog.Logger
-	Faults  Faults
+	Faults  faults
 }
 
 // Inbox records processed events for one consumer in one schema.
@@ -176,7 +176,7 @@ func (in *Inbox) duplicate(ctx context.Context, tx pgx.Tx, env envelope.Envelope
 		return false, fmt.Errorf("inbox claim %s: record security event: %w", env.ID, err)
 	}
 	in.log.Error("inbox: event id reused", "id", env.ID, "reason", reason, "tenant", env.TenantID)
-	return false, fmt.Errorf("%w: %s: %s", ErrConflict, env.ID, reason)
+	return false, fmt.Errorf("%w: %s: %s", errConflict, env.ID, reason)
 }
 
 // Handler returns the one-call path a service uses: begin a transaction
@@ -191,7 +191,7 @@ func (in *Inbox) Handler(h TxHandler) fabric.Handler {
 		}
 		defer tx.Rollback(context.WithoutCancel(ctx))
 		first, err := in.claim(ctx, tx, env, true)
-		if errors.Is(err, ErrConflict) {
+		if errors.Is(err, errConflict) {
 			return fabric.Invalid(fabric.WithReason(err, fabric.ReasonInboxConflict))
 		}
 		if err != nil {
@@ -439,7 +439,7 @@ func (in *Inbox) oneByOne(ctx context.Context, batch []fabric.Received, h TxHand
 		}
 		first, err := in.claimAfter(m.Ctx, sp, m.Env, in.settings(m.Env))
 		switch {
-		case errors.Is(err, ErrConflict):
+		case errors.Is(err, errConflict):
 			errs[i] = fabric.Invalid(fabric.WithReason(err, fabric.ReasonInboxConflict))
 		case err != nil:
 			errs[i] = fabric.Transient(err)

@@ -17,7 +17,7 @@ import (
 // Limiter takes a token for key if one is available now, or says how long
 // until one is (ratelimit.PerKey: a bucket per key, shared by every
 // instance).
-type Limiter interface {
+type limiter interface {
 	Allow(ctx context.Context, key string) (ok bool, wait time.Duration, err error)
 }
 
@@ -26,7 +26,7 @@ type Limiter interface {
 type Limit struct {
 	Name    string // what it limits by ("type", "producer"): the metric's limiter label
 	Key     func(envelope.Envelope) string
-	Limiter Limiter
+	Limiter limiter
 }
 
 // ErrThrottled: an envelope is over a publish limit.

@@ -34,7 +34,7 @@ type Sender interface {
 
 // Faults lets crash tests stop the relay at a named point; nil in
 // production. Points: "relay.after-claim", "relay.after-confirm".
-type Faults interface {
+type faults interface {
 	Hit(point string)
 }
 
@@ -73,7 +73,7 @@ type RelayOptions struct {
 	RetentionEvery time.Duration
 	// RetentionBatch bounds one DELETE (default 5,000 rows).
 	RetentionBatch int
-	Faults         Faults
+	Faults         faults
 	Tracer         trace.TracerProvider
 	Logger         *slog.Logger
 }
@@ -337,7 +337,7 @@ func (r *Relay) listen(ctx context.Context, wake func()) {
 }
 
 // Result summarises one batch.
-type Result struct {
+type result struct {
 	Claimed   int // rows locked by this relay
 	Deferred  int // rows left for later: an earlier row of their aggregate is pending elsewhere or failed
 	Published int // rows confirmed and marked published
@@ -369,7 +369,7 @@ type row struct {
 // the outcome in one transaction. Rows are marked published only after
 // their confirm; unroutable, nacked or unconfirmed rows get an attempt, the
 // error and a later next_attempt_at.
-func (r *Relay) RelayOnce(ctx context.Context) (Result, error) {
+func (r *Relay) RelayOnce(ctx context.Context) (result, error) {
 	return r.relayOnce(ctx, false)
 }
 
@@ -381,7 +381,7 @@ func (r *Relay) RelayOnce(ctx context.Context) (Result, error) {
 // claim, which also returns each aggregate's pending rows up to its last
 // claimed one, and COMMIT travels with the outcome. (It was five: begin,
 // claim, ordering probe, outcome, commit, for every batch however small.)
-func (r *Relay) relayOnce(ctx context.Context, probe bool) (res Result, err error) {
+func (r *Relay) relayOnce(ctx context.Context, probe bool) (res result, err error) {
 	conn, err := r.pool.Acquire(ctx)
 	if err != nil {
 		return res, fmt.Errorf("outbox relay: acquire: %w", err)

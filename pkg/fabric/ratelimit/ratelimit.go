@@ -27,18 +27,18 @@ import (
 )
 
 // Local is a token bucket in this process.
-type Local struct{ l *rate.Limiter }
+type local struct{ l *rate.Limiter }
 
 // NewLocal allows perSecond on average with bursts of burst (at least 1).
-func NewLocal(perSecond float64, burst int) *Local {
-	return &Local{l: rate.NewLimiter(rate.Limit(perSecond), max(burst, 1))}
+func NewLocal(perSecond float64, burst int) *local {
+	return &local{l: rate.NewLimiter(rate.Limit(perSecond), max(burst, 1))}
 }
 
 // Wait blocks until a token is available or ctx ends.
-func (l *Local) Wait(ctx context.Context) error { return l.l.Wait(ctx) }
+func (l *local) Wait(ctx context.Context) error { return l.l.Wait(ctx) }
 
 // Shared is a token bucket every instance of a service draws from.
-type Shared struct {
+type shared struct {
 	pool      *pgxpool.Pool
 	table     string
 	name      string
@@ -52,7 +52,7 @@ type Shared struct {
 
 // NewShared returns the bucket name in schema's rate_bucket: perSecond on
 // average across all instances, bursts of burst (at least 1).
-func NewShared(pool *pgxpool.Pool, schema, name string, perSecond float64, burst int) (*Shared, error) {
+func NewShared(pool *pgxpool.Pool, schema, name string, perSecond float64, burst int) (*shared, error) {
 	if perSecond <= 0 || name == "" {
 		return nil, fmt.Errorf("ratelimit: bucket %q: want a name and a positive rate", name)
 	}
@@ -60,13 +60,13 @@ func NewShared(pool *pgxpool.Pool, schema, name string, perSecond float64, burst
 	// A tenth of a second's worth per lease, never more than the burst:
 	// what one instance may hold unused is bounded by it.
 	lease := max(1, min(burst, int(perSecond/10)))
-	return &Shared{pool: pool, table: pgx.Identifier{schema, "rate_bucket"}.Sanitize(), name: name,
+	return &shared{pool: pool, table: pgx.Identifier{schema, "rate_bucket"}.Sanitize(), name: name,
 		perSecond: perSecond, burst: float64(burst), lease: lease}, nil
 }
 
 // Wait blocks until a token is available or ctx ends. Tokens are leased in
 // chunks; between leases Wait takes from the chunk without a round trip.
-func (s *Shared) Wait(ctx context.Context) error {
+func (s *shared) Wait(ctx context.Context) error {
 	for {
 		s.mu.Lock()
 		if s.tokens > 0 {
@@ -97,7 +97,7 @@ func (s *Shared) Wait(ctx context.Context) error {
 
 // Allow takes a token if one is available now, without waiting: false
 // says how long until one should be (for a Retry-After).
-func (s *Shared) Allow(ctx context.Context) (bool, time.Duration, error) {
+func (s *shared) Allow(ctx context.Context) (bool, time.Duration, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.tokens > 0 {
@@ -124,7 +124,7 @@ func (s *Shared) Allow(ctx context.Context) (bool, time.Duration, error) {
 
 // PerKey is one Shared bucket per key (a tenant): the same rate for each
 // unless overridden, every bucket shared by all instances.
-type PerKey struct {
+type perKey struct {
 	pool      *pgxpool.Pool
 	schema    string
 	prefix    string
@@ -133,12 +133,12 @@ type PerKey struct {
 	overrides map[string]float64
 
 	mu      sync.Mutex
-	buckets map[string]*Shared
+	buckets map[string]*shared
 }
 
 // NewPerKey returns buckets named prefix+key in schema's rate_bucket:
 // perSecond (bursts of burst) per key, or overrides[key] where set.
-func NewPerKey(pool *pgxpool.Pool, schema, prefix string, perSecond float64, burst int, overrides map[string]float64) (*PerKey, error) {
+func NewPerKey(pool *pgxpool.Pool, schema, prefix string, perSecond float64, burst int, overrides map[string]float64) (*perKey, error) {
 	if perSecond <= 0 {
 		return nil, fmt.Errorf("ratelimit: %s: want a positive rate", prefix)
 	}
@@ -147,12 +147,12 @@ func NewPerKey(pool *pgxpool.Pool, schema, prefix string, perSecond float64, bur
 			return nil, fmt.Errorf("ratelimit: %s: rate of %s: want a positive rate", prefix, k)
 		}
 	}
-	return &PerKey{pool: pool, schema: schema, prefix: prefix, perSecond: perSecond, burst: burst, overrides: overrides,
-		buckets: map[string]*Shared{}}, nil
+	return &perKey{pool: pool, schema: schema, prefix: prefix, perSecond: perSecond, burst: burst, overrides: overrides,
+		buckets: map[string]*shared{}}, nil
 }
 
 // Allow takes a token from key's bucket if one is available now.
-func (p *PerKey) Allow(ctx context.Context, key string) (bool, time.Duration, error) {
+func (p *perKey) Allow(ctx context.Context, key string) (bool, time.Duration, error) {
 	p.mu.Lock()
 	b, ok := p.buckets[key]
 	if !ok {
@@ -176,7 +176,7 @@ func (p *PerKey) Allow(ctx context.Context, key string) (bool, time.Duration, er
 // take leases up to s.lease tokens from the bucket, refilled for the time
 // since its last update; with none available it says how long until one
 // is.
-func (s *Shared) take(ctx context.Context) (granted int, wait time.Duration, err error) {
+func (s *shared) take(ctx context.Context) (granted int, wait time.Duration, err error) {
 	var avail float64
 	err = s.pool.QueryRow(ctx, `WITH seed AS (
 			INSERT INTO `+s.table+` (name, tokens, updated_at) VALUES ($1, $3, clock_timestamp())

@@ -30,26 +30,26 @@ const (
 )
 
 // Scope says what a message is about; GLOBAL messages carry no tenant.
-type Scope string
+type scope string
 
 // Scopes.
 const (
-	ScopeGlobal   Scope = "GLOBAL"
-	ScopeTenant   Scope = "TENANT"
-	ScopeUser     Scope = "USER"
-	ScopeResource Scope = "RESOURCE"
-	ScopeWorkflow Scope = "WORKFLOW"
+	scopeGlobal   scope = "GLOBAL"
+	scopeTenant   scope = "TENANT"
+	scopeUser     scope = "USER"
+	scopeResource scope = "RESOURCE"
+	scopeWorkflow scope = "WORKFLOW"
 )
 
 // Sensitivity drives masking in DLQ inspection and logs.
-type Sensitivity string
+type sensitivity string
 
 // Sensitivities, from least to most sensitive.
 const (
-	Public       Sensitivity = "PUBLIC"
-	Internal     Sensitivity = "INTERNAL"
-	Confidential Sensitivity = "CONFIDENTIAL"
-	Restricted   Sensitivity = "RESTRICTED"
+	public       sensitivity = "PUBLIC"
+	internal     sensitivity = "INTERNAL"
+	confidential sensitivity = "CONFIDENTIAL"
+	Restricted   sensitivity = "RESTRICTED"
 )
 
 // Definition describes one versioned message type.
@@ -59,8 +59,8 @@ type Definition struct {
 	Kind        Kind        `yaml:"kind" json:"kind"`
 	Domain      string      `yaml:"domain" json:"domain"`
 	Owner       string      `yaml:"owner" json:"owner"`
-	Scope       Scope       `yaml:"scope" json:"scope"`
-	Sensitivity Sensitivity `yaml:"sensitivity" json:"sensitivity"`
+	Scope       scope       `yaml:"scope" json:"scope"`
+	Sensitivity sensitivity `yaml:"sensitivity" json:"sensitivity"`
 	Replayable  bool        `yaml:"replayable" json:"replayable"`
 	Description string      `yaml:"description" json:"description"`
 	// SchemaFile is the schema's path inside the catalogue.
@@ -84,13 +84,13 @@ type Definition struct {
 }
 
 // TenantRequired reports whether envelopes of this type must carry a tenant.
-func (d Definition) TenantRequired() bool { return d.Scope != ScopeGlobal }
+func (d Definition) TenantRequired() bool { return d.Scope != scopeGlobal }
 
 // Errors returned by Check and ValidatePayload.
 var (
 	ErrUnknownType   = errors.New("unknown message type")
 	ErrSchema        = errors.New("payload fails its schema")
-	ErrBadDefinition = errors.New("bad catalogue definition")
+	errBadDefinition = errors.New("bad catalogue definition")
 )
 
 // Registry is an immutable set of definitions, safe for concurrent use.
@@ -152,7 +152,7 @@ func New(defs ...Definition) (*Registry, error) {
 func (r *Registry) checkSuccessors() error {
 	for _, d := range r.defs {
 		if s, ok := r.defs[d.Successor]; d.Successor != "" && (!ok || s.Kind != d.Kind) {
-			return fmt.Errorf("%w %q: successor %q is not defined as a %s", ErrBadDefinition, d.Type, d.Successor, d.Kind)
+			return fmt.Errorf("%w %q: successor %q is not defined as a %s", errBadDefinition, d.Type, d.Successor, d.Kind)
 		}
 	}
 	return nil
@@ -168,7 +168,7 @@ func laterVersion(typ, next string) bool {
 }
 
 func (r *Registry) add(d Definition) error {
-	bad := func(why string) error { return fmt.Errorf("%w %q: %s", ErrBadDefinition, d.Type, why) }
+	bad := func(why string) error { return fmt.Errorf("%w %q: %s", errBadDefinition, d.Type, why) }
 	if !envelope.ValidType(d.Type) {
 		return bad("type is not <domain>.<name>.v<N>")
 	}
@@ -182,12 +182,12 @@ func (r *Registry) add(d Definition) error {
 		return bad(fmt.Sprintf("kind %q is not event|command|job", d.Kind))
 	}
 	switch d.Scope {
-	case ScopeGlobal, ScopeTenant, ScopeUser, ScopeResource, ScopeWorkflow:
+	case scopeGlobal, scopeTenant, scopeUser, scopeResource, scopeWorkflow:
 	default:
 		return bad(fmt.Sprintf("scope %q is not GLOBAL|TENANT|USER|RESOURCE|WORKFLOW", d.Scope))
 	}
 	switch d.Sensitivity {
-	case Public, Internal, Confidential, Restricted:
+	case public, internal, confidential, Restricted:
 	default:
 		return bad(fmt.Sprintf("sensitivity %q is not PUBLIC|INTERNAL|CONFIDENTIAL|RESTRICTED", d.Sensitivity))
 	}
@@ -255,7 +255,7 @@ func (r *Registry) ValidatePayload(typ string, payload []byte) error {
 // schema does not list, and unknown values of extensible enumerations, are
 // accepted (docs/contract-evolution.md); everything the schema does say still holds. Errors
 // are those of ValidatePayload.
-func (r *Registry) ValidateIncomingPayload(typ string, payload []byte) error {
+func (r *Registry) validateIncomingPayload(typ string, payload []byte) error {
 	return r.validatePayload(typ, payload, func(d Definition) *jsonschema.Schema { return d.reader })
 }
 
@@ -286,7 +286,7 @@ func (r *Registry) Check(e envelope.Envelope) (Definition, error) {
 // reader): as Check, but any RFC 9562 UUID is an id, and fields or
 // extensible enumeration values the catalog does not list are accepted.
 func (r *Registry) CheckIncoming(e envelope.Envelope) (Definition, error) {
-	return r.check(e, e.ValidateIncoming, r.ValidateIncomingPayload)
+	return r.check(e, e.ValidateIncoming, r.validateIncomingPayload)
 }
 
 func (r *Registry) check(e envelope.Envelope, validate func(tenantRequired bool) error, payload func(string, []byte) error) (Definition, error) {
@@ -297,7 +297,7 @@ func (r *Registry) check(e envelope.Envelope, validate func(tenantRequired bool)
 	if err := validate(d.TenantRequired()); err != nil {
 		return d, err
 	}
-	if d.Scope == ScopeGlobal && e.TenantID != "" {
+	if d.Scope == scopeGlobal && e.TenantID != "" {
 		return d, &envelope.FieldError{Field: "tenantId", Err: envelope.ErrInvalidField, Why: e.Type + " is GLOBAL and must not carry a tenant"}
 	}
 	if err := payload(e.Type, e.Payload); err != nil {

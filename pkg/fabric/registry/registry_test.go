@@ -225,13 +225,13 @@ func TestLoadRejectsBadDefinitions(t *testing.T) {
 		want error
 	}{
 		{"unknown yaml field", "definitions:\n- type: a.b.v1\n  kind: event\n  colour: red\n", nil},
-		{"bad kind", "definitions:\n- {type: a.b.v1, kind: fact, domain: a, owner: o, scope: TENANT, sensitivity: PUBLIC, description: d}\n", ErrBadDefinition},
-		{"bad scope", "definitions:\n- {type: a.b.v1, kind: event, domain: a, owner: o, scope: PLANET, sensitivity: PUBLIC, description: d}\n", ErrBadDefinition},
-		{"unversioned", "definitions:\n- {type: a.b, kind: event, domain: a, owner: o, scope: TENANT, sensitivity: PUBLIC, description: d}\n", ErrBadDefinition},
-		{"successor not defined", "definitions:\n- {type: a.b.v1, kind: event, domain: a, owner: o, scope: TENANT, sensitivity: PUBLIC, description: d, successor: a.b.v2}\n", ErrBadDefinition},
-		{"successor is an earlier version", "definitions:\n- {type: a.b.v1, kind: event, domain: a, owner: o, scope: TENANT, sensitivity: PUBLIC, description: d, successor: a.b.v0}\n", ErrBadDefinition},
-		{"successor is another type", "definitions:\n- {type: a.b.v1, kind: event, domain: a, owner: o, scope: TENANT, sensitivity: PUBLIC, description: d, successor: a.c.v2}\n", ErrBadDefinition},
-		{"x-extensible without an enum", "definitions:\n- {type: a.c.v1, kind: event, domain: a, owner: o, scope: TENANT, sensitivity: PUBLIC, description: d}\n", ErrBadDefinition},
+		{"bad kind", "definitions:\n- {type: a.b.v1, kind: fact, domain: a, owner: o, scope: TENANT, sensitivity: PUBLIC, description: d}\n", errBadDefinition},
+		{"bad scope", "definitions:\n- {type: a.b.v1, kind: event, domain: a, owner: o, scope: PLANET, sensitivity: PUBLIC, description: d}\n", errBadDefinition},
+		{"unversioned", "definitions:\n- {type: a.b, kind: event, domain: a, owner: o, scope: TENANT, sensitivity: PUBLIC, description: d}\n", errBadDefinition},
+		{"successor not defined", "definitions:\n- {type: a.b.v1, kind: event, domain: a, owner: o, scope: TENANT, sensitivity: PUBLIC, description: d, successor: a.b.v2}\n", errBadDefinition},
+		{"successor is an earlier version", "definitions:\n- {type: a.b.v1, kind: event, domain: a, owner: o, scope: TENANT, sensitivity: PUBLIC, description: d, successor: a.b.v0}\n", errBadDefinition},
+		{"successor is another type", "definitions:\n- {type: a.b.v1, kind: event, domain: a, owner: o, scope: TENANT, sensitivity: PUBLIC, description: d, successor: a.c.v2}\n", errBadDefinition},
+		{"x-extensible without an enum", "definitions:\n- {type: a.c.v1, kind: event, domain: a, owner: o, scope: TENANT, sensitivity: PUBLIC, description: d}\n", errBadDefinition},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -13,11 +13,11 @@ import (
 // effect again), published outbox rows stay a week for investigation, and
 // DLQ audit rows a year.
 const (
-	DefaultInterval = time.Hour
-	DefaultInbox    = 720 * time.Hour
-	DefaultOutbox   = 168 * time.Hour
-	DefaultDLQAudit = 8760 * time.Hour
-	DefaultBatch    = 1000
+	defaultInterval = time.Hour
+	defaultInbox    = 720 * time.Hour
+	defaultOutbox   = 168 * time.Hour
+	defaultDLQAudit = 8760 * time.Hour
+	defaultBatch    = 1000
 )
 
 // Config is what every service reads from the environment
@@ -36,17 +36,17 @@ type Config struct {
 // variable, so a typo stops the service at start-up instead of silently
 // keeping (or deleting) data.
 func ConfigFrom(getenv func(string) string) (Config, error) {
-	c := Config{Batch: DefaultBatch}
+	c := Config{Batch: defaultBatch}
 	var err error
 	for _, v := range []struct {
 		name string
 		def  time.Duration
 		dst  *time.Duration
 	}{
-		{"RETENTION_INTERVAL", DefaultInterval, &c.Interval},
-		{"RETENTION_INBOX", DefaultInbox, &c.Inbox},
-		{"RETENTION_OUTBOX", DefaultOutbox, &c.Outbox},
-		{"RETENTION_DLQ_AUDIT", DefaultDLQAudit, &c.DLQAudit},
+		{"RETENTION_INTERVAL", defaultInterval, &c.Interval},
+		{"RETENTION_INBOX", defaultInbox, &c.Inbox},
+		{"RETENTION_OUTBOX", defaultOutbox, &c.Outbox},
+		{"RETENTION_DLQ_AUDIT", defaultDLQAudit, &c.DLQAudit},
 	} {
 		if *v.dst, err = Age(getenv, v.name, v.def); err != nil {
 			return Config{}, err

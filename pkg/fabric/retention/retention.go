@@ -61,7 +61,7 @@ type Options struct {
 var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // Retention deletes expired rows of its tables in one schema.
-type Retention struct {
+type retention struct {
 	pool    *pgxpool.Pool
 	schema  string
 	tables  []Table
@@ -73,7 +73,7 @@ type Retention struct {
 // New returns the retention of tables in schema. Tables with Age 0 are
 // kept as they are. Names are checked here because they are spliced
 // into SQL (quoted): a bad one is a programming error found at start-up.
-func New(pool *pgxpool.Pool, schema string, tables []Table, opts Options) (*Retention, error) {
+func New(pool *pgxpool.Pool, schema string, tables []Table, opts Options) (*retention, error) {
 	if !identifier.MatchString(schema) {
 		return nil, fmt.Errorf("retention: schema %q is not a plain lowercase identifier", schema)
 	}
@@ -95,10 +95,10 @@ func New(pool *pgxpool.Pool, schema string, tables []Table, opts Options) (*Rete
 		}
 	}
 	if opts.Interval <= 0 {
-		opts.Interval = DefaultInterval
+		opts.Interval = defaultInterval
 	}
 	if opts.Batch <= 0 {
-		opts.Batch = DefaultBatch
+		opts.Batch = defaultBatch
 	}
 	meter := opts.Meter
 	if meter == nil {
@@ -113,7 +113,7 @@ func New(pool *pgxpool.Pool, schema string, tables []Table, opts Options) (*Rete
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Retention{pool: pool, schema: schema, tables: kept, opts: opts, deleted: deleted,
+	return &retention{pool: pool, schema: schema, tables: kept, opts: opts, deleted: deleted,
 		log: log.With("component", "retention", "schema", schema)}, nil
 }
 
@@ -122,7 +122,7 @@ func New(pool *pgxpool.Pool, schema string, tables []Table, opts Options) (*Rete
 // never a reason to stop a service. The first run comes after a random
 // part of the interval (at most a minute), so instances started together
 // do not all delete the same rows at the same moment.
-func (r *Retention) Run(ctx context.Context) error {
+func (r *retention) Run(ctx context.Context) error {
 	first := time.Duration(rand.Int64N(int64(min(r.opts.Interval, time.Minute))))
 	t := time.NewTimer(first)
 	defer t.Stop()
@@ -141,7 +141,7 @@ func (r *Retention) Run(ctx context.Context) error {
 // RunOnce deletes every table's expired rows now and returns what it did.
 // A table that fails does not stop the others; their errors are joined.
 // One log line reports a run that removed rows.
-func (r *Retention) RunOnce(ctx context.Context) ([]Result, error) {
+func (r *retention) RunOnce(ctx context.Context) ([]Result, error) {
 	start := time.Now()
 	var results []Result
 	var errs []error
@@ -170,7 +170,7 @@ func (r *Retention) RunOnce(ctx context.Context) ([]Result, error) {
 
 // clean deletes t's expired rows batch by batch (tenant by tenant when t
 // is tenant-scoped) until a batch comes back short.
-func (r *Retention) clean(ctx context.Context, t Table) (Result, error) {
+func (r *retention) clean(ctx context.Context, t Table) (Result, error) {
 	res := Result{Table: t.Name}
 	if !t.TenantScoped {
 		return res, r.drain(ctx, t, &res, func(sql string, args ...any) (int64, error) {
@@ -203,7 +203,7 @@ func (r *Retention) clean(ctx context.Context, t Table) (Result, error) {
 // drain runs t's batched DELETE through exec until fewer than Batch rows
 // go, counting each batch into res and the metric as it commits (so a run
 // cut short still reports what it removed).
-func (r *Retention) drain(ctx context.Context, t Table, res *Result, exec func(sql string, args ...any) (int64, error), tenantID string) error {
+func (r *retention) drain(ctx context.Context, t Table, res *Result, exec func(sql string, args ...any) (int64, error), tenantID string) error {
 	sql, args := r.statement(t, tenantID)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -232,7 +232,7 @@ func (r *Retention) drain(ctx context.Context, t Table, res *Result, exec func(s
 // cut-off is the database's clock, never the service's. A tenant-scoped
 // table is filtered by tenant too, as every query of the platform is,
 // because a superuser (local runs) bypasses row-level security.
-func (r *Retention) statement(t Table, tenantID string) (string, []any) {
+func (r *retention) statement(t Table, tenantID string) (string, []any) {
 	tbl := pgx.Identifier{r.schema, t.Name}.Sanitize()
 	col := pgx.Identifier{t.Column}.Sanitize()
 	cond := fmt.Sprintf("%s < now() - make_interval(secs => $1)", col)
@@ -246,7 +246,7 @@ func (r *Retention) statement(t Table, tenantID string) (string, []any) {
 
 // tenants lists the tenants that have had rows in the schema's
 // tenant-scoped tables (kept by the retention_note_tenant trigger).
-func (r *Retention) tenants(ctx context.Context) ([]string, error) {
+func (r *retention) tenants(ctx context.Context) ([]string, error) {
 	rows, err := r.pool.Query(ctx, "SELECT tenant_id FROM "+pgx.Identifier{r.schema, "retention_tenant"}.Sanitize()+" ORDER BY tenant_id")
 	if err != nil {
 		return nil, fmt.Errorf("list tenants: %w", err)

@@ -17,7 +17,7 @@ const setting = "app.tenant_id"
 
 // Beginner starts a transaction: *pgxpool.Pool, *pgx.Conn, or a pgx.Tx
 // (which nests as a savepoint).
-type Beginner interface {
+type beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
@@ -28,7 +28,7 @@ type Beginner interface {
 // The rollback runs without ctx's cancellation: a request that is cancelled
 // mid-transaction still gives its connection back clean instead of leaving
 // pgx to close it.
-func Tx(ctx context.Context, db Beginner, tenantID string, fn func(pgx.Tx) error) error {
+func Tx(ctx context.Context, db beginner, tenantID string, fn func(pgx.Tx) error) error {
 	tx, err := begin(ctx, db, tenantID)
 	if err != nil {
 		return err
@@ -49,7 +49,7 @@ func Tx(ctx context.Context, db Beginner, tenantID string, fn func(pgx.Tx) error
 // and the setting in one simple-protocol round trip (the setting as a
 // quoted literal: the simple protocol has no parameters); a transaction,
 // nesting a savepoint, sets it after.
-func begin(ctx context.Context, db Beginner, tenantID string) (pgx.Tx, error) {
+func begin(ctx context.Context, db beginner, tenantID string) (pgx.Tx, error) {
 	if pool, ok := db.(*pgxpool.Pool); ok {
 		tx, err := pipetx.Begin(ctx, pool)
 		if err != nil {

@@ -10,7 +10,7 @@ import (
 )
 
 // ChannelOpener opens AMQP channels; *amqp.Connection satisfies it.
-type ChannelOpener interface {
+type channelOpener interface {
 	Channel() (*amqp.Channel, error)
 }
 
@@ -44,7 +44,7 @@ func classify(err error, kind, name string) error {
 // provisioned vhost the exchanges belong to the administrator's definitions
 // and a service user may not (re)declare — and so may not delete — them.
 // A missing exchange is declared, which needs that permission.
-func declareExchanges(ctx context.Context, conn ChannelOpener, exchanges []Exchange) error {
+func declareExchanges(ctx context.Context, conn channelOpener, exchanges []Exchange) error {
 	for _, e := range exchanges {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("topology: %w", err)
@@ -89,7 +89,7 @@ func declareExchanges(ctx context.Context, conn ChannelOpener, exchanges []Excha
 // needs no permission, and redeclaring an existing queue does not check the
 // DLX. Such a queue still routes back to Q alone; deleting it while empty
 // lets the next Apply declare it through platform.retry.
-func Apply(ctx context.Context, conn ChannelOpener, d Description) error {
+func Apply(ctx context.Context, conn channelOpener, d Description) error {
 	d = d.Resolve()
 	if err := d.Validate(); err != nil {
 		return err

@@ -49,7 +49,7 @@ func DefaultRetryTiers() []time.Duration { return append([]time.Duration(nil), d
 const DefaultDeliveryLimit = 10
 
 // DLQDeliveryLimit is set on every DLQ so inspection never loses a letter.
-const DLQDeliveryLimit = 1_000_000
+const dlqDeliveryLimit = 1_000_000
 
 // Description is a whole topology.
 //
@@ -74,9 +74,9 @@ type Description struct {
 	// (events, commands, jobs: fabric.Route); required by other codecs.
 	Events string `yaml:"events,omitempty"`
 	// DeadLetter names the dead-letter exchange and the DLQs.
-	DeadLetter DeadLetter `yaml:"deadLetter,omitempty"`
+	DeadLetter deadLetter `yaml:"deadLetter,omitempty"`
 	// Retry names the retry exchange and the default retry tiers.
-	Retry     Retry      `yaml:"retry,omitempty"`
+	Retry     retry      `yaml:"retry,omitempty"`
 	Exchanges []Exchange `yaml:"exchanges"`
 	Consumers []Consumer `yaml:"consumers"`
 }
@@ -89,7 +89,7 @@ type Description struct {
 // consumer ("imoveis.dlq"), bound with "#" on a topic exchange (with each
 // consumer's queue name on any other). Either way a dead letter names its
 // consumer in the x-fabric-consumer header.
-type DeadLetter struct {
+type deadLetter struct {
 	Exchange string `yaml:"exchange,omitempty"`
 	Queue    string `yaml:"queue,omitempty"`
 }
@@ -99,13 +99,13 @@ type DeadLetter struct {
 // consumer Q is queue Q.retry.<n>, bound to it with key Q.retry.<n>, and Q
 // is bound to it with key Q. Tiers are the delays of consumers that name
 // none of their own (default 30 s, 5 min, 30 min).
-type Retry struct {
+type retry struct {
 	Exchange string     `yaml:"exchange,omitempty"`
 	Tiers    []Duration `yaml:"tiers,omitempty"`
 }
 
 // DLQPattern is the default DLQ name: one per consumer, Q.dlq.
-const DLQPattern = "{queue}.dlq"
+const dlqPattern = "{queue}.dlq"
 
 // queuePlaceholder stands for the consumer's queue in a DLQ pattern.
 const queuePlaceholder = "{queue}"
@@ -151,7 +151,7 @@ type Consumer struct {
 	Prefetch int `yaml:"prefetch,omitempty"`
 	// Pace, when set, paces the consumer when its ConsumerOptions name no
 	// pacer of their own (a local rate limiter, package ratelimit).
-	Pace *Pace `yaml:"pace,omitempty"`
+	Pace *pace `yaml:"pace,omitempty"`
 
 	// naming is where this consumer's retries and dead letters go, set
 	// from its description by Resolve (Load and Apply resolve); the zero
@@ -161,7 +161,7 @@ type Consumer struct {
 
 // Pace is a rate: PerSecond messages a second, in bursts of at most Burst
 // (default 1).
-type Pace struct {
+type pace struct {
 	PerSecond float64 `yaml:"perSecond"`
 	Burst     int     `yaml:"burst,omitempty"`
 }
@@ -262,13 +262,13 @@ func (c Consumer) Tiers() []time.Duration {
 }
 
 // RetryQueue returns the name of retry tier n (1-based).
-func (c Consumer) RetryQueue(n int) string { return RetryQueueName(c.Queue, n) }
+func (c Consumer) RetryQueue(n int) string { return retryQueueName(c.Queue, n) }
 
 // DLQ returns the consumer's dead-letter queue name: Q.dlq on the
 // platform, else its description's DLQ pattern (or shared DLQ).
 func (c Consumer) DLQ() string {
 	if c.naming.dlq == "" {
-		return DLQName(c.Queue)
+		return dlqName(c.Queue)
 	}
 	return strings.Replace(c.naming.dlq, queuePlaceholder, c.Queue, 1)
 }
@@ -300,13 +300,13 @@ func (c Consumer) RetryExchange() string {
 }
 
 // RetryQueueName is `<queue>.retry.<n>`.
-func RetryQueueName(queue string, n int) string { return queue + ".retry." + strconv.Itoa(n) }
+func retryQueueName(queue string, n int) string { return queue + ".retry." + strconv.Itoa(n) }
 
 // DLQName is `<queue>.dlq`.
-func DLQName(queue string) string { return queue + ".dlq" }
+func dlqName(queue string) string { return queue + ".dlq" }
 
 // Limit returns the consumer's delivery limit or the default.
-func (c Consumer) Limit() int {
+func (c Consumer) limit() int {
 	if c.DeliveryLimit <= 0 {
 		return DefaultDeliveryLimit
 	}
@@ -364,8 +364,8 @@ func Platform() Description {
 	return Description{
 		Name:       "platform",
 		Codec:      CodecAgora,
-		DeadLetter: DeadLetter{Exchange: DeadLetterExchange, Queue: DLQPattern},
-		Retry:      Retry{Exchange: RetryExchange, Tiers: durations(defaultRetryTiers)},
+		DeadLetter: deadLetter{Exchange: DeadLetterExchange, Queue: dlqPattern},
+		Retry:      retry{Exchange: RetryExchange, Tiers: durations(defaultRetryTiers)},
 		Exchanges:  PlatformExchanges(),
 		Consumers: []Consumer{
 			{Queue: "workflow.request-submitted", Service: "workflow", Bindings: ev("request.submitted.v1")},
@@ -494,13 +494,13 @@ var queuePattern = regexp.MustCompile(`^[a-z][a-z0-9-]*(\.[a-z][a-z0-9-]*)+$`)
 var codecPattern = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
 
 // ErrInvalid is wrapped by every validation error.
-var ErrInvalid = errors.New("invalid topology")
+var errInvalid = errors.New("invalid topology")
 
 // Validate checks names, exchange references, tiers, the dead-letter and
 // retry naming, and the codec's tenant and exchange.
 func (d Description) Validate() error {
 	bad := func(format string, a ...any) error {
-		return fmt.Errorf("topology: %w: %s", ErrInvalid, fmt.Sprintf(format, a...))
+		return fmt.Errorf("topology: %w: %s", errInvalid, fmt.Sprintf(format, a...))
 	}
 	dlx, retryEx := d.DeadLetter.Exchange, d.Retry.Exchange
 	if dlx == "" {
@@ -651,14 +651,14 @@ func (d Description) validateFormat(ex map[string]string, bad func(string, ...an
 }
 
 // QueueSpec is one queue to declare with its arguments.
-type QueueSpec struct {
+type queueSpec struct {
 	Name string
 	Args amqp.Table
 }
 
 // Queues returns, for consumer c, its DLQ, retry tiers and main queue, in
 // declaration order, with their exact arguments.
-func (c Consumer) Queues() []QueueSpec {
+func (c Consumer) Queues() []queueSpec {
 	// At-least-once dead-lettering (quorum only) needs reject-publish
 	// overflow; without it the broker may drop a message while moving it.
 	safeDLX := func(exchange, key string) amqp.Table {
@@ -673,7 +673,7 @@ func (c Consumer) Queues() []QueueSpec {
 	// Inspecting a DLQ returns messages to it; on RabbitMQ 4.x a quorum
 	// queue's default delivery limit (20) would then drop them (no DLX).
 	// An explicit, unreachable limit keeps dead letters until an operator acts.
-	out := []QueueSpec{{Name: c.DLQ(), Args: amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(DLQDeliveryLimit)}}}
+	out := []queueSpec{{Name: c.DLQ(), Args: amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(dlqDeliveryLimit)}}}
 	for i, d := range c.Tiers() {
 		// Back to Q alone through platform.retry, where only Q is bound
 		// with key Q: never through platform.events, which would hand it
@@ -682,11 +682,11 @@ func (c Consumer) Queues() []QueueSpec {
 		// it (see Apply for retry queues declared that way before).
 		args := safeDLX(c.RetryExchange(), c.Queue)
 		args["x-message-ttl"] = int64(d / time.Millisecond)
-		out = append(out, QueueSpec{Name: c.RetryQueue(i + 1), Args: args})
+		out = append(out, queueSpec{Name: c.RetryQueue(i + 1), Args: args})
 	}
 	main := safeDLX(c.DeadLetterExchange(), c.Queue)
-	main["x-delivery-limit"] = int64(c.Limit())
-	return append(out, QueueSpec{Name: c.Queue, Args: main})
+	main["x-delivery-limit"] = int64(c.limit())
+	return append(out, queueSpec{Name: c.Queue, Args: main})
 }
 
 // QueueBinding binds Queue to Exchange with Key.

@@ -42,23 +42,23 @@ type Input struct {
 
 // The Authorization headers the fuzzer picks from.
 const (
-	AuthnNone = iota
-	AuthnGarbage
+	authnNone = iota
+	authnGarbage
 	AuthnCitizen   // Target.Citizen of Target.Tenant
 	AuthnAttendant // of Target.Tenant
 	AuthnOperator  // of Target.Tenant
 	AuthnAll       // every role, of Target.Tenant
-	AuthnOtherCitizen
+	authnOtherCitizen
 	AuthnOtherStaff // attendant and operator of another tenant
-	AuthnExpired
-	AuthnUnknownRole
-	AuthnBadSignature
-	AuthnBasic
+	authnExpired
+	authnUnknownRole
+	authnBadSignature
+	authnBasic
 	AuthnCount
 )
 
 // Target is a running service and what the harness needs to call it.
-type Target struct {
+type target struct {
 	// Routes are the path prefixes Input.Route picks from; New sets "/".
 	// A service may change them between its setup calls to Send and
 	// f.Fuzz, but not while the fuzzer runs.
@@ -75,11 +75,11 @@ type Target struct {
 
 // New returns a target for the service at baseURL, with tokens signed by
 // keys (the keys the service trusts).
-func New(tb testing.TB, baseURL string, keys *auth.DevKeys) *Target {
+func New(tb testing.TB, baseURL string, keys *auth.DevKeys) *target {
 	tb.Helper()
 	var r [3]byte
 	_, _ = rand.Read(r[:])
-	ft := &Target{
+	ft := &target{
 		Routes:  []string{"/"},
 		Tenant:  "org-fuzz-" + hex.EncodeToString(r[:]),
 		Citizen: "citizen-fuzz",
@@ -98,23 +98,23 @@ func New(tb testing.TB, baseURL string, keys *auth.DevKeys) *Target {
 		return "Bearer " + tok
 	}
 	other := ft.Tenant + "-other"
-	ft.authz[AuthnGarbage] = "Bearer not-a-token"
+	ft.authz[authnGarbage] = "Bearer not-a-token"
 	ft.authz[AuthnCitizen] = mint(ft.Tenant, ft.Citizen, time.Hour, auth.RoleCitizen)
 	ft.authz[AuthnAttendant] = mint(ft.Tenant, "attendant-fuzz", time.Hour, auth.RoleAttendant)
 	ft.authz[AuthnOperator] = mint(ft.Tenant, "operator-fuzz", time.Hour, auth.RoleOperator)
 	ft.authz[AuthnAll] = mint(ft.Tenant, ft.Citizen, time.Hour, auth.RoleCitizen, auth.RoleAttendant, auth.RoleOperator)
-	ft.authz[AuthnOtherCitizen] = mint(other, ft.Citizen, time.Hour, auth.RoleCitizen)
+	ft.authz[authnOtherCitizen] = mint(other, ft.Citizen, time.Hour, auth.RoleCitizen)
 	ft.authz[AuthnOtherStaff] = mint(other, "staff-fuzz", time.Hour, auth.RoleAttendant, auth.RoleOperator)
-	ft.authz[AuthnExpired] = mint(ft.Tenant, "attendant-fuzz", -time.Hour, auth.RoleAttendant, auth.RoleOperator)
-	ft.authz[AuthnUnknownRole] = mint(ft.Tenant, "auditor-fuzz", time.Hour, "auditor")
+	ft.authz[authnExpired] = mint(ft.Tenant, "attendant-fuzz", -time.Hour, auth.RoleAttendant, auth.RoleOperator)
+	ft.authz[authnUnknownRole] = mint(ft.Tenant, "auditor-fuzz", time.Hour, "auditor")
 	good := ft.authz[AuthnOperator]
-	ft.authz[AuthnBadSignature] = good[:len(good)-4] + "AAAA"
-	ft.authz[AuthnBasic] = "Basic ZnV6ejpmdXp6"
+	ft.authz[authnBadSignature] = good[:len(good)-4] + "AAAA"
+	ft.authz[authnBasic] = "Basic ZnV6ejpmdXp6"
 	return ft
 }
 
 // Add adds in to f's seed corpus.
-func (ft *Target) Add(f *testing.F, in Input) {
+func (ft *target) Add(f *testing.F, in Input) {
 	f.Add(in.Method, in.Route, in.Tail, in.Query, in.Authn, in.ContentType, in.IdemKey, in.Body)
 }
 
@@ -125,7 +125,7 @@ const maxLine = 64 << 10
 
 // Check is the fuzz function (pass it to f.Fuzz): one request, and what its
 // answer must be (see verdict).
-func (ft *Target) Check(t *testing.T, method string, route uint8, tail, query string, authn uint8, contentType, idemKey string, body []byte) {
+func (ft *target) Check(t *testing.T, method string, route uint8, tail, query string, authn uint8, contentType, idemKey string, body []byte) {
 	if !validMethod(method) {
 		// Not a token a client can send: one of the usual methods instead,
 		// so that every input makes a request.
@@ -177,7 +177,7 @@ func verdict(status int, header http.Header, data []byte, method string) error {
 // client would, so NUL and invalid UTF-8 reach the service percent-encoded.
 // A request that gets no answer (the connection closed: a handler
 // panicked) is reported as status 599, a failure like any 5xx.
-func (ft *Target) Send(in Input) (int, http.Header, []byte) {
+func (ft *target) Send(in Input) (int, http.Header, []byte) {
 	req, err := http.NewRequest(in.Method, ft.base, bytes.NewReader(in.Body))
 	if err != nil {
 		return 0, nil, []byte(err.Error())

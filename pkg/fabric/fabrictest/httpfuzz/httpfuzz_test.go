@@ -176,13 +176,13 @@ func TestTarget(t *testing.T) {
 
 	// Check passes on a good answer and sends a usual method instead of one
 	// that is not a token.
-	ft.Check(t, "G T", 3, "", "", AuthnNone, "", "", nil)
+	ft.Check(t, "G T", 3, "", "", authnNone, "", "", nil)
 	if !slices.Contains(methods, last.method) {
 		t.Errorf("Check sent method %q for %q, want one of %v", last.method, "G T", methods)
 	}
 	// Too long for a request line: skipped, nothing sent.
 	last = got{}
-	ft.Check(t, "GET", 0, strings.Repeat("x", maxLine+1), "", AuthnNone, "", "", nil)
+	ft.Check(t, "GET", 0, strings.Repeat("x", maxLine+1), "", authnNone, "", "", nil)
 	if last != (got{}) {
 		t.Errorf("Check of an over-long input sent %+v", last)
 	}
@@ -212,12 +212,12 @@ func TestNew(t *testing.T) {
 		AuthnAttendant:    {Subject: "attendant-fuzz", TenantID: ft.Tenant, Roles: []string{auth.RoleAttendant}},
 		AuthnOperator:     {Subject: "operator-fuzz", TenantID: ft.Tenant, Roles: []string{auth.RoleOperator}},
 		AuthnAll:          {Subject: ft.Citizen, TenantID: ft.Tenant, Roles: []string{auth.RoleCitizen, auth.RoleAttendant, auth.RoleOperator}},
-		AuthnOtherCitizen: {Subject: ft.Citizen, TenantID: ft.Tenant + "-other", Roles: []string{auth.RoleCitizen}},
+		authnOtherCitizen: {Subject: ft.Citizen, TenantID: ft.Tenant + "-other", Roles: []string{auth.RoleCitizen}},
 		AuthnOtherStaff:   {Subject: "staff-fuzz", TenantID: ft.Tenant + "-other", Roles: []string{auth.RoleAttendant, auth.RoleOperator}},
-		AuthnUnknownRole:  {Subject: "auditor-fuzz", TenantID: ft.Tenant, Roles: []string{"auditor"}},
-		AuthnExpired:      nil,
-		AuthnBadSignature: nil,
-		AuthnGarbage:      nil,
+		authnUnknownRole:  {Subject: "auditor-fuzz", TenantID: ft.Tenant, Roles: []string{"auditor"}},
+		authnExpired:      nil,
+		authnBadSignature: nil,
+		authnGarbage:      nil,
 	} {
 		c, err := v.Verify(strings.TrimPrefix(ft.authz[a], "Bearer "))
 		switch {
@@ -229,7 +229,7 @@ func TestNew(t *testing.T) {
 			t.Errorf("authn %d = %+v, want %+v", a, c, *want)
 		}
 	}
-	if ft.authz[AuthnNone] != "" || !strings.HasPrefix(ft.authz[AuthnBasic], "Basic ") {
-		t.Errorf("AuthnNone = %q, AuthnBasic = %q", ft.authz[AuthnNone], ft.authz[AuthnBasic])
+	if ft.authz[authnNone] != "" || !strings.HasPrefix(ft.authz[authnBasic], "Basic ") {
+		t.Errorf("AuthnNone = %q, AuthnBasic = %q", ft.authz[authnNone], ft.authz[authnBasic])
 	}
 }

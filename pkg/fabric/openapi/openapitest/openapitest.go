@@ -122,7 +122,7 @@ func New(doc []byte) (*Validator, error) {
 }
 
 // Operations returns the document's operations, sorted by path then method.
-func (v *Validator) Operations() []openapi.Operation { return slices.Clone(v.ops) }
+func (v *Validator) operations() []openapi.Operation { return slices.Clone(v.ops) }
 
 // MismatchError is an exchange the document does not describe.
 type MismatchError struct {
@@ -335,7 +335,7 @@ func fetch(ctx context.Context, client *http.Client, baseURL string) ([]byte, er
 // and passes requests to other hosts through unchecked. A mismatch is
 // returned as the request's error (a *MismatchError, the response
 // discarded) and kept for Err. It is safe for concurrent use.
-type Transport struct {
+type transport struct {
 	next http.RoundTripper
 
 	mu         sync.Mutex
@@ -347,16 +347,16 @@ type Transport struct {
 // NewTransport returns a transport sending requests through next (nil:
 // the http.DefaultTransport of the moment, so that installing the
 // Transport as http.DefaultTransport afterwards does not loop).
-func NewTransport(next http.RoundTripper) *Transport {
+func NewTransport(next http.RoundTripper) *transport {
 	if next == nil {
 		next = http.DefaultTransport
 	}
-	return &Transport{next: next, services: map[string]*Validator{}, built: map[[32]byte]*Validator{}}
+	return &transport{next: next, services: map[string]*Validator{}, built: map[[32]byte]*Validator{}}
 }
 
 // Add checks the exchanges with the service at baseURL (its scheme and
 // host; the path is ignored) against v.
-func (t *Transport) Add(baseURL string, v *Validator) error {
+func (t *transport) Add(baseURL string, v *Validator) error {
 	key, err := hostKey(baseURL)
 	if err != nil {
 		return err
@@ -370,7 +370,7 @@ func (t *Transport) Add(baseURL string, v *Validator) error {
 // AddService fetches the document the service at baseURL serves at
 // /openapi.json (unchecked) and checks the exchanges with it from then on.
 // Services serving the same document share one validator.
-func (t *Transport) AddService(ctx context.Context, baseURL string) error {
+func (t *transport) AddService(ctx context.Context, baseURL string) error {
 	doc, err := fetch(ctx, &http.Client{Transport: t.next}, baseURL)
 	if err != nil {
 		return err
@@ -391,7 +391,7 @@ func (t *Transport) AddService(ctx context.Context, baseURL string) error {
 }
 
 // Err returns every mismatch seen so far, joined, or nil.
-func (t *Transport) Err() error {
+func (t *transport) Err() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return errors.Join(t.mismatches...)
@@ -399,7 +399,7 @@ func (t *Transport) Err() error {
 
 // RoundTrip sends req and checks the exchange when req goes to a
 // registered service. Both bodies are read whole.
-func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	key, _ := hostKey(req.URL.String())
 	t.mu.Lock()
 	v := t.services[key]
@@ -510,7 +510,7 @@ func CompareRoutes(served, documented []openapi.Operation) error {
 //	var api = openapitest.NewTransport(nil)
 //
 //	func TestMain(m *testing.M) { os.Exit(api.Run(m)) }
-func (t *Transport) Run(m *testing.M) int {
+func (t *transport) Run(m *testing.M) int {
 	http.DefaultTransport = t
 	code := m.Run()
 	if err := t.Err(); err != nil {

@@ -19,7 +19,7 @@ import (
 )
 
 // Schema is a throwaway schema with its two roles.
-type Schema struct {
+type schema struct {
 	Name    string
 	Admin   *pgxpool.Pool // the test's superuser (DATABASE_URL); sees every row
 	Owner   *pgxpool.Pool // the schema owner: runs migrations
@@ -32,14 +32,14 @@ type Schema struct {
 // and drops all of it when the test ends. databaseURL must connect as a
 // superuser on a server that lets the new roles in without a password
 // (the local trust setup of `make infra`).
-func NewSchema(t testing.TB, databaseURL string, migrate func(ctx context.Context, owner *pgxpool.Pool, schema string) error) *Schema {
+func NewSchema(t testing.TB, databaseURL string, migrate func(ctx context.Context, owner *pgxpool.Pool, schema string) error) *schema {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	suffix := hex.EncodeToString(b[:])
-	s := &Schema{Name: "rt_" + suffix, OwnerRole: "rt_" + suffix + "_owner", ServiceRole: "rt_" + suffix + "_svc"}
+	s := &schema{Name: "rt_" + suffix, OwnerRole: "rt_" + suffix + "_owner", ServiceRole: "rt_" + suffix + "_svc"}
 	s.Admin = connect(t, ctx, databaseURL, "", s.Name)
 	schema, owner, svc := pgx.Identifier{s.Name}.Sanitize(), pgx.Identifier{s.OwnerRole}.Sanitize(), pgx.Identifier{s.ServiceRole}.Sanitize()
 	t.Cleanup(func() {
