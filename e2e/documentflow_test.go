@@ -19,7 +19,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/agora-platform/agora/e2e/harness"
-	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
@@ -106,8 +105,8 @@ func TestDocumentFlow(t *testing.T) {
 		good := uploadDocument(t, h.URL("request"), citizen, reqID, "nota.txt",
 			[]byte("Nota do atendimento: o alvará da padaria foi aprovado pela vigilância sanitária.\n"))
 		dl := waitDeadLetter(t, h, "document.processing.dlq", corrupt, 2*time.Minute)
-		if dl.reason != fabric.ReasonPermanent || !strings.Contains(dl.err, "corrupt") {
-			t.Errorf("dead letter reason %q error %q, want %s naming a corrupt file", dl.reason, dl.err, fabric.ReasonPermanent)
+		if dl.reason != "PERMANENT_FAILURE" || !strings.Contains(dl.err, "corrupt") {
+			t.Errorf("dead letter reason %q error %q, want %s naming a corrupt file", dl.reason, dl.err, "PERMANENT_FAILURE")
 		}
 		indexed.wait(t, good, 2*time.Minute)
 		a := askChat(t, h.URL("ai-builder"), attendantA, "O alvará foi aprovado pela vigilância sanitária?")
@@ -322,8 +321,8 @@ func waitDeadLetter(t *testing.T, h *harness.Harness, queue, documentID string, 
 				DocumentID string `json:"documentId"`
 			}
 			if json.Unmarshal(e.Payload, &p) == nil && p.DocumentID == documentID {
-				found.reason, _ = d.Headers[fabric.HeaderReason].(string)
-				found.err, _ = d.Headers[fabric.HeaderError].(string)
+				found.reason, _ = d.Headers["x-fabric-reason"].(string)
+				found.err, _ = d.Headers["x-fabric-error"].(string)
 				return true
 			}
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 )
 
@@ -82,7 +83,7 @@ func BenchmarkPublishRaw(b *testing.B) {
 	body, _ := e.Encode()
 	publishRaw(b, newStackB(b), amqp.Publishing{
 		ContentType: "application/json", DeliveryMode: amqp.Persistent, MessageId: e.ID, Body: body,
-		Headers: amqp.Table{fabric.HeaderTenant: "org-a"},
+		Headers: amqp.Table{wire.HeaderTenant: "org-a"},
 	})
 }
 

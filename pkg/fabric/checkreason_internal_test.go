@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 )
 
@@ -51,14 +52,14 @@ func TestCheckReasonIsTypedNotTextual(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"tenant missing", missingTenant, ReasonTenantMissing},
-		{"tenant missing, wrapped", fmt.Errorf("consumer q: %w", missingTenant), ReasonTenantMissing},
-		{"tenant not a tenant id", check(badTenant), ReasonInvalidEnvelope},
-		{"producer missing", check(noProducer), ReasonInvalidEnvelope},
-		{"unknown type", check(unknown), ReasonUnknownType},
-		{"schema", check(schema), ReasonSchema},
-		{"another missing field that mentions tenantId", fmt.Errorf("%w: producer (tenantId was present)", envelope.ErrMissingField), ReasonInvalidEnvelope},
-		{"plain text about tenantId", errors.New("missing required field: tenantId"), ReasonInvalidEnvelope},
+		{"tenant missing", missingTenant, wire.ReasonTenantMissing},
+		{"tenant missing, wrapped", fmt.Errorf("consumer q: %w", missingTenant), wire.ReasonTenantMissing},
+		{"tenant not a tenant id", check(badTenant), wire.ReasonInvalidEnvelope},
+		{"producer missing", check(noProducer), wire.ReasonInvalidEnvelope},
+		{"unknown type", check(unknown), wire.ReasonUnknownType},
+		{"schema", check(schema), wire.ReasonSchema},
+		{"another missing field that mentions tenantId", fmt.Errorf("%w: producer (tenantId was present)", envelope.ErrMissingField), wire.ReasonInvalidEnvelope},
+		{"plain text about tenantId", errors.New("missing required field: tenantId"), wire.ReasonInvalidEnvelope},
 	}
 	for _, tc := range tests {
 		if got := checkReason(tc.err); got != tc.want {

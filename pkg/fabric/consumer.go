@@ -24,6 +24,7 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/ratelimit"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/telemetry"
@@ -346,7 +347,7 @@ func headerInt(h amqp.Table, k string) int {
 }
 
 // Attempts returns how many times the fabric has retried a delivery.
-func Attempts(h amqp.Table) int { return headerInt(h, HeaderAttempts) }
+func Attempts(h amqp.Table) int { return headerInt(h, wire.HeaderAttempts) }
 
 // refusal is a message the fabric rejects before any handler runs.
 type refusal struct {
@@ -359,23 +360,23 @@ type refusal struct {
 func (c *Consumer) admit(d amqp.Delivery) (envelope.Envelope, *refusal) {
 	env, err := c.decode(d)
 	if err != nil {
-		return env, &refusal{ReasonInvalidEnvelope, err}
+		return env, &refusal{wire.ReasonInvalidEnvelope, err}
 	}
 	if _, err := c.reg.CheckIncoming(env); err != nil {
 		return env, &refusal{checkReason(err), err}
 	}
-	if h := headerString(d.Headers, HeaderTenant); h != env.TenantID && !suppliesTenant(c.opts.Codec) {
-		return env, &refusal{ReasonTenantMismatch,
-			fmt.Errorf("header %s=%q, envelope tenantId=%q", HeaderTenant, h, env.TenantID)}
+	if h := headerString(d.Headers, wire.HeaderTenant); h != env.TenantID && !suppliesTenant(c.opts.Codec) {
+		return env, &refusal{wire.ReasonTenantMismatch,
+			fmt.Errorf("header %s=%q, envelope tenantId=%q", wire.HeaderTenant, h, env.TenantID)}
 	}
 	if err := env.CheckCausation(c.opts.MaxDepth); err != nil {
 		switch {
 		case errors.Is(err, envelope.ErrReactionDepth):
-			return env, &refusal{ReasonDepth, err}
+			return env, &refusal{wire.ReasonDepth, err}
 		case errors.Is(err, envelope.ErrCausationCycle):
-			return env, &refusal{ReasonCycle, err}
+			return env, &refusal{wire.ReasonCycle, err}
 		default:
-			return env, &refusal{ReasonInvalidEnvelope, err}
+			return env, &refusal{wire.ReasonInvalidEnvelope, err}
 		}
 	}
 	return env, nil
@@ -409,13 +410,13 @@ func (c *Consumer) decode(d amqp.Delivery) (envelope.Envelope, error) {
 func checkReason(err error) string {
 	switch {
 	case errors.Is(err, registry.ErrUnknownType):
-		return ReasonUnknownType
+		return wire.ReasonUnknownType
 	case errors.Is(err, registry.ErrSchema):
-		return ReasonSchema
+		return wire.ReasonSchema
 	case envelope.IsFieldError(err, envelope.ErrMissingField, "tenantId"):
-		return ReasonTenantMissing
+		return wire.ReasonTenantMissing
 	default:
-		return ReasonInvalidEnvelope
+		return wire.ReasonInvalidEnvelope
 	}
 }
 
@@ -553,9 +554,9 @@ func (c *Consumer) settle(m *inFlight, err error) {
 	attempts := Attempts(d.Headers)
 	switch class {
 	case ClassInvalid:
-		c.deadLetter(ctx, d, env.ID, class, ReasonOf(err, ReasonHandlerInvalid), err)
+		c.deadLetter(ctx, d, env.ID, class, ReasonOf(err, wire.ReasonHandlerInvalid), err)
 	case ClassPermanent:
-		c.deadLetter(ctx, d, env.ID, class, ReasonOf(err, ReasonPermanent), err)
+		c.deadLetter(ctx, d, env.ID, class, ReasonOf(err, wire.ReasonPermanent), err)
 	default:
 		limit := len(c.tiers)
 		if class == ClassUnknown {
@@ -565,7 +566,7 @@ func (c *Consumer) settle(m *inFlight, err error) {
 			c.retry(ctx, d, env.ID, attempts+1, class, err)
 			return
 		}
-		c.deadLetter(ctx, d, env.ID, class, ReasonRetriesExhausted, err)
+		c.deadLetter(ctx, d, env.ID, class, wire.ReasonRetriesExhausted, err)
 	}
 }
 
@@ -643,13 +644,13 @@ func (c *Consumer) forward(ctx context.Context, d amqp.Delivery, exchange, key s
 
 func (c *Consumer) retry(ctx context.Context, d amqp.Delivery, id string, attempt int, class Class, cause error) {
 	h := forwardHeaders(d.Headers)
-	h[HeaderAttempts] = int32(attempt)
-	h[HeaderError] = text.Truncate(cause.Error(), 1000)
-	h[HeaderErrorClass] = string(class)
-	h[HeaderLastAttempt] = time.Now().UTC().Format(time.RFC3339Nano)
-	if _, ok := h[HeaderOrigExchange]; !ok {
-		h[HeaderOrigExchange] = d.Exchange
-		h[HeaderOrigRouting] = d.RoutingKey
+	h[wire.HeaderAttempts] = int32(attempt)
+	h[wire.HeaderError] = text.Truncate(cause.Error(), 1000)
+	h[wire.HeaderErrorClass] = string(class)
+	h[wire.HeaderLastAttempt] = time.Now().UTC().Format(time.RFC3339Nano)
+	if _, ok := h[wire.HeaderOrigExchange]; !ok {
+		h[wire.HeaderOrigExchange] = d.Exchange
+		h[wire.HeaderOrigRouting] = d.RoutingKey
 	}
 	// platform.retry (or the topology's retry exchange) routes key
 	// Q.retry.<n> to that queue alone; the service's user may publish only
@@ -670,16 +671,16 @@ func (c *Consumer) deadLetter(ctx context.Context, d amqp.Delivery, id string, c
 		id = d.MessageId
 	}
 	h := forwardHeaders(d.Headers)
-	h[HeaderEventID] = id
-	h[HeaderConsumer] = c.spec.Queue
-	h[HeaderAttempts] = int32(Attempts(d.Headers) + 1)
-	h[HeaderError] = text.Truncate(cause.Error(), 1000)
-	h[HeaderErrorClass] = string(class)
-	h[HeaderReason] = reason
-	h[HeaderLastAttempt] = time.Now().UTC().Format(time.RFC3339Nano)
-	if _, ok := h[HeaderOrigExchange]; !ok {
-		h[HeaderOrigExchange] = d.Exchange
-		h[HeaderOrigRouting] = d.RoutingKey
+	h[wire.HeaderEventID] = id
+	h[wire.HeaderConsumer] = c.spec.Queue
+	h[wire.HeaderAttempts] = int32(Attempts(d.Headers) + 1)
+	h[wire.HeaderError] = text.Truncate(cause.Error(), 1000)
+	h[wire.HeaderErrorClass] = string(class)
+	h[wire.HeaderReason] = reason
+	h[wire.HeaderLastAttempt] = time.Now().UTC().Format(time.RFC3339Nano)
+	if _, ok := h[wire.HeaderOrigExchange]; !ok {
+		h[wire.HeaderOrigExchange] = d.Exchange
+		h[wire.HeaderOrigRouting] = d.RoutingKey
 	}
 	if err := c.forward(ctx, d, c.spec.DeadLetterExchange(), c.spec.Queue, h); err != nil {
 		c.requeue(d, id, "dead-letter publish failed", err)

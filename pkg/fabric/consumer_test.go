@@ -21,6 +21,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/telemetry"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
@@ -72,11 +73,11 @@ func TestFailureClassesRoute(t *testing.T) {
 	}{
 		{"ok", 1, false, "", ""},
 		{"transient-once", 2, false, "", ""},
-		{"transient", 4, true, fabric.ReasonRetriesExhausted, "transient"}, // 1 + 3 tiers
-		{"permanent", 1, true, fabric.ReasonPermanent, "permanent"},
-		{"invalid", 1, true, fabric.ReasonHandlerInvalid, "invalid"},
-		{"unknown", 2, true, fabric.ReasonRetriesExhausted, "unknown"}, // 1 + UnknownRetries
-		{"panic", 2, true, fabric.ReasonRetriesExhausted, "unknown"},
+		{"transient", 4, true, wire.ReasonRetriesExhausted, "transient"}, // 1 + 3 tiers
+		{"permanent", 1, true, wire.ReasonPermanent, "permanent"},
+		{"invalid", 1, true, wire.ReasonHandlerInvalid, "invalid"},
+		{"unknown", 2, true, wire.ReasonRetriesExhausted, "unknown"}, // 1 + UnknownRetries
+		{"panic", 2, true, wire.ReasonRetriesExhausted, "unknown"},
 	}
 	ids := map[string]string{}
 	for _, c := range cases {
@@ -125,10 +126,10 @@ func TestFailureClassesRoute(t *testing.T) {
 				return
 			}
 			h := d.Headers
-			if h[fabric.HeaderReason] != c.reason || h[fabric.HeaderErrorClass] != c.class ||
-				h[fabric.HeaderEventID] != ids[c.marker] || h[fabric.HeaderConsumer] != testQueue ||
-				fabric.Attempts(h) != int(c.wantCalls) || h[fabric.HeaderError] == "" || h[fabric.HeaderLastAttempt] == "" ||
-				h[fabric.HeaderOrigExchange] != topology.EventsExchange || h[fabric.HeaderOrigRouting] != "request.submitted.v1" {
+			if h[wire.HeaderReason] != c.reason || h[wire.HeaderErrorClass] != c.class ||
+				h[wire.HeaderEventID] != ids[c.marker] || h[wire.HeaderConsumer] != testQueue ||
+				fabric.Attempts(h) != int(c.wantCalls) || h[wire.HeaderError] == "" || h[wire.HeaderLastAttempt] == "" ||
+				h[wire.HeaderOrigExchange] != topology.EventsExchange || h[wire.HeaderOrigRouting] != "request.submitted.v1" {
 				t.Errorf("dead-letter headers = %v", h)
 			}
 		})
@@ -165,7 +166,7 @@ func TestMalformedMessagesAreDeadLetteredBeforeTheHandler(t *testing.T) {
 		b, _ := e.Encode()
 		h := amqp.Table{}
 		if tenantHeader != "" {
-			h[fabric.HeaderTenant] = tenantHeader
+			h[wire.HeaderTenant] = tenantHeader
 		}
 		return fabric.Message{Exchange: topology.EventsExchange, RoutingKey: "request.submitted.v1", Body: b, MessageID: e.ID, Type: e.Type, Headers: h}
 	}
@@ -174,13 +175,13 @@ func TestMalformedMessagesAreDeadLetteredBeforeTheHandler(t *testing.T) {
 		msg    fabric.Message
 		reason string
 	}{
-		{"not json", fabric.Message{Exchange: topology.EventsExchange, RoutingKey: "request.submitted.v1", Body: []byte("{oops"), MessageID: "junk-1"}, fabric.ReasonInvalidEnvelope},
-		{"unknown type", raw(unknown, "org-a"), fabric.ReasonUnknownType},
-		{"schema", raw(schemaBad, "org-a"), fabric.ReasonSchema},
-		{"no tenant", raw(noTenant, ""), fabric.ReasonTenantMissing},
-		{"tenant mismatch", raw(submitted(t, "org-a", "ok"), "org-b"), fabric.ReasonTenantMismatch},
-		{"depth", raw(deep, "org-a"), fabric.ReasonDepth},
-		{"cycle", raw(cyclic, "org-a"), fabric.ReasonCycle},
+		{"not json", fabric.Message{Exchange: topology.EventsExchange, RoutingKey: "request.submitted.v1", Body: []byte("{oops"), MessageID: "junk-1"}, wire.ReasonInvalidEnvelope},
+		{"unknown type", raw(unknown, "org-a"), wire.ReasonUnknownType},
+		{"schema", raw(schemaBad, "org-a"), wire.ReasonSchema},
+		{"no tenant", raw(noTenant, ""), wire.ReasonTenantMissing},
+		{"tenant mismatch", raw(submitted(t, "org-a", "ok"), "org-b"), wire.ReasonTenantMismatch},
+		{"depth", raw(deep, "org-a"), wire.ReasonDepth},
+		{"cycle", raw(cyclic, "org-a"), wire.ReasonCycle},
 	}
 	for _, c := range cases {
 		p, err := s.Pub.Send(context.Background(), c.msg)
@@ -198,9 +199,9 @@ func TestMalformedMessagesAreDeadLetteredBeforeTheHandler(t *testing.T) {
 	})
 	got := map[string]string{}
 	for _, d := range dead {
-		got[d.MessageId] = d.Headers[fabric.HeaderReason].(string)
-		if fabric.Attempts(d.Headers) != 1 || d.Headers[fabric.HeaderErrorClass] != "invalid" {
-			t.Errorf("%s: attempts %d class %v, want 1 invalid (no retries)", d.MessageId, fabric.Attempts(d.Headers), d.Headers[fabric.HeaderErrorClass])
+		got[d.MessageId] = d.Headers[wire.HeaderReason].(string)
+		if fabric.Attempts(d.Headers) != 1 || d.Headers[wire.HeaderErrorClass] != "invalid" {
+			t.Errorf("%s: attempts %d class %v, want 1 invalid (no retries)", d.MessageId, fabric.Attempts(d.Headers), d.Headers[wire.HeaderErrorClass])
 		}
 	}
 	for _, c := range cases {
@@ -610,7 +611,7 @@ func TestHandlerPanicIsLoggedWithItsStack(t *testing.T) {
 				dead = append(dead, s.dlq(t)...)
 				return len(dead) == 1
 			})
-			if c := dead[0].Headers[fabric.HeaderErrorClass]; c != string(fabric.ClassUnknown) {
+			if c := dead[0].Headers[wire.HeaderErrorClass]; c != string(fabric.ClassUnknown) {
 				t.Errorf("class = %v, want unknown", c)
 			}
 			// The handler ran twice (once, one retry): both panics logged.

@@ -16,6 +16,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
@@ -121,10 +122,10 @@ func TestTolerantReaderThroughTheBroker(t *testing.T) {
 		{v4, true, "", []string{`"id":"3b241101-e2bb-4255-8caf-4136c566a962"`}},
 		{rawEnvelope(t, "new value of a closed enum", "request.status-changed.v1", map[string]string{
 			"requestId": `"0192d3a0-0000-7000-8000-000000000001"`, "status": `"archived"`, "changedAt": `"2026-11-30T10:00:00Z"`}, nil),
-			false, fabric.ReasonSchema, nil},
-		{rawSubmitted(t, "integer beyond int64", map[string]string{"formVersion": `1e400`}, nil), false, fabric.ReasonSchema, nil},
-		{rawSubmitted(t, "unknown schemaVersion", nil, map[string]string{"schemaVersion": `"banana"`}), false, fabric.ReasonInvalidEnvelope, nil},
-		{rawSubmitted(t, "envelope field named twice", nil, nil), false, fabric.ReasonInvalidEnvelope, nil},
+			false, wire.ReasonSchema, nil},
+		{rawSubmitted(t, "integer beyond int64", map[string]string{"formVersion": `1e400`}, nil), false, wire.ReasonSchema, nil},
+		{rawSubmitted(t, "unknown schemaVersion", nil, map[string]string{"schemaVersion": `"banana"`}), false, wire.ReasonInvalidEnvelope, nil},
+		{rawSubmitted(t, "envelope field named twice", nil, nil), false, wire.ReasonInvalidEnvelope, nil},
 	}
 	dup := &cases[len(cases)-1].ev
 	dup.body = bytes.Replace(dup.body, []byte(`"tenantId":"org-a"`), []byte(`"tenantId":"org-a","tenantId":"org-b"`), 1)
@@ -132,7 +133,7 @@ func TestTolerantReaderThroughTheBroker(t *testing.T) {
 	for _, c := range cases {
 		pd, err := f.Pub.Send(context.Background(), fabric.Message{
 			Exchange: topology.EventsExchange, RoutingKey: c.ev.typ, Body: c.ev.body, MessageID: c.ev.id,
-			Type: c.ev.typ, Headers: amqp.Table{fabric.HeaderTenant: "org-a"}, Timestamp: time.Now(),
+			Type: c.ev.typ, Headers: amqp.Table{wire.HeaderTenant: "org-a"}, Timestamp: time.Now(),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -164,11 +165,11 @@ func TestTolerantReaderThroughTheBroker(t *testing.T) {
 			d, isDead := dead[c.ev.id]
 			if ok != c.processed || isDead == c.processed {
 				t.Fatalf("processed = %v, dead-lettered = %v (reason %v, error %v); want processed = %v",
-					ok, isDead, d.Headers[fabric.HeaderReason], d.Headers[fabric.HeaderError], c.processed)
+					ok, isDead, d.Headers[wire.HeaderReason], d.Headers[wire.HeaderError], c.processed)
 			}
 			if !c.processed {
-				if r := d.Headers[fabric.HeaderReason]; r != c.reason {
-					t.Errorf("dead-letter reason = %v, want %s (error: %v)", r, c.reason, d.Headers[fabric.HeaderError])
+				if r := d.Headers[wire.HeaderReason]; r != c.reason {
+					t.Errorf("dead-letter reason = %v, want %s (error: %v)", r, c.reason, d.Headers[wire.HeaderError])
 				}
 				if !bytes.Equal(d.Body, c.ev.body) {
 					t.Errorf("dead letter body changed:\n%s\nwant\n%s", d.Body, c.ev.body)

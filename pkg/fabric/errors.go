@@ -94,39 +94,6 @@ var (
 	errClosed = errors.New("fabric: publisher closed")
 )
 
-// Header names the fabric sets on messages.
-const (
-	HeaderTenant       = "x-tenant-id"
-	HeaderCorrelation  = "x-correlation-id"
-	HeaderAttempts     = "x-fabric-attempts"
-	HeaderEventID      = "x-fabric-event-id"
-	HeaderConsumer     = "x-fabric-consumer"
-	HeaderError        = "x-fabric-error"
-	HeaderErrorClass   = "x-fabric-error-class"
-	HeaderReason       = "x-fabric-reason"
-	HeaderLastAttempt  = "x-fabric-last-attempt"
-	HeaderOrigExchange = "x-fabric-original-exchange"
-	HeaderOrigRouting  = "x-fabric-original-routing-key"
-	HeaderReplayedBy   = "x-fabric-replayed-by"
-	HeaderReplayedAt   = "x-fabric-replayed-at"
-)
-
-// Dead-letter reasons recorded in HeaderReason.
-const (
-	ReasonInvalidEnvelope  = "INVALID_ENVELOPE"
-	ReasonUnknownType      = "UNKNOWN_TYPE"
-	ReasonSchema           = "SCHEMA_INVALID"
-	ReasonTenantMissing    = "TENANT_MISSING"
-	ReasonTenantMismatch   = "TENANT_MISMATCH"
-	ReasonDepth            = "REACTION_DEPTH_EXCEEDED"
-	ReasonCycle            = "CAUSATION_CYCLE"
-	ReasonHandlerInvalid   = "HANDLER_INVALID"
-	ReasonPermanent        = "PERMANENT_FAILURE"
-	ReasonRetriesExhausted = "RETRIES_EXHAUSTED"
-	ReasonDeliveryLimit    = "DELIVERY_LIMIT"
-	ReasonInboxConflict    = "INBOX_CONFLICT"
-)
-
 // transientError is a publish error a retry may fix; problem.Transient
 // (the HTTP edge's 503) and anyone else can ask it through Transient().
 type transientError string

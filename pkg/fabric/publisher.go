@@ -17,6 +17,7 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/telemetry"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
@@ -186,9 +187,9 @@ func EnvelopeMessage(reg *registry.Registry, e envelope.Envelope) (Message, erro
 		return Message{}, err
 	}
 	ex, key := Route(def)
-	h := amqp.Table{HeaderCorrelation: e.CorrelationID}
+	h := amqp.Table{wire.HeaderCorrelation: e.CorrelationID}
 	if e.TenantID != "" {
-		h[HeaderTenant] = e.TenantID
+		h[wire.HeaderTenant] = e.TenantID
 	}
 	maps.Copy(h, CloudEventHeaders(e))
 	return Message{

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 )
 
@@ -83,7 +84,7 @@ func TestMessageAndPropertiesCarryContract(t *testing.T) {
 	}
 	if d.MessageId != e.ID || d.CorrelationId != e.CorrelationID || d.Type != e.Type ||
 		d.ContentType != "application/json" || d.DeliveryMode != amqp.Persistent ||
-		d.Headers[fabric.HeaderTenant] != "org-a" || d.Headers[fabric.HeaderCorrelation] != e.CorrelationID {
+		d.Headers[wire.HeaderTenant] != "org-a" || d.Headers[wire.HeaderCorrelation] != e.CorrelationID {
 		t.Fatalf("delivery properties = %+v", d)
 	}
 	// The CloudEvents AMQP binding's attributes, mapped from the envelope.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/pipetx"
 	"github.com/agora-platform/agora/pkg/fabric/telemetry"
 )
@@ -192,7 +193,7 @@ func (in *Inbox) Handler(h TxHandler) fabric.Handler {
 		defer tx.Rollback(context.WithoutCancel(ctx))
 		first, err := in.claim(ctx, tx, env, true)
 		if errors.Is(err, errConflict) {
-			return fabric.Invalid(fabric.WithReason(err, fabric.ReasonInboxConflict))
+			return fabric.Invalid(fabric.WithReason(err, wire.ReasonInboxConflict))
 		}
 		if err != nil {
 			return fabric.Transient(err)
@@ -440,7 +441,7 @@ func (in *Inbox) oneByOne(ctx context.Context, batch []fabric.Received, h TxHand
 		first, err := in.claimAfter(m.Ctx, sp, m.Env, in.settings(m.Env))
 		switch {
 		case errors.Is(err, errConflict):
-			errs[i] = fabric.Invalid(fabric.WithReason(err, fabric.ReasonInboxConflict))
+			errs[i] = fabric.Invalid(fabric.WithReason(err, wire.ReasonInboxConflict))
 		case err != nil:
 			errs[i] = fabric.Transient(err)
 		case !first:

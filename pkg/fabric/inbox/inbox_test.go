@@ -20,6 +20,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
+	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/pipetx"
 	"github.com/agora-platform/agora/pkg/fabric/telemetry"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
@@ -98,13 +99,13 @@ func TestDuplicatesAreSkippedConflictsDeadLettered(t *testing.T) {
 	var dead []string
 	fabrictest.Eventually(t, 10*time.Second, "two forgeries dead-lettered", func() bool {
 		for _, d := range f.Drain(t, spec.DLQ()) {
-			dead = append(dead, d.Headers[fabric.HeaderReason].(string))
+			dead = append(dead, d.Headers[wire.HeaderReason].(string))
 		}
 		return len(dead) == 2
 	})
 	for _, r := range dead {
-		if r != fabric.ReasonInboxConflict {
-			t.Errorf("dead-letter reason = %s, want %s", r, fabric.ReasonInboxConflict)
+		if r != wire.ReasonInboxConflict {
+			t.Errorf("dead-letter reason = %s, want %s", r, wire.ReasonInboxConflict)
 		}
 	}
 	var effects, security int
@@ -205,7 +206,7 @@ func TestBatchKeepsEachMessagesFate(t *testing.T) {
 	var dead = map[string]string{}
 	fabrictest.Eventually(t, 15*time.Second, "every message settled", func() bool {
 		for _, d := range f.Drain(t, spec.DLQ()) {
-			dead[d.MessageId+"/"+d.Headers[fabric.HeaderReason].(string)] = d.Headers[fabric.HeaderReason].(string)
+			dead[d.MessageId+"/"+d.Headers[wire.HeaderReason].(string)] = d.Headers[wire.HeaderReason].(string)
 		}
 		var n int
 		if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM inbox_message WHERE consumer = $1`, spec.Queue).Scan(&n); err != nil {
@@ -225,14 +226,14 @@ func TestBatchKeepsEachMessagesFate(t *testing.T) {
 	if n := scrape("fabric_consumer_batch_retried_total"); n < 1 {
 		t.Errorf("fabric_consumer_batch_retried_total = %v, want at least 1", n)
 	}
-	if _, ok := dead[invalid.ID+"/"+fabric.ReasonHandlerInvalid]; !ok {
-		t.Errorf("invalid message not dead-lettered as %s: %v", fabric.ReasonHandlerInvalid, dead)
+	if _, ok := dead[invalid.ID+"/"+wire.ReasonHandlerInvalid]; !ok {
+		t.Errorf("invalid message not dead-lettered as %s: %v", wire.ReasonHandlerInvalid, dead)
 	}
-	if _, ok := dead[deferredFails.ID+"/"+fabric.ReasonRetriesExhausted]; !ok {
-		t.Errorf("message whose deferred write fails not dead-lettered as %s: %v", fabric.ReasonRetriesExhausted, dead)
+	if _, ok := dead[deferredFails.ID+"/"+wire.ReasonRetriesExhausted]; !ok {
+		t.Errorf("message whose deferred write fails not dead-lettered as %s: %v", wire.ReasonRetriesExhausted, dead)
 	}
-	if _, ok := dead[forged.ID+"/"+fabric.ReasonInboxConflict]; !ok {
-		t.Errorf("reused id not dead-lettered as %s: %v", fabric.ReasonInboxConflict, dead)
+	if _, ok := dead[forged.ID+"/"+wire.ReasonInboxConflict]; !ok {
+		t.Errorf("reused id not dead-lettered as %s: %v", wire.ReasonInboxConflict, dead)
 	}
 	rows, err := s.Pool.Query(ctx, `SELECT event_id::text, tenant, service FROM effect`)
 	if err != nil {

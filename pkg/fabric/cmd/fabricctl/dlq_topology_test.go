@@ -9,8 +9,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 )
 
 // TestDLQListFollowsATopologyFile: with --topology, `fabricctl dlq` reads
@@ -31,7 +31,7 @@ func TestDLQListFollowsATopologyFile(t *testing.T) {
 	if err := ch.PublishWithContext(context.Background(), "", "car.dlq.documentos.ocr", false, false, amqp.Publishing{
 		MessageId: "0192d3a0-0000-7000-8000-0000000000c1", Type: "documento.enviado",
 		Body:    []byte(`{"event_id":"0192d3a0-0000-7000-8000-0000000000c1"}`),
-		Headers: amqp.Table{fabric.HeaderReason: fabric.ReasonPermanent, fabric.HeaderConsumer: "documentos.ocr"}}); err != nil {
+		Headers: amqp.Table{wire.HeaderReason: wire.ReasonPermanent, wire.HeaderConsumer: "documentos.ocr"}}); err != nil {
 		t.Fatal(err)
 	}
 	fabrictest.Eventually(t, 10*time.Second, "the letter listed from car.dlq.documentos.ocr", func() bool {

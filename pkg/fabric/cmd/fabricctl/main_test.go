@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 )
 
 var env = fabrictest.EnvFrom(os.Getenv)
@@ -97,7 +97,7 @@ func TestDLQReplayDryRunThenReplayIsAudited(t *testing.T) {
 		body, _ := e.Encode()
 		ids = append(ids, e.ID)
 		if err := ch.PublishWithContext(context.Background(), "", "workflow.request-submitted.dlq", false, false, amqp.Publishing{
-			MessageId: e.ID, Type: e.Type, Body: body, Headers: amqp.Table{fabric.HeaderTenant: "org-a", fabric.HeaderReason: fabric.ReasonPermanent, fabric.HeaderAttempts: int32(1)}}); err != nil {
+			MessageId: e.ID, Type: e.Type, Body: body, Headers: amqp.Table{wire.HeaderTenant: "org-a", wire.HeaderReason: wire.ReasonPermanent, wire.HeaderAttempts: int32(1)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -165,7 +165,7 @@ func TestDLQReplayRefusesNotReplayableTypes(t *testing.T) {
 	}
 	body, _ := e.Encode()
 	if err := ch.PublishWithContext(context.Background(), "", dlqName, false, false, amqp.Publishing{
-		MessageId: e.ID, Type: e.Type, Body: body, Headers: amqp.Table{fabric.HeaderTenant: "org-a", fabric.HeaderReason: fabric.ReasonPermanent}}); err != nil {
+		MessageId: e.ID, Type: e.Type, Body: body, Headers: amqp.Table{wire.HeaderTenant: "org-a", wire.HeaderReason: wire.ReasonPermanent}}); err != nil {
 		t.Fatal(err)
 	}
 	depth := func() int {

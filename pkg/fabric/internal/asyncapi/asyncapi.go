@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
@@ -230,10 +231,10 @@ func message(d registry.Definition) (object, error) {
 	headers := object{
 		"type": "object",
 		"properties": object{
-			fabric.HeaderTenant:      object{"type": "string", "description": "Must equal the envelope's tenantId."},
-			fabric.HeaderCorrelation: object{"type": "string"},
-			"traceparent":            object{"type": "string", "description": "W3C trace context."},
-			"tracestate":             object{"type": "string"},
+			wire.HeaderTenant:      object{"type": "string", "description": "Must equal the envelope's tenantId."},
+			wire.HeaderCorrelation: object{"type": "string"},
+			"traceparent":          object{"type": "string", "description": "W3C trace context."},
+			"tracestate":           object{"type": "string"},
 		},
 	}
 	m := object{

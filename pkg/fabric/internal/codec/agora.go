@@ -7,6 +7,7 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 )
 
 // Agora is the platform's own envelope: the body is the envelope itself
@@ -44,9 +45,9 @@ func (Agora) Encode(e envelope.Envelope) (string, amqp.Publishing, error) {
 	if err != nil {
 		return "", amqp.Publishing{}, err
 	}
-	h := amqp.Table{fabric.HeaderCorrelation: e.CorrelationID}
+	h := amqp.Table{wire.HeaderCorrelation: e.CorrelationID}
 	if e.TenantID != "" {
-		h[fabric.HeaderTenant] = e.TenantID
+		h[wire.HeaderTenant] = e.TenantID
 	}
 	maps.Copy(h, fabric.CloudEventHeaders(e))
 	p := publishing(e, body, e.Type, h)

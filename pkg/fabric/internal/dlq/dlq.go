@@ -23,6 +23,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
@@ -187,20 +188,20 @@ func headerString(h amqp.Table, k string) string {
 // letter builds the operator's view of a delivery, masking its payload.
 func (o *Ops) letter(queue string, d amqp.Delivery) Letter {
 	l := Letter{
-		MessageID: d.MessageId, Type: d.Type, CorrelationID: d.CorrelationId, TenantID: headerString(d.Headers, fabric.HeaderTenant),
-		Consumer: queue, Reason: headerString(d.Headers, fabric.HeaderReason),
-		ErrorClass: headerString(d.Headers, fabric.HeaderErrorClass), Error: headerString(d.Headers, fabric.HeaderError),
-		Attempts: fabric.Attempts(d.Headers), LastAttempt: headerString(d.Headers, fabric.HeaderLastAttempt),
-		OrigExchange: headerString(d.Headers, fabric.HeaderOrigExchange), OrigRoutingKey: headerString(d.Headers, fabric.HeaderOrigRouting),
+		MessageID: d.MessageId, Type: d.Type, CorrelationID: d.CorrelationId, TenantID: headerString(d.Headers, wire.HeaderTenant),
+		Consumer: queue, Reason: headerString(d.Headers, wire.HeaderReason),
+		ErrorClass: headerString(d.Headers, wire.HeaderErrorClass), Error: headerString(d.Headers, wire.HeaderError),
+		Attempts: fabric.Attempts(d.Headers), LastAttempt: headerString(d.Headers, wire.HeaderLastAttempt),
+		OrigExchange: headerString(d.Headers, wire.HeaderOrigExchange), OrigRoutingKey: headerString(d.Headers, wire.HeaderOrigRouting),
 		Headers: map[string]any{}, BodyBytes: len(d.Body),
 	}
-	if c := headerString(d.Headers, fabric.HeaderConsumer); c != "" {
+	if c := headerString(d.Headers, wire.HeaderConsumer); c != "" {
 		l.Consumer = c
 	}
 	if l.Reason == "" {
 		// Dead-lettered by the broker itself (delivery limit): no fabric headers.
 		if _, ok := d.Headers["x-death"]; ok {
-			l.Reason = fabric.ReasonDeliveryLimit
+			l.Reason = wire.ReasonDeliveryLimit
 		}
 	}
 	for k, v := range d.Headers {
@@ -294,7 +295,7 @@ func (o *Ops) browse(ctx context.Context, queue string, fn func(d amqp.Delivery,
 			return nil
 		}
 		total = max(total, i+1)
-		if shared && headerString(d.Headers, fabric.HeaderConsumer) != queue {
+		if shared && headerString(d.Headers, wire.HeaderConsumer) != queue {
 			held = append(held, d.DeliveryTag) // another queue's letter
 			continue
 		}
@@ -393,9 +394,9 @@ func (o *Ops) Replay(ctx context.Context, r Request) (Report, error) {
 			}
 			h[k] = v
 		}
-		h[fabric.HeaderReplayedBy] = r.Operator
+		h[wire.HeaderReplayedBy] = r.Operator
 		h[headerReplayWalk] = walk
-		h[fabric.HeaderReplayedAt] = o.now().UTC().Format(time.RFC3339)
+		h[wire.HeaderReplayedAt] = o.now().UTC().Format(time.RFC3339)
 		pd, err := o.pub.Send(ctx, fabric.Message{Exchange: o.spec(r.Queue).RetryExchange(), RoutingKey: r.Queue, Body: d.Body, MessageID: d.MessageId,
 			CorrelationID: d.CorrelationId, Type: d.Type, Headers: h, Timestamp: d.Timestamp})
 		if err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
 	"github.com/agora-platform/agora/pkg/fabric/internal/dlq"
+	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
@@ -117,7 +118,7 @@ func TestListReplayPurgeAreAuditedAndIdempotent(t *testing.T) {
 	// Quorum queues apply returns asynchronously: the depth comes back shortly.
 	fabrictest.Eventually(t, 5*time.Second, "listed letters back in the DLQ", func() bool { return r.f.Depth(t, spec.DLQ()) == 5 })
 	l := letters[0]
-	if l.Reason != fabric.ReasonPermanent || l.ErrorClass != "permanent" || l.Consumer != spec.Queue || l.TenantID != "org-a" || l.Attempts != 1 {
+	if l.Reason != wire.ReasonPermanent || l.ErrorClass != "permanent" || l.Consumer != spec.Queue || l.TenantID != "org-a" || l.Attempts != 1 {
 		t.Errorf("letter = %+v", l)
 	}
 	if strings.Contains(string(l.Payload), "cpf-123") || !strings.Contains(string(l.Payload), `"citizenId":"***"`) {
@@ -350,7 +351,7 @@ func TestHTTPHandlerRequiresOperatorAndScopesTenant(t *testing.T) {
 	}
 	raw, _ := send.Encode()
 	p, err := r.f.Pub.Send(ctx, fabric.Message{Exchange: "", RoutingKey: spec.DLQ(), Body: raw, MessageID: send.ID, Type: send.Type,
-		Headers: amqp.Table{fabric.HeaderTenant: "org-a", fabric.HeaderReason: fabric.ReasonPermanent}})
+		Headers: amqp.Table{wire.HeaderTenant: "org-a", wire.HeaderReason: wire.ReasonPermanent}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +387,7 @@ func TestReplayRefusesTypesThatAreNotReplayable(t *testing.T) {
 			t.Fatal(err)
 		}
 		p, err := r.f.Pub.Send(ctx, fabric.Message{Exchange: "", RoutingKey: spec.DLQ(), Body: body, MessageID: e.ID, Type: e.Type,
-			Headers: amqp.Table{fabric.HeaderTenant: "org-a", fabric.HeaderReason: fabric.ReasonPermanent, fabric.HeaderConsumer: spec.Queue}})
+			Headers: amqp.Table{wire.HeaderTenant: "org-a", wire.HeaderReason: wire.ReasonPermanent, wire.HeaderConsumer: spec.Queue}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -518,7 +519,7 @@ func TestHTTPOperatorsSeeAndActOnTheirTenantOnly(t *testing.T) {
 	forged := submitted(t, "org-b")
 	raw, _ := forged.Encode()
 	p, err := r.f.Pub.Send(ctx, fabric.Message{Exchange: "", RoutingKey: spec.DLQ(), Body: raw, MessageID: forged.ID, Type: forged.Type,
-		Headers: amqp.Table{fabric.HeaderTenant: "org-a", fabric.HeaderReason: fabric.ReasonTenantMismatch}})
+		Headers: amqp.Table{wire.HeaderTenant: "org-a", wire.HeaderReason: wire.ReasonTenantMismatch}})
 	if err != nil {
 		t.Fatal(err)
 	}

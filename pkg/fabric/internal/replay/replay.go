@@ -40,6 +40,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
+	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
@@ -569,10 +570,10 @@ func (s *Service) simulate(ctx context.Context, h inbox.TxHandler, env envelope.
 // and waits for the broker's confirm.
 func (s *Service) send(ctx context.Context, queue, by string, env envelope.Envelope, body []byte) error {
 	h := fabric.CloudEventHeaders(env)
-	h[fabric.HeaderCorrelation] = env.CorrelationID
-	h[fabric.HeaderTenant] = env.TenantID
-	h[fabric.HeaderReplayedBy] = by
-	h[fabric.HeaderReplayedAt] = s.now().UTC().Format(time.RFC3339)
+	h[wire.HeaderCorrelation] = env.CorrelationID
+	h[wire.HeaderTenant] = env.TenantID
+	h[wire.HeaderReplayedBy] = by
+	h[wire.HeaderReplayedAt] = s.now().UTC().Format(time.RFC3339)
 	pd, err := s.pub.Send(ctx, fabric.Message{Exchange: topology.RetryExchange, RoutingKey: queue, Body: body, MessageID: env.ID,
 		CorrelationID: env.CorrelationID, Type: env.Type, Timestamp: env.OccurredAt, Headers: h})
 	if err != nil {

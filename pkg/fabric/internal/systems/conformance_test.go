@@ -25,6 +25,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
 	"github.com/agora-platform/agora/pkg/fabric/internal/codec"
 	"github.com/agora-platform/agora/pkg/fabric/internal/systems"
+	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
@@ -292,16 +293,16 @@ func TestCARRetryTiersThenDLQ(t *testing.T) {
 	dl := deadLetters(t, s, "car.dlq.processos.analista", 1)
 	d := dl[0]
 	for k, want := range map[string]string{
-		fabric.HeaderReason: fabric.ReasonRetriesExhausted, fabric.HeaderConsumer: "processos.analista",
-		fabric.HeaderAttempts: "4", fabric.HeaderErrorClass: "transient", fabric.HeaderEventID: e.ID,
-		fabric.HeaderOrigExchange: "car.events", fabric.HeaderOrigRouting: "processo.submetido",
+		wire.HeaderReason: wire.ReasonRetriesExhausted, wire.HeaderConsumer: "processos.analista",
+		wire.HeaderAttempts: "4", wire.HeaderErrorClass: "transient", wire.HeaderEventID: e.ID,
+		wire.HeaderOrigExchange: "car.events", wire.HeaderOrigRouting: "processo.submetido",
 	} {
 		if got := header(d, k); got != want {
 			t.Errorf("dead letter %s = %q, want %q", k, got, want)
 		}
 	}
-	if !strings.Contains(header(d, fabric.HeaderError), "analyst service unavailable") {
-		t.Errorf("dead letter error = %q", header(d, fabric.HeaderError))
+	if !strings.Contains(header(d, wire.HeaderError), "analyst service unavailable") {
+		t.Errorf("dead letter error = %q", header(d, wire.HeaderError))
 	}
 	// The letter is the CAR message as sent, not a fabric envelope.
 	if back, err := s.codec.Decode(d); err != nil || back.ID != e.ID || d.Type != "processo.submetido.v1" {
@@ -358,12 +359,12 @@ func TestImoveisRetryAndSharedDLQ(t *testing.T) {
 	dl := deadLetters(t, s, "imoveis.dlq", 2)
 	got := map[string]string{}
 	for _, d := range dl {
-		got[header(d, fabric.HeaderConsumer)] = header(d, fabric.HeaderReason)
-		if d.Type != header(d, fabric.HeaderOrigRouting) || d.Headers[codec.HeaderSchemaVersion] != int32(1) {
+		got[header(d, wire.HeaderConsumer)] = header(d, wire.HeaderReason)
+		if d.Type != header(d, wire.HeaderOrigRouting) || d.Headers[codec.HeaderSchemaVersion] != int32(1) {
 			t.Errorf("dead letter type %q, x-schema-version %#v", d.Type, d.Headers[codec.HeaderSchemaVersion])
 		}
 	}
-	want := map[string]string{"imoveis.processamento": fabric.ReasonPermanent, "imoveis.remocao": fabric.ReasonHandlerInvalid}
+	want := map[string]string{"imoveis.processamento": wire.ReasonPermanent, "imoveis.remocao": wire.ReasonHandlerInvalid}
 	if !maps.Equal(got, want) {
 		t.Errorf("imoveis.dlq consumer → reason = %v, want %v", got, want)
 	}
@@ -410,15 +411,15 @@ func TestForeignFormatDeadLettered(t *testing.T) {
 			}, fabric.ConsumerOptions{Codec: s.codec})
 			s.publishRaw(t, tc.key, tc.body)
 			d := deadLetters(t, s, tc.dlq, 1)[0]
-			if r := header(d, fabric.HeaderReason); r != fabric.ReasonInvalidEnvelope {
-				t.Errorf("reason = %q, want %s", r, fabric.ReasonInvalidEnvelope)
+			if r := header(d, wire.HeaderReason); r != wire.ReasonInvalidEnvelope {
+				t.Errorf("reason = %q, want %s", r, wire.ReasonInvalidEnvelope)
 			}
-			if a := header(d, fabric.HeaderAttempts); a != "1" {
+			if a := header(d, wire.HeaderAttempts); a != "1" {
 				t.Errorf("attempts = %s, want 1 (no retry)", a)
 			}
 			for _, w := range tc.wants {
-				if !strings.Contains(header(d, fabric.HeaderError), w) {
-					t.Errorf("error %q lacks %q", header(d, fabric.HeaderError), w)
+				if !strings.Contains(header(d, wire.HeaderError), w) {
+					t.Errorf("error %q lacks %q", header(d, wire.HeaderError), w)
 				}
 			}
 			if string(d.Body) != string(tc.body) {
@@ -541,7 +542,7 @@ func TestOutboxAndInboxWithCodec(t *testing.T) {
 			d.MessageId, d.CorrelationId, d.Type, d.RoutingKey, d.Headers[codec.HeaderSchemaVersion])
 	}
 	for k := range d.Headers {
-		if strings.HasPrefix(k, "amqp:") || k == fabric.HeaderTenant {
+		if strings.HasPrefix(k, "amqp:") || k == wire.HeaderTenant {
 			t.Errorf("wire header %s should not be there", k)
 		}
 	}

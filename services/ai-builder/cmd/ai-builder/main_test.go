@@ -423,12 +423,12 @@ func TestIndexRefusesObjectsOfAnotherTenant(t *testing.T) {
 		if err != nil || !ok {
 			return false
 		}
-		reason, _ = d.Headers[fabric.HeaderReason].(string)
-		class, _ = d.Headers[fabric.HeaderErrorClass].(string)
-		errText, _ = d.Headers[fabric.HeaderError].(string)
+		reason, _ = d.Headers["x-fabric-reason"].(string)
+		class, _ = d.Headers["x-fabric-error-class"].(string)
+		errText, _ = d.Headers["x-fabric-error"].(string)
 		return true
 	})
-	if reason != fabric.ReasonPermanent || class != string(fabric.ClassPermanent) || !strings.Contains(errText, "outside the tenant's prefix") {
+	if reason != "PERMANENT_FAILURE" || class != string(fabric.ClassPermanent) || !strings.Contains(errText, "outside the tenant's prefix") {
 		t.Errorf("dead letter %s/%s %q, want a permanent failure naming the tenant prefix", reason, class, errText)
 	}
 	var n int

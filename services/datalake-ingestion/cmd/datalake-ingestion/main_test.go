@@ -357,7 +357,7 @@ func TestKeepsWhatANewerProducerAdded(t *testing.T) {
 	}
 	// Sent as raw bytes: this build's own publisher would refuse them.
 	pd, err := s.pub.Send(context.Background(), fabric.Message{Exchange: "platform.events", RoutingKey: v1.Type, Body: body,
-		MessageID: v1.ID, CorrelationID: v1.CorrelationID, Type: v1.Type, Headers: map[string]any{fabric.HeaderTenant: "org-a"}})
+		MessageID: v1.ID, CorrelationID: v1.CorrelationID, Type: v1.Type, Headers: map[string]any{"x-tenant-id": "org-a"}})
 	if err != nil {
 		t.Fatal(err)
 	}

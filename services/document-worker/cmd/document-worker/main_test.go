@@ -357,8 +357,8 @@ func (s *stack) deadLettersIn(dlq string) []deadLetter {
 		}
 		_ = json.Unmarshal(e.Payload, &p)
 		str := func(k string) string { v, _ := d.Headers[k].(string); return v }
-		out = append(out, deadLetter{documentID: p.DocumentID, reason: str(fabric.HeaderReason),
-			class: str(fabric.HeaderErrorClass), err: str(fabric.HeaderError), attempts: fabric.Attempts(d.Headers)})
+		out = append(out, deadLetter{documentID: p.DocumentID, reason: str("x-fabric-reason"),
+			class: str("x-fabric-error-class"), err: str("x-fabric-error"), attempts: fabric.Attempts(d.Headers)})
 	}
 	if last > 0 {
 		_ = ch.Nack(last, true, true)
@@ -561,8 +561,8 @@ func TestDocumentWorkerDeadLettersBadFiles(t *testing.T) {
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			d := s.waitDeadLetter(ids[i], 60*time.Second)
-			if d.reason != fabric.ReasonPermanent || d.class != string(fabric.ClassPermanent) || d.attempts != 1 {
-				t.Errorf("dead letter reason %q class %q attempts %d, want %s, permanent, 1", d.reason, d.class, d.attempts, fabric.ReasonPermanent)
+			if d.reason != "PERMANENT_FAILURE" || d.class != string(fabric.ClassPermanent) || d.attempts != 1 {
+				t.Errorf("dead letter reason %q class %q attempts %d, want %s, permanent, 1", d.reason, d.class, d.attempts, "PERMANENT_FAILURE")
 			}
 			if !strings.Contains(d.err, c.error) {
 				t.Errorf("dead letter error %q, want it to mention %q", d.err, c.error)
@@ -603,8 +603,8 @@ func TestDocumentWorkerRetriesWhenDependenciesAreDown(t *testing.T) {
 				data: mustDoc(t)(doctest.PNG([]string{"Documento"}, 36))})
 			d := s.waitDeadLetter(id, 90*time.Second)
 			// Two retry tiers, then the DLQ: three attempts in all.
-			if d.reason != fabric.ReasonRetriesExhausted || d.class != string(fabric.ClassTransient) || d.attempts != 3 {
-				t.Errorf("dead letter reason %q class %q attempts %d, want %s, transient, 3", d.reason, d.class, d.attempts, fabric.ReasonRetriesExhausted)
+			if d.reason != "RETRIES_EXHAUSTED" || d.class != string(fabric.ClassTransient) || d.attempts != 3 {
+				t.Errorf("dead letter reason %q class %q attempts %d, want %s, transient, 3", d.reason, d.class, d.attempts, "RETRIES_EXHAUSTED")
 			}
 			if !strings.Contains(d.err, c.error) {
 				t.Errorf("dead letter error %q, want it to mention %q", d.err, c.error)

@@ -24,6 +24,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
 	"github.com/agora-platform/agora/pkg/fabric/internal/codec"
 	"github.com/agora-platform/agora/pkg/fabric/internal/systems"
+	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/migrations"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
@@ -221,7 +222,7 @@ func (r *Rig) ShowDLQ(ctx context.Context, queue string) (int, error) {
 		}
 		n++
 		r.Printf("DLQ %s: %s (message %s) from %s: %s after %v attempt(s): %v", queue, d.Type, d.MessageId,
-			d.Headers[fabric.HeaderConsumer], d.Headers[fabric.HeaderReason], d.Headers[fabric.HeaderAttempts], d.Headers[fabric.HeaderError])
+			d.Headers[wire.HeaderConsumer], d.Headers[wire.HeaderReason], d.Headers[wire.HeaderAttempts], d.Headers[wire.HeaderError])
 		if err := d.Ack(false); err != nil {
 			return n, err
 		}
