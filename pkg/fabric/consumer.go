@@ -99,7 +99,7 @@ type ConsumerOptions struct {
 	Logger  *slog.Logger
 }
 
-// Pacer paces a consumer: Wait blocks until the next message may be
+// pacer paces a consumer: Wait blocks until the next message may be
 // handled, or ctx ends (ratelimit.Local and ratelimit.Shared).
 type pacer interface {
 	Wait(ctx context.Context) error

@@ -81,7 +81,7 @@ var (
 	// ErrUnroutable: the broker returned the message (mandatory): no queue
 	// is bound for its routing key.
 	ErrUnroutable = errors.New("fabric: message unroutable (returned by broker)")
-	// ErrNacked: the broker refused the message.
+	// errNacked: the broker refused the message.
 	errNacked = errors.New("fabric: message nacked by broker")
 	// ErrConnectionLost: the channel closed before the confirm arrived.
 	// Transient: the connection comes back (what the broker said when it
@@ -90,7 +90,7 @@ var (
 	// ErrConfirmTimeout: no confirm within the publisher's timeout.
 	// Transient.
 	ErrConfirmTimeout error = transientError("fabric: confirm timed out")
-	// ErrClosed: the publisher was closed.
+	// errClosed: the publisher was closed.
 	errClosed = errors.New("fabric: publisher closed")
 )
 

@@ -198,7 +198,7 @@ func EnvelopeMessage(reg *registry.Registry, e envelope.Envelope) (Message, erro
 	}, nil
 }
 
-// CloudEventsPrefix starts the application properties of the CloudEvents
+// cloudEventsPrefix starts the application properties of the CloudEvents
 // AMQP protocol binding (binary content mode).
 const cloudEventsPrefix = "cloudEvents:"
 

@@ -30,7 +30,7 @@ const (
 	RoleReplayAdmin = "replay-admin"
 )
 
-// Audience is the platform API audience every token must carry.
+// audience is the platform API audience every token must carry.
 const audience = "agora-api"
 
 // Claims are what a verified token says about its bearer.

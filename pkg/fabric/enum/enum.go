@@ -10,7 +10,7 @@ import (
 	"fmt"
 )
 
-// Known is a string type that knows its own values: Known reports whether v
+// known is a string type that knows its own values: Known reports whether v
 // is one the code was written for.
 type known interface {
 	~string

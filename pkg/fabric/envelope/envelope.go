@@ -381,7 +381,7 @@ func checkID(id string, v7only bool) error {
 	return nil
 }
 
-// ValidSchemaVersion reports whether sv names a schema of typ: its own
+// validSchemaVersion reports whether sv names a schema of typ: its own
 // version ("1" for a .v1 type) or a compatible revision of it ("1.3").
 // Revisions are compatible by the catalog's rules, so a reader accepts any
 // revision of its major version; another major version is another type.

@@ -124,7 +124,7 @@ func (v *Vhost) Mgmt(method, path string, body, out any) error {
 	return nil
 }
 
-// QueueInfo is the part of the management API's queue object tests use.
+// queueInfo is the part of the management API's queue object tests use.
 type queueInfo struct {
 	Name      string         `json:"name"`
 	Type      string         `json:"type"`

@@ -12,7 +12,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 
-// Observer watches messages on a platform exchange through a private,
+// observer watches messages on a platform exchange through a private,
 // auto-deleted queue, keeping every envelope it has read.
 type observer struct {
 	ch    *amqp.Channel

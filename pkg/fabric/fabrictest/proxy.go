@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// Proxy forwards TCP connections to a target while it is up; while down it
+// proxy forwards TCP connections to a target while it is up; while down it
 // hangs up on each new connection at once, as an unreachable dependency
 // would. Tests put it between a service and a store to take the store away
 // and bring it back without touching the store itself.
@@ -47,7 +47,7 @@ func StartProxy(t testing.TB, target string) *proxy {
 // Up makes new connections reach the target; Down refuses them.
 func (p *proxy) Up() { p.up.Store(true) }
 
-// Down makes the proxy hang up on new connections (open ones go on).
+// down makes the proxy hang up on new connections (open ones go on).
 func (p *proxy) down() { p.up.Store(false) }
 
 func (p *proxy) forward(c net.Conn) {

@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// RunFunc is a service's run function (see STYLE.md: main only calls run).
+// runFunc is a service's run function (see STYLE.md: main only calls run).
 type runFunc func(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error
 
 // Service is a service started in-process by StartService.
@@ -153,7 +153,7 @@ func describe(resp *http.Response, err error) string {
 	return resp.Status
 }
 
-// LogBuffer is a log a service (or any code under test) writes while the
+// logBuffer is a log a service (or any code under test) writes while the
 // test reads it.
 type logBuffer struct {
 	mu  sync.Mutex

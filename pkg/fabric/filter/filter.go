@@ -28,11 +28,11 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 )
 
-// CostLimit bounds one evaluation (CEL's cost units: about one per
+// costLimit bounds one evaluation (CEL's cost units: about one per
 // operation and per element a macro visits).
 const costLimit = 10_000
 
-// MaxLength bounds a filter's source.
+// maxLength bounds a filter's source.
 const maxLength = 2_000
 
 // ErrInvalid is a filter that does not compile, is not boolean, names a

@@ -57,7 +57,7 @@ const SignatureHeader = "Agora-Signature"
 // ContentType is the CloudEvents structured-mode media type.
 const ContentType = "application/cloudevents+json"
 
-// DefaultWindow is how far a signature's timestamp may be from the
+// defaultWindow is how far a signature's timestamp may be from the
 // gateway's clock.
 const defaultWindow = 5 * time.Minute
 
@@ -127,18 +127,18 @@ func mac(secret, ts string, body []byte) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// Beginner starts transactions; *pgxpool.Pool does.
+// beginner starts transactions; *pgxpool.Pool does.
 type beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
-// Enqueuer stores envelopes in the caller's transaction; *outbox.Outbox
+// enqueuer stores envelopes in the caller's transaction; *outbox.Outbox
 // does.
 type enqueuer interface {
 	Enqueue(ctx context.Context, tx outbox.Tx, items ...outbox.Item) error
 }
 
-// Gateway accepts external events. Construct it with New.
+// gateway accepts external events. Construct it with New.
 type gateway struct {
 	db      beginner
 	outbox  enqueuer
@@ -177,7 +177,7 @@ type cloudEvent struct {
 	TenantID        string          `json:"tenantid"`
 }
 
-// Accepted is the answer to an accepted event.
+// accepted is the answer to an accepted event.
 type accepted struct {
 	EventID string `json:"eventId"` // the platform envelope's id
 	Type    string `json:"type"`

@@ -229,7 +229,7 @@ func (h *host) publishLimits() ([]outbox.Limit, error) {
 	return limits, nil
 }
 
-// DefaultPoolSize is each service's database pool size unless DATABASE_URL
+// defaultPoolSize is each service's database pool size unless DATABASE_URL
 // sets pool_max_conns: seven services stay well inside PostgreSQL's default
 // max_connections (100).
 const defaultPoolSize = 10
@@ -260,7 +260,7 @@ type Options struct {
 	OpenAPI []byte
 }
 
-// Host holds a service's connections and runs its workers.
+// host holds a service's connections and runs its workers.
 type host struct {
 	Cfg      Config
 	Log      *slog.Logger
@@ -463,7 +463,7 @@ func (h *host) migrate(ctx context.Context) error {
 	return err
 }
 
-// Migrate creates schema when it is missing (local runs; provisioned
+// migrate creates schema when it is missing (local runs; provisioned
 // deployments have one owned by the owner role) and applies the fabric's
 // and then the service's migrations (service may be nil) through pool.
 func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, service fs.FS) error {

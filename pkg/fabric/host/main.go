@@ -9,7 +9,7 @@ import (
 	"syscall"
 )
 
-// RunFunc is a service's run function: it serves until ctx ends and returns
+// runFunc is a service's run function: it serves until ctx ends and returns
 // nil after a graceful shutdown, or the error that stopped it. Tests call it
 // directly with their own environment (fabrictest.StartService).
 type runFunc func(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error

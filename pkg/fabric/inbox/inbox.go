@@ -25,7 +25,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/telemetry"
 )
 
-// ErrConflict: an event id arrived again with another payload or tenant.
+// errConflict: an event id arrived again with another payload or tenant.
 // The message is dead-lettered (class invalid) and a security event kept.
 var errConflict = errors.New("inbox: event id reused with a different payload or tenant")
 
@@ -33,7 +33,7 @@ var errConflict = errors.New("inbox: event id reused with a different payload or
 // the effect and the claim back; classify it with fabric.Transient etc.
 type TxHandler func(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error
 
-// Faults lets crash tests stop at a named point; nil in production.
+// faults lets crash tests stop at a named point; nil in production.
 // Points: "inbox.after-claim", "inbox.after-commit".
 type faults interface {
 	Hit(point string)

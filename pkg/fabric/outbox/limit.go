@@ -14,7 +14,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/telemetry"
 )
 
-// Limiter takes a token for key if one is available now, or says how long
+// limiter takes a token for key if one is available now, or says how long
 // until one is (ratelimit.PerKey: a bucket per key, shared by every
 // instance).
 type limiter interface {

@@ -32,7 +32,7 @@ type Sender interface {
 	Send(ctx context.Context, m fabric.Message) (*fabric.Pending, error)
 }
 
-// Faults lets crash tests stop the relay at a named point; nil in
+// faults lets crash tests stop the relay at a named point; nil in
 // production. Points: "relay.after-claim", "relay.after-confirm".
 type faults interface {
 	Hit(point string)
@@ -336,7 +336,7 @@ func (r *Relay) listen(ctx context.Context, wake func()) {
 	}
 }
 
-// Result summarises one batch.
+// result summarises one batch.
 type result struct {
 	Claimed   int // rows locked by this relay
 	Deferred  int // rows left for later: an earlier row of their aggregate is pending elsewhere or failed

@@ -3,7 +3,7 @@
 // waits for a token before each handler call, so messages wait in the
 // queue (and in the prefetch window) instead of being refused.
 //
-// Local limits one process (golang.org/x/time/rate). Shared limits every
+// local limits one process (golang.org/x/time/rate). Shared limits every
 // instance together: a token bucket in a row of <schema>.rate_bucket
 // (fabric migration 00011), from which each instance leases a small chunk
 // of tokens at a time (a tenth of a second's worth), so the database sees
@@ -26,7 +26,7 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Local is a token bucket in this process.
+// local is a token bucket in this process.
 type local struct{ l *rate.Limiter }
 
 // NewLocal allows perSecond on average with bursts of burst (at least 1).
@@ -37,7 +37,7 @@ func NewLocal(perSecond float64, burst int) *local {
 // Wait blocks until a token is available or ctx ends.
 func (l *local) Wait(ctx context.Context) error { return l.l.Wait(ctx) }
 
-// Shared is a token bucket every instance of a service draws from.
+// shared is a token bucket every instance of a service draws from.
 type shared struct {
 	pool      *pgxpool.Pool
 	table     string
@@ -122,7 +122,7 @@ func (s *shared) Allow(ctx context.Context) (bool, time.Duration, error) {
 	return true, 0, nil
 }
 
-// PerKey is one Shared bucket per key (a tenant): the same rate for each
+// perKey is one Shared bucket per key (a tenant): the same rate for each
 // unless overridden, every bucket shared by all instances.
 type perKey struct {
 	pool      *pgxpool.Pool

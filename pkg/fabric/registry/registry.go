@@ -29,7 +29,7 @@ const (
 	KindJob     Kind = "job"
 )
 
-// Scope says what a message is about; GLOBAL messages carry no tenant.
+// scope says what a message is about; GLOBAL messages carry no tenant.
 type scope string
 
 // Scopes.
@@ -41,7 +41,7 @@ const (
 	scopeWorkflow scope = "WORKFLOW"
 )
 
-// Sensitivity drives masking in DLQ inspection and logs.
+// sensitivity drives masking in DLQ inspection and logs.
 type sensitivity string
 
 // Sensitivities, from least to most sensitive.
@@ -251,7 +251,7 @@ func (r *Registry) ValidatePayload(typ string, payload []byte) error {
 	return r.validatePayload(typ, payload, func(d Definition) *jsonschema.Schema { return d.writer })
 }
 
-// ValidateIncomingPayload checks payload as a consumer reads it: fields the
+// validateIncomingPayload checks payload as a consumer reads it: fields the
 // schema does not list, and unknown values of extensible enumerations, are
 // accepted (docs/contract-evolution.md); everything the schema does say still holds. Errors
 // are those of ValidatePayload.

@@ -60,7 +60,7 @@ type Options struct {
 
 var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
-// Retention deletes expired rows of its tables in one schema.
+// retention deletes expired rows of its tables in one schema.
 type retention struct {
 	pool    *pgxpool.Pool
 	schema  string

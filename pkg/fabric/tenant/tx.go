@@ -15,7 +15,7 @@ import (
 // policy reads (current_setting('app.tenant_id', true)).
 const setting = "app.tenant_id"
 
-// Beginner starts a transaction: *pgxpool.Pool, *pgx.Conn, or a pgx.Tx
+// beginner starts a transaction: *pgxpool.Pool, *pgx.Conn, or a pgx.Tx
 // (which nests as a savepoint).
 type beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)

@@ -9,7 +9,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// ChannelOpener opens AMQP channels; *amqp.Connection satisfies it.
+// channelOpener opens AMQP channels; *amqp.Connection satisfies it.
 type channelOpener interface {
 	Channel() (*amqp.Channel, error)
 }

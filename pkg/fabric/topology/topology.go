@@ -48,7 +48,7 @@ func DefaultRetryTiers() []time.Duration { return append([]time.Duration(nil), d
 // explicitly so RabbitMQ 3.10 and 4.x (default 20) behave the same.
 const DefaultDeliveryLimit = 10
 
-// DLQDeliveryLimit is set on every DLQ so inspection never loses a letter.
+// dlqDeliveryLimit is set on every DLQ so inspection never loses a letter.
 const dlqDeliveryLimit = 1_000_000
 
 // Description is a whole topology.
@@ -73,15 +73,15 @@ type Description struct {
 	// as its codec says. Empty for the platform, which routes by kind
 	// (events, commands, jobs: fabric.Route); required by other codecs.
 	Events string `yaml:"events,omitempty"`
-	// DeadLetter names the dead-letter exchange and the DLQs.
+	// deadLetter names the dead-letter exchange and the DLQs.
 	DeadLetter deadLetter `yaml:"deadLetter,omitempty"`
-	// Retry names the retry exchange and the default retry tiers.
+	// retry names the retry exchange and the default retry tiers.
 	Retry     retry      `yaml:"retry,omitempty"`
 	Exchanges []Exchange `yaml:"exchanges"`
 	Consumers []Consumer `yaml:"consumers"`
 }
 
-// DeadLetter says where dead letters go. Exchange must be one of the
+// deadLetter says where dead letters go. Exchange must be one of the
 // description's exchanges (default platform.dead-letter). Queue is the DLQ's
 // name: a pattern with "{queue}" for one DLQ per consumer ("{queue}.dlq",
 // the default; "car.dlq.{queue}"), bound to the exchange with the
@@ -94,7 +94,7 @@ type deadLetter struct {
 	Queue    string `yaml:"queue,omitempty"`
 }
 
-// Retry says how retries travel. Exchange must be one of the description's
+// retry says how retries travel. Exchange must be one of the description's
 // exchanges and a topic exchange (default platform.retry); retry tier n of
 // consumer Q is queue Q.retry.<n>, bound to it with key Q.retry.<n>, and Q
 // is bound to it with key Q. Tiers are the delays of consumers that name
@@ -104,7 +104,7 @@ type retry struct {
 	Tiers    []Duration `yaml:"tiers,omitempty"`
 }
 
-// DLQPattern is the default DLQ name: one per consumer, Q.dlq.
+// dlqPattern is the default DLQ name: one per consumer, Q.dlq.
 const dlqPattern = "{queue}.dlq"
 
 // queuePlaceholder stands for the consumer's queue in a DLQ pattern.
@@ -149,7 +149,7 @@ type Consumer struct {
 	// ConsumerOptions name none (a paced queue takes 1: what waits, waits
 	// in the queue, where every instance can take it).
 	Prefetch int `yaml:"prefetch,omitempty"`
-	// Pace, when set, paces the consumer when its ConsumerOptions name no
+	// pace, when set, paces the consumer when its ConsumerOptions name no
 	// pacer of their own (a local rate limiter, package ratelimit).
 	Pace *pace `yaml:"pace,omitempty"`
 
@@ -159,7 +159,7 @@ type Consumer struct {
 	naming naming
 }
 
-// Pace is a rate: PerSecond messages a second, in bursts of at most Burst
+// pace is a rate: PerSecond messages a second, in bursts of at most Burst
 // (default 1).
 type pace struct {
 	PerSecond float64 `yaml:"perSecond"`
@@ -299,13 +299,13 @@ func (c Consumer) RetryExchange() string {
 	return c.naming.retryExchange
 }
 
-// RetryQueueName is `<queue>.retry.<n>`.
+// retryQueueName is `<queue>.retry.<n>`.
 func retryQueueName(queue string, n int) string { return queue + ".retry." + strconv.Itoa(n) }
 
-// DLQName is `<queue>.dlq`.
+// dlqName is `<queue>.dlq`.
 func dlqName(queue string) string { return queue + ".dlq" }
 
-// Limit returns the consumer's delivery limit or the default.
+// limit returns the consumer's delivery limit or the default.
 func (c Consumer) limit() int {
 	if c.DeliveryLimit <= 0 {
 		return DefaultDeliveryLimit
@@ -421,7 +421,7 @@ func durations(ds []time.Duration) []Duration {
 // retries and dead letters use them. Fields d leaves empty leave the
 // consumers' naming as it was (the platform's, for a consumer built in Go).
 // Load, Platform and Apply resolve; a description built in Go with its own
-// DeadLetter or Retry should be resolved before its consumers are handed
+// deadLetter or Retry should be resolved before its consumers are handed
 // to the fabric.
 func (d Description) Resolve() Description {
 	out := d
@@ -493,7 +493,7 @@ var queuePattern = regexp.MustCompile(`^[a-z][a-z0-9-]*(\.[a-z][a-z0-9-]*)+$`)
 
 var codecPattern = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
 
-// ErrInvalid is wrapped by every validation error.
+// errInvalid is wrapped by every validation error.
 var errInvalid = errors.New("invalid topology")
 
 // Validate checks names, exchange references, tiers, the dead-letter and
@@ -650,7 +650,7 @@ func (d Description) validateFormat(ex map[string]string, bad func(string, ...an
 	return nil
 }
 
-// QueueSpec is one queue to declare with its arguments.
+// queueSpec is one queue to declare with its arguments.
 type queueSpec struct {
 	Name string
 	Args amqp.Table

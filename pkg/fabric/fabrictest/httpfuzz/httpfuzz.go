@@ -57,7 +57,7 @@ const (
 	AuthnCount
 )
 
-// Target is a running service and what the harness needs to call it.
+// target is a running service and what the harness needs to call it.
 type target struct {
 	// Routes are the path prefixes Input.Route picks from; New sets "/".
 	// A service may change them between its setup calls to Send and

@@ -121,7 +121,7 @@ func New(doc []byte) (*Validator, error) {
 		schemas: schema_validation.NewSchemaValidator(config.WithFormatAssertions())}, nil
 }
 
-// Operations returns the document's operations, sorted by path then method.
+// operations returns the document's operations, sorted by path then method.
 func (v *Validator) operations() []openapi.Operation { return slices.Clone(v.ops) }
 
 // MismatchError is an exchange the document does not describe.
@@ -330,7 +330,7 @@ func fetch(ctx context.Context, client *http.Client, baseURL string) ([]byte, er
 	return doc, nil
 }
 
-// Transport is an http.RoundTripper that checks every exchange with a
+// transport is an http.RoundTripper that checks every exchange with a
 // registered service against that service's document (Validator.Check)
 // and passes requests to other hosts through unchecked. A mismatch is
 // returned as the request's error (a *MismatchError, the response
@@ -346,7 +346,7 @@ type transport struct {
 
 // NewTransport returns a transport sending requests through next (nil:
 // the http.DefaultTransport of the moment, so that installing the
-// Transport as http.DefaultTransport afterwards does not loop).
+// transport as http.DefaultTransport afterwards does not loop).
 func NewTransport(next http.RoundTripper) *transport {
 	if next == nil {
 		next = http.DefaultTransport

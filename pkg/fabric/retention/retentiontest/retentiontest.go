@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Schema is a throwaway schema with its two roles.
+// schema is a throwaway schema with its two roles.
 type schema struct {
 	Name    string
 	Admin   *pgxpool.Pool // the test's superuser (DATABASE_URL); sees every row
