@@ -26,8 +26,8 @@ help:
 	@echo "make bench   run the benchmarks (figures in README)"
 	@echo "make fuzz    fuzz the envelope decoder, then each service's REST API, FUZZTIME each (default 30s)"
 	@echo "make infra   install/start RabbitMQ management, PostgreSQL+pgvector, MinIO, tesseract"
-	@echo "make lint    gofmt + go vet on every module, sqlc drift, catalog compatibility gate, docs/asyncapi.json drift"
-	@echo "make asyncapi  regenerate docs/asyncapi.json from the catalog and the topology"
+	@echo "make lint    gofmt + go vet on every module, drift of every generated file, catalog compatibility gate"
+	@echo "make generate  regenerate what is derived: sqlc query code; from the catalog, the topology file, broker grants, chart files and docs/asyncapi.json"
 	@echo "make rules-check  promtool check + unit tests of the alert rules (installs promtool $(PROMTOOL_VERSION) once)"
 	@echo "make images  build local stand-ins for the public images (no registry needed)"
 	@echo "make compose-up / compose-down   the platform in containers (docker compose, stand-ins)"
@@ -46,13 +46,18 @@ $(SQLC):
 	@echo "installing sqlc $(SQLC_VERSION) (cgo build, ~3 min once)"
 	GOFLAGS=-p=1 $(GO) install github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION)
 
-# Regenerate every service's query code from its queries/*.sql.
+# Regenerate everything derived: every service's query code from its queries/*.sql
+# (sqlc), and from the catalog (pkg/fabric/catalog/catalog.yaml: definitions and the
+# services' declarations) the platform topology file, the broker definitions and
+# grants, the chart's files and docs/asyncapi.json (deploy/cmd/gendeploy).
 generate: $(SQLC)
 	@for f in services/*/sqlc.yaml; do echo "sqlc generate $$(dirname $$f)"; (cd $$(dirname $$f) && $(SQLC) generate); done
+	$(GO) run ./deploy/cmd/gendeploy
 
-# Generated code must match its SQL: fails on drift.
+# Every generated file must match its source: fails on drift.
 generate-check: $(SQLC)
 	@for f in services/*/sqlc.yaml; do (cd $$(dirname $$f) && $(SQLC) diff) || { echo "sqlc output of $$(dirname $$f) is stale: run make generate"; exit 1; }; done
+	@$(GO) run ./deploy/cmd/gendeploy -check >/dev/null || { echo "a file derived from the catalog is stale: run make generate"; exit 1; }
 
 # promtool, Prometheus's rule checker and rule unit-test runner, at PROMTOOL_VERSION: installed
 # into GOPATH/bin when missing or of another version. remove_all_sd leaves out the cloud
@@ -83,13 +88,6 @@ CATALOG_BASE ?= $(shell git merge-base HEAD origin/main 2>/dev/null || git merge
 catalog-check:
 	$(FABRICCTL_RUN) catalog check --against $(CATALOG_BASE)
 
-# docs/asyncapi.json is generated from the catalog and the topology; it must match.
-asyncapi:
-	$(FABRICCTL_RUN) catalog asyncapi -o docs/asyncapi.json
-
-asyncapi-check:
-	$(FABRICCTL_RUN) catalog asyncapi --check docs/asyncapi.json
-
 # The official AsyncAPI 3.0.0 JSON Schema (npm package @asyncapi/specs, pinned), which
 # pkg/fabric/internal/asyncapi's test validates the generated document against.
 ASYNCAPI_SPECS_VERSION = 6.11.1
@@ -104,7 +102,7 @@ $(ASYNCAPI_SCHEMA):
 	mkdir -p $(dir $(ASYNCAPI_SCHEMA)) && cp "$$tmp/package/schemas/3.0.0-without-\$$id.json" $(ASYNCAPI_SCHEMA) && \
 	echo "fetched the AsyncAPI 3.0.0 schema into $(ASYNCAPI_SCHEMA)"
 
-lint: generate-check catalog-check asyncapi-check rules-check
+lint: generate-check catalog-check rules-check
 	@unformatted=$$(gofmt -l pkg services e2e deploy 2>/dev/null || true); \
 	if [ -n "$$unformatted" ]; then echo "not gofmt-ed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)

@@ -40,7 +40,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
@@ -59,50 +58,19 @@ type Service struct {
 	// Name is the service (and broker user) name, e.g. "document-worker".
 	Name string
 	// Publishes lists the message types the service publishes; the exchange
-	// and routing key of each come from the catalogue via fabric.Route.
+	// and routing key of each come from the catalogue via topology.Route.
 	Publishes []string
 }
 
-// PlatformServices returns the seven services and what they publish.
-// Catalogue types owned by a service but not listed here (commands and jobs
-// not implemented yet) are deliberately not granted: add them here when a
-// service starts publishing them.
-func PlatformServices() []Service {
-	return []Service{
-		{Name: "request", Publishes: []string{"request.submitted.v1", "request.status-changed.v1", "request.cancelled.v1", "document.uploaded.v1",
-			"workflow.start.v1", "document.process.v1",
-			// External systems' events, which the request service's gateway
-			// (POST /v1/external-events) accepts and enqueues.
-			"appointment.scheduled.v1", "appointment.cancelled.v1", "citizen.updated.v1", "catalog.service-updated.v1"}},
-		{Name: "workflow", Publishes: []string{"workflow.process-started.v1", "workflow.task-completed.v1", "workflow.process-completed.v1", "workflow.stuck.v1", "workflow.schedule-fired.v1", "task.sla-breached.v1",
-			"integration.sei.register.v1"}},
-		{Name: "communication", Publishes: []string{"communication.notification-sent.v1"}},
-		{Name: "document-worker", Publishes: []string{"document.processed.v1", "document.validated.v1", "ai.knowledge.index.v1"}},
-		{Name: "ai-builder", Publishes: []string{"ai.knowledge-indexed.v1"}},
-		{Name: "datalake-ingestion"},
-		{Name: "analytics", Publishes: []string{"report.export.v1"}},
+// PlatformServices returns the services the catalogue declares and what
+// each publishes (catalog.yaml, services:). A type nobody declares
+// publishing is granted to no one.
+func PlatformServices(reg *registry.Registry) []Service {
+	var out []Service
+	for _, s := range reg.Services() {
+		out = append(out, Service{Name: s.Name, Publishes: s.Publishes})
 	}
-}
-
-// RequestWorkflowEvents is the request service's queue for workflow and task
-// events. PlatformTopology adds it when topology.Platform does not list it.
-var RequestWorkflowEvents = topology.Consumer{
-	Queue:   "request.workflow-events",
-	Service: "request",
-	Bindings: []topology.Binding{
-		{Exchange: topology.EventsExchange, Key: "workflow.#"},
-		{Exchange: topology.EventsExchange, Key: "task.#"},
-	},
-}
-
-// PlatformTopology returns topology.Platform() plus the consumers the
-// deployment knows of that the fabric does not declare yet.
-func PlatformTopology() topology.Description {
-	d := topology.Platform()
-	if _, ok := d.Consumer(RequestWorkflowEvents.Queue); !ok {
-		d.Consumers = append(d.Consumers, RequestWorkflowEvents)
-	}
-	return d
+	return out
 }
 
 // Grant is what one service may do on the broker, as sets of names. The
@@ -284,7 +252,7 @@ func Build(topo topology.Description, reg *registry.Registry, services []Service
 			if !ok {
 				return Policy{}, fmt.Errorf("%w: %s publishes %q, which is not in the catalogue", ErrPolicy, s.Name, typ)
 			}
-			ex, key := fabric.Route(def)
+			ex, key := topology.Route(def)
 			g.WriteExchanges = append(g.WriteExchanges, ex)
 			g.PublishKeys[ex] = append(g.PublishKeys[ex], key)
 		}
@@ -332,12 +300,16 @@ func Build(topo topology.Description, reg *registry.Registry, services []Service
 	return p, nil
 }
 
-// Platform builds the policy of PlatformServices over PlatformTopology with
-// the fabric's embedded catalogue.
+// Platform builds the policy of the fabric's embedded catalogue: its
+// services' grants over the topology derived from it (topology.Platform).
 func Platform() (Policy, error) {
 	reg, err := registry.Default()
 	if err != nil {
 		return Policy{}, fmt.Errorf("acl: %w", err)
 	}
-	return Build(PlatformTopology(), reg, PlatformServices())
+	topo, err := topology.FromCatalog(reg)
+	if err != nil {
+		return Policy{}, fmt.Errorf("acl: %w", err)
+	}
+	return Build(topo, reg, PlatformServices(reg))
 }

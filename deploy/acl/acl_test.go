@@ -84,7 +84,7 @@ func TestBuildRejectsInconsistentInputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svcs := acl.PlatformServices()
+	svcs := acl.PlatformServices(reg)
 	tests := []struct {
 		name     string
 		services []acl.Service
@@ -95,7 +95,7 @@ func TestBuildRejectsInconsistentInputs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := acl.Build(acl.PlatformTopology(), reg, tt.services); !errors.Is(err, acl.ErrPolicy) {
+			if _, err := acl.Build(topology.Platform(), reg, tt.services); !errors.Is(err, acl.ErrPolicy) {
 				t.Errorf("Build = %v, want ErrPolicy", err)
 			}
 		})
@@ -118,19 +118,7 @@ func TestDefinitionsAgreeWithTopology(t *testing.T) {
 	if err := dec.Decode(&defs); err != nil {
 		t.Fatalf("decode definitions.json: %v", err)
 	}
-	topo := acl.PlatformTopology()
-	// The deployment may add queues to the fabric's topology, never drop or
-	// change one of them.
-	for _, fc := range topology.Platform().Consumers {
-		dc, ok := topo.Consumer(fc.Queue)
-		if !ok {
-			t.Errorf("consumer %s of topology.Platform() is missing from the deployment's topology", fc.Queue)
-			continue
-		}
-		if !reflect.DeepEqual(dc, fc) {
-			t.Errorf("consumer %s = %+v in the deployment, %+v in topology.Platform()", fc.Queue, dc, fc)
-		}
-	}
+	topo := topology.Platform()
 	fileQueues := map[string]map[string]any{}
 	for _, q := range defs.Queues {
 		if q.Vhost != acl.Vhost || !q.Durable || q.AutoDelete {
@@ -146,7 +134,7 @@ func TestDefinitionsAgreeWithTopology(t *testing.T) {
 		}
 		users[p.User] = userRe{regexp.MustCompile(p.Configure), regexp.MustCompile(p.Write), regexp.MustCompile(p.Read)}
 	}
-	if got, want := len(users), len(acl.PlatformServices()); got != want {
+	if got, want := len(users), len(acl.PlatformServices(defaultRegistry(t))); got != want {
 		t.Errorf("definitions grant %d service users, want %d", got, want)
 	}
 	total := 0
@@ -190,7 +178,7 @@ func TestDefinitionsAgreeWithTopology(t *testing.T) {
 			continue // platform.retry: TestRetryExchangeKeysAreOwned
 		}
 		re := regexp.MustCompile(tp.Write)
-		for _, s := range acl.PlatformServices() {
+		for _, s := range acl.PlatformServices(defaultRegistry(t)) {
 			if s.Name != tp.User {
 				continue
 			}
@@ -272,7 +260,7 @@ func TestRetryExchangeKeysAreOwned(t *testing.T) {
 			t.Errorf("%s: write and read on %s differ", p.User, topology.RetryExchange)
 		}
 	}
-	topo := acl.PlatformTopology()
+	topo := topology.Platform()
 	type keyRe struct{ write, read *regexp.Regexp }
 	retry := map[string]keyRe{}
 	for _, tp := range defs.TopicPermissions {
@@ -280,7 +268,7 @@ func TestRetryExchangeKeysAreOwned(t *testing.T) {
 			retry[tp.User] = keyRe{regexp.MustCompile(tp.Write), regexp.MustCompile(tp.Read)}
 		}
 	}
-	for _, s := range acl.PlatformServices() {
+	for _, s := range acl.PlatformServices(defaultRegistry(t)) {
 		re, ok := retry[s.Name]
 		if !ok {
 			t.Errorf("%s has no topic permission on %s (RabbitMQ would allow every key)", s.Name, topology.RetryExchange)
@@ -319,4 +307,13 @@ func TestRetryExchangeKeysAreOwned(t *testing.T) {
 	if !reflect.DeepEqual(bound, want) {
 		t.Errorf("definitions.json binds to %s: %v, want %v", topology.RetryExchange, bound, want)
 	}
+}
+
+func defaultRegistry(t *testing.T) *registry.Registry {
+	t.Helper()
+	reg, err := registry.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
+	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 
 // Codec maps one wire format to and from the envelope, the fabric's
@@ -51,7 +52,7 @@ func EncodeEnvelope(reg *registry.Registry, c Codec, exchange string, e envelope
 		return Message{}, fmt.Errorf("publish %s %s: %w", e.Type, e.ID, err)
 	}
 	if exchange == "" {
-		exchange, _ = Route(def)
+		exchange, _ = topology.Route(def)
 	}
 	h := p.Headers
 	if h == nil {

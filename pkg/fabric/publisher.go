@@ -160,20 +160,6 @@ func NewPublisher(conn *broker.Conn, reg *registry.Registry, opts PublisherOptio
 	}, nil
 }
 
-// Route returns the exchange and routing key for a definition: events on
-// platform.events, commands on platform.commands, jobs on platform.work,
-// each keyed by type.
-func Route(d registry.Definition) (exchange, key string) {
-	switch d.Kind {
-	case registry.KindCommand:
-		return topology.CommandsExchange, d.Type
-	case registry.KindJob:
-		return topology.WorkExchange, d.Type
-	default:
-		return topology.EventsExchange, d.Type
-	}
-}
-
 // EnvelopeMessage validates e against the registry and builds its AMQP
 // message: body, routing, message id, correlation id, type and tenant
 // headers, and the CloudEvents attributes (CloudEventHeaders).
@@ -186,7 +172,7 @@ func EnvelopeMessage(reg *registry.Registry, e envelope.Envelope) (Message, erro
 	if err != nil {
 		return Message{}, err
 	}
-	ex, key := Route(def)
+	ex, key := topology.Route(def)
 	h := amqp.Table{wire.HeaderCorrelation: e.CorrelationID}
 	if e.TenantID != "" {
 		h[wire.HeaderTenant] = e.TenantID

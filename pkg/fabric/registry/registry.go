@@ -95,7 +95,8 @@ var (
 
 // Registry is an immutable set of definitions, safe for concurrent use.
 type Registry struct {
-	defs map[string]Definition
+	defs     map[string]Definition
+	services []Service
 }
 
 // Default loads the catalogue embedded in the fabric.
@@ -110,13 +111,14 @@ func Load(fsys fs.FS) (*Registry, error) {
 	}
 	var doc struct {
 		Definitions []Definition `yaml:"definitions"`
+		Services    []Service    `yaml:"services"`
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
 	if err := dec.Decode(&doc); err != nil {
 		return nil, fmt.Errorf("registry: parse catalog.yaml: %w", err)
 	}
-	r := &Registry{defs: make(map[string]Definition, len(doc.Definitions))}
+	r := &Registry{defs: make(map[string]Definition, len(doc.Definitions)), services: doc.Services}
 	for _, d := range doc.Definitions {
 		d.SchemaFile = path.Join(d.Domain, d.Type+".json")
 		if d.Schema, err = fs.ReadFile(fsys, d.SchemaFile); err != nil {
@@ -127,6 +129,9 @@ func Load(fsys fs.FS) (*Registry, error) {
 		}
 	}
 	if err := r.checkSuccessors(); err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	if err := r.checkServices(); err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
 	return r, nil

@@ -1,6 +1,7 @@
 // Package topology declares exchanges, consumer queues, retry tiers and
 // dead-letter queues from a description (a Go value or YAML): the
-// platform's own (Platform, deploy/topologies/platform.yaml) and those of
+// platform's own (Platform, derived from the catalog's service declarations
+// and rendered to deploy/topologies/platform.yaml) and those of
 // other systems on the fabric (deploy/topologies/*.yaml, docs/topologies.md),
 // which name their own dead-letter and retry exchanges, DLQs and tiers.
 package topology
@@ -71,7 +72,7 @@ type Description struct {
 	Tenant string `yaml:"tenant,omitempty"`
 	// Events is the exchange the system publishes every message on, keyed
 	// as its codec says. Empty for the platform, which routes by kind
-	// (events, commands, jobs: fabric.Route); required by other codecs.
+	// (events, commands, jobs: Route); required by other codecs.
 	Events string `yaml:"events,omitempty"`
 	// deadLetter names the dead-letter exchange and the DLQs.
 	DeadLetter deadLetter `yaml:"deadLetter,omitempty"`
@@ -347,64 +348,6 @@ func PlatformExchanges() []Exchange {
 		{Name: DeadLetterExchange, Type: amqp.ExchangeDirect},
 		{Name: RetryExchange, Type: amqp.ExchangeTopic},
 	}
-}
-
-// Platform returns the platform's topology: the five exchanges, the six
-// initial consumer queues of docs/architecture.md, the data lake's queue for
-// the other domains' events, the command and job queues, and the request
-// service's workflow-events queue, all with default retry tiers.
-func Platform() Description {
-	ev := func(keys ...string) []Binding {
-		var b []Binding
-		for _, k := range keys {
-			b = append(b, Binding{Exchange: EventsExchange, Key: k})
-		}
-		return b
-	}
-	return Description{
-		Name:       "platform",
-		Codec:      CodecAgora,
-		DeadLetter: deadLetter{Exchange: DeadLetterExchange, Queue: dlqPattern},
-		Retry:      retry{Exchange: RetryExchange, Tiers: durations(defaultRetryTiers)},
-		Exchanges:  PlatformExchanges(),
-		Consumers: []Consumer{
-			{Queue: "workflow.request-submitted", Service: "workflow", Bindings: ev("request.submitted.v1")},
-			{Queue: "workflow.request-cancelled", Service: "workflow", Bindings: ev("request.cancelled.v1")},
-			{Queue: "communication.request-submitted", Service: "communication", Bindings: ev("request.submitted.v1")},
-			{Queue: "communication.request-status", Service: "communication", Bindings: ev("request.status-changed.v1")},
-			{Queue: "analytics.request-events", Service: "analytics", Bindings: ev("request.#")},
-			{Queue: "datalake.request-events", Service: "datalake-ingestion", Bindings: ev("request.#")},
-			{Queue: "document.processing", Service: "document-worker", Bindings: ev("document.uploaded.v1")},
-			{Queue: "ai.knowledge-builder", Service: "ai-builder", Bindings: []Binding{{Exchange: CommandsExchange, Key: "ai.knowledge.index.v1"}}},
-			// The data lake keeps every tenant domain event, so no event type
-			// is left without a subscriber (an unroutable event never leaves
-			// its outbox).
-			{Queue: "datalake.platform-events", Service: "datalake-ingestion", Bindings: ev(
-				"workflow.#", "task.#", "communication.#", "document.#", "ai.#", "citizen.#", "appointment.#", "platform.#", "catalog.#")},
-			// Channel adapters (SMS, WhatsApp, email) are fed by commands.
-			{Queue: "communication.send-commands", Service: "communication", Bindings: []Binding{{Exchange: CommandsExchange, Key: "communication.send.v1"}}},
-			// Commands and jobs, each with its competing workers: an operator
-			// reprocesses a document, an integration starts a process, the
-			// workflow registers a decided request in SEI, analytics exports
-			// a report.
-			{Queue: "document.process-commands", Service: "document-worker", Bindings: []Binding{{Exchange: CommandsExchange, Key: "document.process.v1"}}},
-			{Queue: "workflow.start-commands", Service: "workflow", Bindings: []Binding{{Exchange: CommandsExchange, Key: "workflow.start.v1"}}},
-			{Queue: "workflow.sei-register", Service: "workflow", Bindings: []Binding{{Exchange: CommandsExchange, Key: "integration.sei.register.v1"}}},
-			{Queue: "analytics.report-export", Service: "analytics", Bindings: []Binding{{Exchange: WorkExchange, Key: "report.export.v1"}}},
-			// The reactive fabric: the workflow evaluates its tenants' active
-			// subscriptions on these types (the only ones a subscription may
-			// name, so none is accepted that could never fire).
-			{Queue: "workflow.reactions", Service: "workflow", Bindings: ev(
-				"workflow.stuck.v1", "task.sla-breached.v1", "document.processed.v1", "document.validated.v1",
-				"workflow.schedule-fired.v1", "catalog.service-updated.v1")},
-			// The request service keeps the status a citizen sees current.
-			// Alerts (an SLA breach, a stuck process) go ahead of a backlog
-			// of ordinary progress in their priority lane.
-			{Queue: "request.workflow-events", Service: "request",
-				Bindings: ev("workflow.process-started.v1", "workflow.task-completed.v1", "workflow.process-completed.v1"),
-				Priority: ev("task.sla-breached.v1", "workflow.stuck.v1")},
-		},
-	}.WithLanes().Resolve()
 }
 
 func durations(ds []time.Duration) []Duration {

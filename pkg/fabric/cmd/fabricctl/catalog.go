@@ -80,7 +80,7 @@ func runCatalogAsyncAPI(args []string, stdout io.Writer) error {
 			return fmt.Errorf("catalog asyncapi: %w", err)
 		}
 		if !bytes.Equal(have, doc) {
-			return fmt.Errorf("catalog asyncapi: %s is stale: run `make asyncapi` (fabricctl catalog asyncapi -o %s)", *check, *check)
+			return fmt.Errorf("catalog asyncapi: %s is stale: run `make generate`", *check)
 		}
 		return nil
 	case *out != "":

@@ -16,7 +16,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
@@ -56,7 +55,7 @@ func Generate(reg *registry.Registry, topo topology.Description, o Options) ([]b
 		exchangeOf[ex.Name] = ex
 	}
 	for _, d := range defs {
-		exName, key := fabric.Route(d)
+		exName, key := topology.Route(d)
 		ex, ok := exchangeOf[exName]
 		if !ok {
 			return nil, fmt.Errorf("asyncapi: %s travels on %s, which the topology does not declare", d.Type, exName)
@@ -93,7 +92,7 @@ func Generate(reg *registry.Registry, topo topology.Description, o Options) ([]b
 		received := map[string]bool{}
 		for _, b := range c.Bindings {
 			for _, d := range defs {
-				exName, key := fabric.Route(d)
+				exName, key := topology.Route(d)
 				if exName == b.Exchange && keyMatches(b.Key, key, exchangeOf[exName].Type == "topic") {
 					received[d.Type] = true
 				}

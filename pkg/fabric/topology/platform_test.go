@@ -1,0 +1,116 @@
+package topology_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/agora-platform/agora/pkg/fabric/registry"
+	"github.com/agora-platform/agora/pkg/fabric/topology"
+)
+
+// catalogWith is a small catalog: an event family, a command and a job,
+// consumed as services declares.
+func catalogWith(t *testing.T, services string) (*registry.Registry, error) {
+	t.Helper()
+	def := func(typ, kind string) string {
+		return "- {type: " + typ + ", kind: " + kind + ", domain: a, owner: o, scope: TENANT, sensitivity: PUBLIC, description: d}\n"
+	}
+	obj := &fstest.MapFile{Data: []byte(`{"type":"object"}`)}
+	return registry.Load(fstest.MapFS{
+		"catalog.yaml": {Data: []byte("definitions:\n" + def("a.made.v1", "event") + def("a.make.v1", "command") +
+			def("a.export.v1", "job") + "services:\n" + services)},
+		"a/a.made.v1.json": obj, "a/a.make.v1.json": obj, "a/a.export.v1.json": obj,
+	})
+}
+
+func TestFromCatalogRoutesEachKeyByKind(t *testing.T) {
+	reg, err := catalogWith(t, `
+- name: s
+  consumes:
+    - {queue: s.all, keys: ["a.#"]}
+    - {queue: s.commands, keys: [a.make.v1]}
+    - {queue: s.jobs, keys: [a.export.v1], priority: []}
+- name: t
+  consumes:
+    - {queue: t.lane, keys: [a.make.v1], priority: [a.made.v1]}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := topology.FromCatalog(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]topology.Binding{
+		"s.all":           {{Exchange: topology.EventsExchange, Key: "a.#"}},
+		"s.commands":      {{Exchange: topology.CommandsExchange, Key: "a.make.v1"}},
+		"s.jobs":          {{Exchange: topology.WorkExchange, Key: "a.export.v1"}},
+		"t.lane":          {{Exchange: topology.CommandsExchange, Key: "a.make.v1"}},
+		"t.lane.priority": {{Exchange: topology.EventsExchange, Key: "a.made.v1"}},
+	}
+	if len(d.Consumers) != len(want) {
+		t.Fatalf("%d consumers, want %d: %+v", len(d.Consumers), len(want), d.Consumers)
+	}
+	for q, bindings := range want {
+		c, ok := d.Consumer(q)
+		if !ok {
+			t.Errorf("no consumer %s", q)
+			continue
+		}
+		if !reflect.DeepEqual(c.Bindings, bindings) {
+			t.Errorf("%s bindings = %+v, want %+v", q, c.Bindings, bindings)
+		}
+		if wantSvc := q[:1]; c.Service != wantSvc {
+			t.Errorf("%s belongs to %q, want %q", q, c.Service, wantSvc)
+		}
+	}
+}
+
+func TestFromCatalogRejectsKeysThatRouteNothing(t *testing.T) {
+	tests := []struct{ name, services, want string }{
+		{"not a type", "- {name: s, consumes: [{queue: s.q, keys: [a.unmade.v1]}]}", "neither a catalog type nor a topic pattern"},
+		{"pattern matching no event", "- {name: s, consumes: [{queue: s.q, keys: [\"b.#\"]}]}", "matches no event"},
+		{"pattern matching only a command", "- {name: s, consumes: [{queue: s.q, keys: [\"*.make.*\"]}]}", "matches no event"},
+		{"bad queue name", "- {name: s, consumes: [{queue: q, keys: [a.made.v1]}]}", "<consumer>.<purpose>"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reg, err := catalogWith(t, tt.services+"\n")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := topology.FromCatalog(reg); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("FromCatalog() = %v, want an error mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// The generated platform.yaml is YAML(Platform()); loading it must declare
+// exactly what Platform() declares, lanes included.
+func TestPlatformYAMLRoundTrips(t *testing.T) {
+	for _, d := range []topology.Description{topology.Platform(), loadFile(t, "car"), loadFile(t, "imoveis")} {
+		b, err := d.YAML("# test\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := topology.Load(b)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", d.Name, err, b)
+		}
+		if !reflect.DeepEqual(back, d) {
+			t.Errorf("%s: YAML then Load =\n%+v\nwant\n%+v", d.Name, back, d)
+		}
+	}
+}
+
+func loadFile(t *testing.T, name string) topology.Description {
+	t.Helper()
+	d, err := topology.LoadFile(topologyFile(t, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
