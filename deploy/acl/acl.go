@@ -307,9 +307,5 @@ func Platform() (Policy, error) {
 	if err != nil {
 		return Policy{}, fmt.Errorf("acl: %w", err)
 	}
-	topo, err := topology.FromCatalog(reg)
-	if err != nil {
-		return Policy{}, fmt.Errorf("acl: %w", err)
-	}
-	return Build(topo, reg, PlatformServices(reg))
+	return Build(topology.Platform(), reg, PlatformServices(reg))
 }

@@ -71,7 +71,7 @@ type Conn struct {
 // address in turn, so after a node fails the redial goes to another one;
 // the first dial starts at a random node to spread a fleet's connections.
 func Dial(ctx context.Context, url string, opts Options, hooks ...Hook) (*Conn, error) {
-	urls := SplitURLs(url)
+	urls := splitURLs(url)
 	if len(urls) == 0 {
 		return nil, errors.New("broker: dial: no address given")
 	}
@@ -101,9 +101,9 @@ func Dial(ctx context.Context, url string, opts Options, hooks ...Hook) (*Conn, 
 	return c, nil
 }
 
-// SplitURLs returns the addresses of a comma-separated list, blanks
+// splitURLs returns the addresses of a comma-separated list, blanks
 // dropped.
-func SplitURLs(list string) []string {
+func splitURLs(list string) []string {
 	var out []string
 	for _, u := range strings.Split(list, ",") {
 		if u = strings.TrimSpace(u); u != "" {

@@ -69,9 +69,9 @@ func New(pool *pgxpool.Pool, schema, consumer string, opts Options) *Inbox {
 		table: pgx.Identifier{schema, "inbox_message"}.Sanitize()}
 }
 
-// PayloadHash is the SHA-256 of the payload in compact form, so whitespace
+// payloadHash is the SHA-256 of the payload in compact form, so whitespace
 // never makes the same event look different.
-func PayloadHash(payload []byte) []byte {
+func payloadHash(payload []byte) []byte {
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, payload); err != nil {
 		buf.Reset()
@@ -114,7 +114,7 @@ func (in *Inbox) settings(env envelope.Envelope) statement {
 // claimAfter runs before, then inserts (consumer, event id), all in one
 // round trip, and tells a first claim from a duplicate or a conflict.
 func (in *Inbox) claimAfter(ctx context.Context, tx pgx.Tx, env envelope.Envelope, before ...statement) (bool, error) {
-	hash := PayloadHash(env.Payload)
+	hash := payloadHash(env.Payload)
 	var tenantID *string
 	if env.TenantID != "" {
 		tenantID = &env.TenantID
@@ -278,7 +278,7 @@ func (in *Inbox) together(ctx context.Context, batch []fabric.Received, h TxHand
 	tenants, correlations := make([]*string, n), make([]*string, n)
 	hashes := make([][]byte, n)
 	for i, m := range batch {
-		ids[i], types[i], hashes[i] = m.Env.ID, m.Env.Type, PayloadHash(m.Env.Payload)
+		ids[i], types[i], hashes[i] = m.Env.ID, m.Env.Type, payloadHash(m.Env.Payload)
 		if m.Env.TenantID != "" {
 			tenants[i] = &m.Env.TenantID
 		}

@@ -50,9 +50,9 @@ type shared struct {
 	tokens int // leased and not yet used
 }
 
-// NewShared returns the bucket name in schema's rate_bucket: perSecond on
+// newShared returns the bucket name in schema's rate_bucket: perSecond on
 // average across all instances, bursts of burst (at least 1).
-func NewShared(pool *pgxpool.Pool, schema, name string, perSecond float64, burst int) (*shared, error) {
+func newShared(pool *pgxpool.Pool, schema, name string, perSecond float64, burst int) (*shared, error) {
 	if perSecond <= 0 || name == "" {
 		return nil, fmt.Errorf("ratelimit: bucket %q: want a name and a positive rate", name)
 	}
@@ -163,7 +163,7 @@ func (p *perKey) Allow(ctx context.Context, key string) (bool, time.Duration, er
 			rate = r
 		}
 		var err error
-		if b, err = NewShared(p.pool, p.schema, p.prefix+key, rate, burst); err != nil {
+		if b, err = newShared(p.pool, p.schema, p.prefix+key, rate, burst); err != nil {
 			p.mu.Unlock()
 			return false, 0, err
 		}

@@ -137,21 +137,6 @@ func Load(fsys fs.FS) (*Registry, error) {
 	return r, nil
 }
 
-// New builds a registry from definitions whose Schema is set; tests and
-// services with private types use it.
-func New(defs ...Definition) (*Registry, error) {
-	r := &Registry{defs: make(map[string]Definition, len(defs))}
-	for _, d := range defs {
-		if err := r.add(d); err != nil {
-			return nil, fmt.Errorf("registry: %w", err)
-		}
-	}
-	if err := r.checkSuccessors(); err != nil {
-		return nil, fmt.Errorf("registry: %w", err)
-	}
-	return r, nil
-}
-
 // checkSuccessors refuses a transition to a version nobody defined: its
 // producer could not publish it.
 func (r *Registry) checkSuccessors() error {

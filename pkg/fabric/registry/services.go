@@ -20,14 +20,14 @@ type Service struct {
 	// listed here, so a type nobody sends yet is granted to no one.
 	Publishes []string `yaml:"publishes,omitempty"`
 	// Consumes lists the service's queues.
-	Consumes []Subscription `yaml:"consumes,omitempty"`
+	Consumes []subscription `yaml:"consumes,omitempty"`
 }
 
-// Subscription is one consumer queue <service>.<purpose> and the routing
+// subscription is one consumer queue <service>.<purpose> and the routing
 // keys bound to it: a catalog type, or (events only) a topic pattern such
 // as "request.#". The exchange of each key follows from the kind of the
 // types it names (topology.Route).
-type Subscription struct {
+type subscription struct {
 	Queue string   `yaml:"queue"`
 	Keys  []string `yaml:"keys"`
 	// Priority names event types that go to the queue's priority lane,

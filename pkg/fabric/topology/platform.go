@@ -31,11 +31,11 @@ var platform = sync.OnceValues(func() (Description, error) {
 	if err != nil {
 		return Description{}, err
 	}
-	return FromCatalog(reg)
+	return fromCatalog(reg)
 })
 
 // Platform returns the platform's topology, derived from the embedded
-// catalog's service declarations (FromCatalog). The catalog is compiled
+// catalog's service declarations (fromCatalog). The catalog is compiled
 // into every binary and checked by the registry's and this package's
 // tests, so a catalog that does not derive is a broken build: Platform
 // panics then, naming the fault.
@@ -47,14 +47,14 @@ func Platform() Description {
 	return d
 }
 
-// FromCatalog derives the platform topology from the services the catalog
+// fromCatalog derives the platform topology from the services the catalog
 // declares (registry.Service): the five platform exchanges, and for each
 // queue a service consumes, its bindings, with the exchange of each key
 // following from the kind of the types it names, its priority lane, and
 // the fabric's default retry tiers and DLQ. A key must name a catalog type
 // or be a topic pattern matching at least one event (patterns bind on
 // platform.events, the one topic exchange).
-func FromCatalog(reg *registry.Registry) (Description, error) {
+func fromCatalog(reg *registry.Registry) (Description, error) {
 	d := Description{
 		Name:       "platform",
 		Codec:      CodecAgora,

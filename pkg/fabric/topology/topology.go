@@ -37,11 +37,10 @@ const (
 	RetryExchange = "platform.retry"
 )
 
-// DefaultRetryTiers are the delays of the retry queues when a consumer names none.
+// defaultRetryTiers are the delays of the retry queues when a consumer names none:
+// 30 s, 5 min, 30 min.
 var defaultRetryTiers = []time.Duration{30 * time.Second, 5 * time.Minute, 30 * time.Minute}
 
-// DefaultRetryTiers returns the platform's default retry delays: 30 s, 5 min, 30 min.
-func DefaultRetryTiers() []time.Duration { return append([]time.Duration(nil), defaultRetryTiers...) }
 
 // DefaultDeliveryLimit bounds broker-side redeliveries of one message on a
 // consumer queue. The fabric counts attempts in its own header; this is the
@@ -253,7 +252,7 @@ func (c Consumer) Tiers() []time.Duration {
 		tiers = c.naming.tiers
 	}
 	if len(tiers) == 0 {
-		return DefaultRetryTiers()
+		return append([]time.Duration(nil), defaultRetryTiers...)
 	}
 	out := make([]time.Duration, len(tiers))
 	for i, d := range tiers {

@@ -297,16 +297,6 @@ func describe(errs []*vErrors.ValidationError) string {
 	return b.String()
 }
 
-// Fetch returns a validator for the document the service at baseURL
-// serves at /openapi.json, fetched with client (nil: a default client).
-func Fetch(ctx context.Context, client *http.Client, baseURL string) (*Validator, error) {
-	doc, err := fetch(ctx, client, baseURL)
-	if err != nil {
-		return nil, err
-	}
-	return New(doc)
-}
-
 func fetch(ctx context.Context, client *http.Client, baseURL string) ([]byte, error) {
 	if client == nil {
 		client = &http.Client{}

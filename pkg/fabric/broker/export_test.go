@@ -1,0 +1,4 @@
+package broker
+
+// SplitURLs is splitURLs for the package's external tests.
+var SplitURLs = splitURLs

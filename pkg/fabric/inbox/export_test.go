@@ -1,0 +1,4 @@
+package inbox
+
+// PayloadHash is payloadHash for the package's external tests.
+var PayloadHash = payloadHash

@@ -1,0 +1,4 @@
+package topology
+
+// FromCatalog is fromCatalog for the package's external tests.
+var FromCatalog = fromCatalog
