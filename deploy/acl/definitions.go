@@ -157,18 +157,24 @@ func (p Policy) Definitions(opts Options) Definitions {
 		}
 	}
 	if opts.Topology {
-		d.Exchanges, d.Queues, d.Bindings = topologyDefs(p.Topology, opts.Vhost)
+		d.Exchanges, d.Queues, d.Bindings, d.Policies = topologyDefs(p.Topology, opts.Vhost)
 	}
 	return d
 }
 
-func topologyDefs(topo topology.Description, vhost string) ([]DefExchange, []DefQueue, []DefBinding) {
+// topologyDefs renders the topology's exchanges, queues, bindings and the
+// queues' policies (a retry tier's delay, topology.Consumer.Queues): the
+// policies are in the definitions so that a broker provisioned from them
+// has each tier's policy before any service declares the tier; `fabricctl
+// topology apply` sets the same ones on a broker provisioned otherwise.
+func topologyDefs(topo topology.Description, vhost string) ([]DefExchange, []DefQueue, []DefBinding, []map[string]any) {
 	var exs []DefExchange
 	for _, e := range topo.Exchanges {
 		exs = append(exs, DefExchange{Name: e.Name, Vhost: vhost, Type: e.Type, Durable: true, Arguments: map[string]any{}})
 	}
 	var qs []DefQueue
 	var bs []DefBinding
+	ps := []map[string]any{}
 	for _, c := range topo.Consumers {
 		for _, q := range c.Queues() {
 			args := map[string]any{}
@@ -176,6 +182,10 @@ func topologyDefs(topo topology.Description, vhost string) ([]DefExchange, []Def
 				args[k] = v
 			}
 			qs = append(qs, DefQueue{Name: q.Name, Vhost: vhost, Durable: true, Arguments: args})
+			if p := q.Policy; p != nil {
+				ps = append(ps, map[string]any{"vhost": vhost, "name": p.Name, "pattern": p.Pattern,
+					"apply-to": p.ApplyTo, "priority": p.Priority, "definition": p.Definition})
+			}
 		}
 		// Q.dlq to platform.dead-letter, Q and Q.retry.<n> to platform.retry.
 		for _, b := range c.FabricBindings() {
@@ -188,7 +198,8 @@ func topologyDefs(topo topology.Description, vhost string) ([]DefExchange, []Def
 		}
 	}
 	sort.Slice(qs, func(i, j int) bool { return qs[i].Name < qs[j].Name })
-	return exs, qs, bs
+	sort.Slice(ps, func(i, j int) bool { return ps[i]["name"].(string) < ps[j]["name"].(string) })
+	return exs, qs, bs, ps
 }
 
 // JSON renders d as indented JSON with a trailing newline, stable across runs

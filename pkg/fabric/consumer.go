@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -629,11 +630,17 @@ func forwardHeaders(h amqp.Table) amqp.Table {
 	return out
 }
 
-func (c *Consumer) forward(ctx context.Context, d amqp.Delivery, exchange, key string, headers amqp.Table) error {
-	pd, err := c.pub.Send(ctx, Message{
+// forward republishes d to exchange with key and headers; a positive ttl
+// becomes the message's expiration (a retry's delay).
+func (c *Consumer) forward(ctx context.Context, d amqp.Delivery, exchange, key string, headers amqp.Table, ttl time.Duration) error {
+	m := Message{
 		Exchange: exchange, RoutingKey: key, Body: d.Body, MessageID: d.MessageId,
 		CorrelationID: d.CorrelationId, Type: d.Type, Headers: headers, Timestamp: d.Timestamp,
-	})
+	}
+	if ttl > 0 {
+		m.Expiration = strconv.FormatInt(max(ttl.Milliseconds(), 1), 10)
+	}
+	pd, err := c.pub.Send(ctx, m)
 	if err != nil {
 		return err
 	}
@@ -654,8 +661,12 @@ func (c *Consumer) retry(ctx context.Context, d amqp.Delivery, id string, attemp
 	}
 	// platform.retry (or the topology's retry exchange) routes key
 	// Q.retry.<n> to that queue alone; the service's user may publish only
-	// its own queues' keys there.
-	if err := c.forward(ctx, d, c.spec.RetryExchange(), c.spec.RetryQueue(attempt), h); err != nil {
+	// its own queues' keys there. The message carries the tier's delay as
+	// its expiration, so the tier returns it to Q after that delay whether
+	// or not the tier's policy (message-ttl, set by `fabricctl topology
+	// apply`) is there yet; with both, the lower wins. The broker drops the
+	// expiration when it dead-letters the message back to Q.
+	if err := c.forward(ctx, d, c.spec.RetryExchange(), c.spec.RetryQueue(attempt), h, c.tiers[attempt-1]); err != nil {
 		c.requeue(d, id, "retry publish failed", err)
 		return
 	}
@@ -682,7 +693,7 @@ func (c *Consumer) deadLetter(ctx context.Context, d amqp.Delivery, id string, c
 		h[wire.HeaderOrigExchange] = d.Exchange
 		h[wire.HeaderOrigRouting] = d.RoutingKey
 	}
-	if err := c.forward(ctx, d, c.spec.DeadLetterExchange(), c.spec.Queue, h); err != nil {
+	if err := c.forward(ctx, d, c.spec.DeadLetterExchange(), c.spec.Queue, h, 0); err != nil {
 		c.requeue(d, id, "dead-letter publish failed", err)
 		return
 	}

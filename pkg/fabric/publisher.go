@@ -35,6 +35,9 @@ type Message struct {
 	Type          string
 	Headers       amqp.Table
 	Timestamp     time.Time
+	// Expiration is the message's time to live in its queue, in
+	// milliseconds ("" for none): a retry's delay in its retry tier.
+	Expiration string
 }
 
 // PublisherOptions tune a Publisher. The zero value is usable.
@@ -293,6 +296,7 @@ func (p *Publisher) send(ctx context.Context, m Message, onDone func(error)) (*P
 		Type:          m.Type,
 		Timestamp:     ts.UTC(),
 		Headers:       headers,
+		Expiration:    m.Expiration,
 		Body:          m.Body,
 	}
 	for {

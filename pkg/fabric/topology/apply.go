@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -82,13 +83,24 @@ func declareExchanges(ctx context.Context, conn channelOpener, exchanges []Excha
 // queue or exchange that exists with other arguments yields a
 // *ConflictError naming the argument.
 //
-// A retry queue declared before platform.retry existed dead-letters through
-// the default exchange (x-dead-letter-exchange ""). Its arguments cannot
-// change in place, so Apply accepts it as it is when it differs from the
-// current declaration in that alone: dead-lettering is broker-internal and
-// needs no permission, and redeclaring an existing queue does not check the
-// DLX. Such a queue still routes back to Q alone; deleting it while empty
-// lets the next Apply declare it through platform.retry.
+// Apply declares queues; it sets no policy (AMQP cannot, and the services
+// that call it may not): the retry tiers' policies are set by `fabricctl
+// topology apply` and the definitions file.
+//
+// A retry tier declared by an earlier version may carry arguments the
+// current declaration no longer has, and arguments cannot change in place;
+// Apply accepts such a tier as it is when it differs in these alone:
+//
+//   - x-message-ttl, the tier's delay before policies carried it. The tier
+//     works as before (each message's own expiration and the argument, the
+//     lower wins). Apply does not bind it: it was bound when it was
+//     declared, and `fabricctl topology apply` upgrades it by unbinding it,
+//     moving its messages out and deleting it, which a service binding it
+//     again meanwhile could make lose a retry.
+//   - x-dead-letter-exchange "", from before platform.retry existed:
+//     dead-lettering is broker-internal and needs no permission, and
+//     redeclaring an existing queue does not check the DLX. Such a queue
+//     still routes back to Q alone.
 func Apply(ctx context.Context, conn channelOpener, d Description) error {
 	d = d.Resolve()
 	if err := d.Validate(); err != nil {
@@ -103,35 +115,49 @@ func Apply(ctx context.Context, conn channelOpener, d Description) error {
 	}
 	defer func() { ch.Close() }()
 	for _, c := range d.Consumers {
+		legacy := map[string]bool{} // tiers kept with an earlier x-message-ttl
 		for _, q := range c.Queues() {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("topology: %w", err)
 			}
-			_, err := ch.QueueDeclare(q.Name, true, false, false, false, q.Args)
-			if err == nil {
-				continue
-			}
-			err = classify(err, "queue", q.Name)
-			var conflict *ConflictError
-			if q.Name == c.Queue || q.Name == c.DLQ() || !errors.As(err, &conflict) || conflict.Argument != "x-dead-letter-exchange" {
-				return fmt.Errorf("topology: %w", err)
-			}
-			// The failed declaration closed the channel.
-			if ch, err = conn.Channel(); err != nil {
-				return fmt.Errorf("topology: open channel: %w", err)
-			}
-			if _, err := ch.QueueDeclare(q.Name, true, false, false, false, legacyRetryArgs(q.Args)); err != nil {
-				// Not the earlier queue: name what else differs, or the
-				// first conflict if it is still the DLX.
-				err = classify(err, "queue", q.Name)
-				var other *ConflictError
-				if errors.As(err, &other) && other.Argument == "x-dead-letter-exchange" {
-					err = conflict
+			args := q.Args
+			var first *ConflictError
+			for attempt := 0; ; attempt++ {
+				_, err := ch.QueueDeclare(q.Name, true, false, false, false, args)
+				if err == nil {
+					break
 				}
-				return fmt.Errorf("topology: %w", err)
+				err = classify(err, "queue", q.Name)
+				var conflict *ConflictError
+				if !errors.As(err, &conflict) {
+					return fmt.Errorf("topology: %w", err)
+				}
+				if first == nil {
+					first = conflict
+				}
+				next, ok := adoptLegacy(args, conflict)
+				if q.Name == c.Queue || q.Name == c.DLQ() || !ok || attempt == len(legacyArgs) {
+					// Not an earlier tier: name what else differs, or
+					// the first difference if it is still the same one.
+					if conflict.Argument == first.Argument {
+						conflict = first
+					}
+					return fmt.Errorf("topology: %w", conflict)
+				}
+				args = next
+				// The failed declaration closed the channel.
+				if ch, err = conn.Channel(); err != nil {
+					return fmt.Errorf("topology: open channel: %w", err)
+				}
+			}
+			if _, ok := args["x-message-ttl"]; ok {
+				legacy[q.Name] = true
 			}
 		}
 		for _, b := range c.FabricBindings() {
+			if legacy[b.Queue] {
+				continue
+			}
 			if err := ch.QueueBind(b.Queue, b.Key, b.Exchange, false, nil); err != nil {
 				return fmt.Errorf("topology: bind %s to %s/%s: %w", b.Queue, b.Exchange, b.Key, err)
 			}
@@ -145,13 +171,44 @@ func Apply(ctx context.Context, conn channelOpener, d Description) error {
 	return nil
 }
 
-// legacyRetryArgs are a retry queue's arguments as they were declared before
-// platform.retry: dead-lettering to Q through the default exchange.
-func legacyRetryArgs(args amqp.Table) amqp.Table {
+// legacyArgs are the retry tier arguments of earlier versions that Apply
+// accepts on an existing tier (see Apply).
+var legacyArgs = []string{"x-message-ttl", "x-dead-letter-exchange"}
+
+// currentValue reads the broker's value out of an inequivalent-argument
+// refusal (rabbit_misc, the same on RabbitMQ 3.10 and 4.x): "... received
+// none but current is the value '30000' of type 'long'" when one side
+// lacks the argument, "... received 'platform.retry' but current is
+// 'car.retry'" when both have it.
+var currentValue = regexp.MustCompile(`but current is (?:the value '(.*)' of type '[a-z]+'|'(.*)')$`)
+
+// adoptLegacy returns args with the broker's value of the argument conflict
+// names, when that is an earlier tier's: any x-message-ttl, or an
+// x-dead-letter-exchange of "".
+func adoptLegacy(args amqp.Table, conflict *ConflictError) (amqp.Table, bool) {
+	m := currentValue.FindStringSubmatch(conflict.Detail)
+	if m == nil {
+		return nil, false
+	}
+	current := m[1] + m[2] // one of them matched
 	out := amqp.Table{}
 	for k, v := range args {
 		out[k] = v
 	}
-	out["x-dead-letter-exchange"] = ""
-	return out
+	switch conflict.Argument {
+	case "x-message-ttl":
+		ttl, err := strconv.ParseInt(current, 10, 64)
+		if err != nil || ttl < 0 {
+			return nil, false
+		}
+		out["x-message-ttl"] = ttl
+	case "x-dead-letter-exchange":
+		if current != "" {
+			return nil, false
+		}
+		out["x-dead-letter-exchange"] = ""
+	default:
+		return nil, false
+	}
+	return out, true
 }

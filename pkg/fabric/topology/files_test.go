@@ -81,8 +81,11 @@ func TestCARFile(t *testing.T) {
 	if !slices.Equal(names, want) {
 		t.Errorf("Queues() = %q, want %q", names, want)
 	}
-	if a := qs[1].Args; a["x-dead-letter-exchange"] != "car.retry" || a["x-message-ttl"] != int64(1000) {
-		t.Errorf("retry tier 1 args = %v", a)
+	if a := qs[1].Args; a["x-dead-letter-exchange"] != "car.retry" || a["x-message-ttl"] != nil {
+		t.Errorf("retry tier 1 args = %v, want car.retry and no x-message-ttl (the tier's policy carries it)", a)
+	}
+	if p := qs[1].Policy; p == nil || p.Pattern != `^processos\.analista\.retry\.1$` || p.Definition["message-ttl"] != int64(1000) {
+		t.Errorf("retry tier 1 policy = %+v, want message-ttl 1000 on that queue alone", p)
 	}
 	if a := qs[4].Args; a["x-dead-letter-exchange"] != "car.dlx" || a["x-dead-letter-routing-key"] != "processos.analista" {
 		t.Errorf("main queue args = %v", a)

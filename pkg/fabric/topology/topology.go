@@ -592,14 +592,32 @@ func (d Description) validateFormat(ex map[string]string, bad func(string, ...an
 	return nil
 }
 
-// queueSpec is one queue to declare with its arguments.
+// queueSpec is one queue to declare with its arguments, and the broker
+// policy that carries what may change without redeclaring it.
 type queueSpec struct {
 	Name string
+	// Args are what the queue is declared with: what never changes and
+	// what must hold before any policy exists (docs/topologies.md,
+	// "Changing retry tiers and queue settings").
 	Args amqp.Table
+	// Policy is the broker policy of the queue (a retry tier's delay), set
+	// by `fabricctl topology apply` and the definitions file, not by the
+	// services that declare the queue; nil when the queue has none.
+	Policy *queuePolicy
 }
 
 // Queues returns, for consumer c, its DLQ, retry tiers and main queue, in
-// declaration order, with their exact arguments.
+// declaration order, with their exact arguments and policies.
+//
+// A retry tier's delay is not an argument: arguments cannot change on an
+// existing queue, and for message-ttl the lower of argument and policy
+// wins, so a tier declared with it could never be lengthened. The delay is
+// the tier's policy (message-ttl) and, first of all, the per-message
+// expiration the consumer gives each retry, which holds with or without
+// the policy (fabric.Consumer). Everything that decides whether a message
+// can be lost stays an argument: the queue type, dead-lettering (arguments
+// win over policies for it) and its at-least-once strategy with
+// reject-publish overflow, and the delivery limits.
 func (c Consumer) Queues() []queueSpec {
 	// At-least-once dead-lettering (quorum only) needs reject-publish
 	// overflow; without it the broker may drop a message while moving it.
@@ -621,10 +639,12 @@ func (c Consumer) Queues() []queueSpec {
 		// with key Q: never through platform.events, which would hand it
 		// to every other consumer, and not through the default exchange,
 		// since declaring a queue whose DLX is "" needs write permission on
-		// it (see Apply for retry queues declared that way before).
-		args := safeDLX(c.RetryExchange(), c.Queue)
-		args["x-message-ttl"] = int64(d / time.Millisecond)
-		out = append(out, queueSpec{Name: c.RetryQueue(i + 1), Args: args})
+		// it (see Apply for retry queues declared that way before). The
+		// delay is the tier's policy, not an argument (see above; Apply
+		// keeps tiers declared with x-message-ttl before, and `fabricctl
+		// topology apply` upgrades them).
+		q := c.RetryQueue(i + 1)
+		out = append(out, queueSpec{Name: q, Args: safeDLX(c.RetryExchange(), c.Queue), Policy: tierPolicy(q, d)})
 	}
 	main := safeDLX(c.DeadLetterExchange(), c.Queue)
 	main["x-delivery-limit"] = int64(c.limit())
