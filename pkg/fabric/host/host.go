@@ -21,6 +21,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -236,8 +237,13 @@ const defaultPoolSize = 10
 
 // Options describe what a service needs from the host.
 type Options struct {
-	// Consumers are the service's own queues (from topology.Platform());
-	// they are declared with the platform exchanges on every connect.
+	// Queues name the service's own queues in the platform topology
+	// (topology.Platform, derived from the catalog's services:); a name
+	// the catalog does not declare for any service is an error at start.
+	// They are declared with the platform exchanges on every connect.
+	Queues []string
+	// Consumers are queues of a topology other than the platform's (a
+	// test's, another system's), declared as given beside Queues.
 	Consumers []topology.Consumer
 	// Migrations are the service's goose migrations (applied after the
 	// fabric's, tracked in <schema>.service_migrations).
@@ -295,6 +301,13 @@ type worker struct {
 // New connects everything. It returns an error naming the dependency that
 // failed; ctx bounds the start-up (the broker is retried until then).
 func New(ctx context.Context, cfg Config, opts Options, logOut io.Writer) (*host, error) {
+	if len(opts.Queues) > 0 {
+		specs, err := topology.Platform().Lookup(opts.Queues...)
+		if err != nil {
+			return nil, fmt.Errorf("host: %w (declare it under services: in pkg/fabric/catalog/catalog.yaml)", err)
+		}
+		opts.Consumers = append(slices.Clone(opts.Consumers), specs...)
+	}
 	if len(cfg.RetryTiers) > 0 {
 		consumers := make([]topology.Consumer, len(opts.Consumers))
 		for i, c := range opts.Consumers {

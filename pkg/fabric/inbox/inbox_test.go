@@ -20,8 +20,8 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
+	"github.com/agora-platform/agora/pkg/fabric/internal/pipetx"
 	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
-	"github.com/agora-platform/agora/pkg/fabric/pipetx"
 	"github.com/agora-platform/agora/pkg/fabric/telemetry"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/agora-platform/agora/pkg/fabric/pipetx"
+	"github.com/agora-platform/agora/pkg/fabric/internal/pipetx"
 )
 
 // setting is the Postgres setting every tenant table's row-level security
@@ -100,3 +100,10 @@ func Set(ctx context.Context, tx pgx.Tx, tenantID string) error {
 	}
 	return nil
 }
+
+// Deferring wraps the transaction Tx hands fn for generated queries
+// (sqlc): their Exec statements, whose result only an error could matter,
+// are deferred to travel with the next statement or the COMMIT instead of
+// costing a round trip each; on any other pgx.Tx they run at once. A
+// deferred statement's error surfaces at the next statement or the commit.
+type Deferring = pipetx.Deferring

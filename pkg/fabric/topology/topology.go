@@ -41,7 +41,6 @@ const (
 // 30 s, 5 min, 30 min.
 var defaultRetryTiers = []time.Duration{30 * time.Second, 5 * time.Minute, 30 * time.Minute}
 
-
 // DefaultDeliveryLimit bounds broker-side redeliveries of one message on a
 // consumer queue. The fabric counts attempts in its own header; this is the
 // backstop for a consumer that crashes on a message again and again, set

@@ -13,7 +13,6 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/host"
-	"github.com/agora-platform/agora/pkg/fabric/topology"
 	"github.com/agora-platform/agora/services/ai-builder/internal/embed"
 	"github.com/agora-platform/agora/services/ai-builder/internal/httpapi"
 	"github.com/agora-platform/agora/services/ai-builder/internal/knowledge"
@@ -99,12 +98,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	specs, err := topology.Platform().Lookup(queue)
-	if err != nil {
-		return err
-	}
 	h, err := host.New(ctx, cfg.host, host.Options{
-		Consumers: specs, Migrations: migrations.FS, NeedsAuth: true, Relay: true,
+		Queues: []string{queue}, Migrations: migrations.FS, NeedsAuth: true, Relay: true,
 		OpenAPI: httpapi.OpenAPI,
 	}, stdout)
 	if err != nil {

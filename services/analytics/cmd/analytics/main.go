@@ -13,7 +13,6 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/host"
 	"github.com/agora-platform/agora/pkg/fabric/sweep"
-	"github.com/agora-platform/agora/pkg/fabric/topology"
 	"github.com/agora-platform/agora/services/analytics/internal/export"
 	"github.com/agora-platform/agora/services/analytics/internal/httpapi"
 	"github.com/agora-platform/agora/services/analytics/internal/messaging"
@@ -90,12 +89,8 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	if err != nil {
 		return err
 	}
-	specs, err := topology.Platform().Lookup(queue, exportQueue)
-	if err != nil {
-		return err
-	}
 	// The relay publishes the export jobs the API enqueues.
-	h, err := host.New(ctx, cfg.host, host.Options{Consumers: specs, Migrations: migrations.FS(), NeedsAuth: true, Relay: true, OpenAPI: httpapi.OpenAPI}, stdout)
+	h, err := host.New(ctx, cfg.host, host.Options{Queues: []string{queue, exportQueue}, Migrations: migrations.FS(), NeedsAuth: true, Relay: true, OpenAPI: httpapi.OpenAPI}, stdout)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/agora-platform/agora/pkg/fabric/pipetx"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/services/analytics/internal/postgres/pgdb"
 	"github.com/agora-platform/agora/services/analytics/internal/projection"
@@ -55,7 +54,7 @@ func (s *Store) LockState(ctx context.Context, tx pgx.Tx, tenantID, requestID st
 
 // UpdateState stores the new status of st inside tx.
 func (s *Store) UpdateState(ctx context.Context, tx pgx.Tx, tenantID string, st projection.State) error {
-	if err := pgdb.New(pipetx.Deferring{Tx: tx}).UpdateState(ctx, pgdb.UpdateStateParams{TenantID: tenantID, RequestID: st.RequestID,
+	if err := pgdb.New(tenant.Deferring{Tx: tx}).UpdateState(ctx, pgdb.UpdateStateParams{TenantID: tenantID, RequestID: st.RequestID,
 		Status: st.Status, ChangedAt: st.ChangedAt}); err != nil {
 		return fmt.Errorf("update state of request %s: %w", st.RequestID, err)
 	}
@@ -77,7 +76,7 @@ func (s *Store) Apply(ctx context.Context, tx pgx.Tx, tenantID string, deltas []
 		p.Statuses = append(p.Statuses, d.Status)
 		p.Ns = append(p.Ns, d.N)
 	}
-	if err := pgdb.New(pipetx.Deferring{Tx: tx}).AppendDeltas(ctx, p); err != nil {
+	if err := pgdb.New(tenant.Deferring{Tx: tx}).AppendDeltas(ctx, p); err != nil {
 		return fmt.Errorf("append %d counter deltas: %w", len(deltas), err)
 	}
 	return nil

@@ -16,7 +16,6 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/host"
-	"github.com/agora-platform/agora/pkg/fabric/topology"
 	"github.com/agora-platform/agora/services/communication/internal/httpapi"
 	"github.com/agora-platform/agora/services/communication/internal/logchannel"
 	"github.com/agora-platform/agora/services/communication/internal/mail"
@@ -94,11 +93,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	if err != nil {
 		return err
 	}
-	cons, err := topology.Platform().Lookup(submittedQueue, statusQueue, commandQueue)
-	if err != nil {
-		return err
-	}
-	h, err := host.New(ctx, cfg.host, host.Options{Consumers: cons, Migrations: migrations.FS(), NeedsAuth: true, Relay: true, OpenAPI: httpapi.OpenAPI}, stdout)
+	h, err := host.New(ctx, cfg.host, host.Options{Queues: []string{submittedQueue, statusQueue, commandQueue}, Migrations: migrations.FS(), NeedsAuth: true, Relay: true, OpenAPI: httpapi.OpenAPI}, stdout)
 	if err != nil {
 		return err
 	}

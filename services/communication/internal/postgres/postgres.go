@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
-	"github.com/agora-platform/agora/pkg/fabric/pipetx"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/services/communication/internal/notify"
 	"github.com/agora-platform/agora/services/communication/internal/postgres/pgdb"
@@ -160,7 +159,7 @@ func (s *Store) RecordFailure(ctx context.Context, tenantID, sourceEventID strin
 func (s *Store) MarkSentTx(ctx context.Context, tx pgx.Tx, tenantID, id string) error {
 	// Deferred: the update travels with the transaction's next statement
 	// or its COMMIT (pipetx), as the notification-sent event's outbox row does.
-	return pgdb.New(pipetx.Deferring{Tx: tx}).MarkSent(ctx, pgdb.MarkSentParams{TenantID: tenantID, ID: id})
+	return pgdb.New(tenant.Deferring{Tx: tx}).MarkSent(ctx, pgdb.MarkSentParams{TenantID: tenantID, ID: id})
 }
 
 // MarkFailedTx marks notification id failed for reason inside tx; attempted

@@ -13,7 +13,6 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/host"
-	"github.com/agora-platform/agora/pkg/fabric/topology"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/batch"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/history"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/httpapi"
@@ -79,11 +78,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	if err != nil {
 		return err
 	}
-	specs, err := topology.Platform().Lookup(queues...)
-	if err != nil {
-		return err
-	}
-	h, err := host.New(ctx, cfg.host, host.Options{Consumers: specs, Migrations: migrations.FS(), NeedsAuth: true, OpenAPI: httpapi.OpenAPI}, stdout)
+	h, err := host.New(ctx, cfg.host, host.Options{Queues: queues, Migrations: migrations.FS(), NeedsAuth: true, OpenAPI: httpapi.OpenAPI}, stdout)
 	if err != nil {
 		return err
 	}

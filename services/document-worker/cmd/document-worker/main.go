@@ -14,7 +14,6 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/host"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
-	"github.com/agora-platform/agora/pkg/fabric/topology"
 	"github.com/agora-platform/agora/services/document-worker/internal/document"
 	"github.com/agora-platform/agora/services/document-worker/internal/httpapi"
 	"github.com/agora-platform/agora/services/document-worker/internal/messaging"
@@ -77,12 +76,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	specs, err := topology.Platform().Lookup(queue, reprocessQueue)
-	if err != nil {
-		return err
-	}
 	h, err := host.New(ctx, cfg.host, host.Options{
-		Consumers:  specs,
+		Queues:     []string{queue, reprocessQueue},
 		Migrations: migrations.FS,
 		Relay:      true,
 		OpenAPI:    httpapi.OpenAPI,

@@ -18,7 +18,6 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/host"
 	"github.com/agora-platform/agora/pkg/fabric/ratelimit"
 	"github.com/agora-platform/agora/pkg/fabric/retention"
-	"github.com/agora-platform/agora/pkg/fabric/topology"
 	"github.com/agora-platform/agora/services/request/internal/httpapi"
 	"github.com/agora-platform/agora/services/request/internal/messaging"
 	"github.com/agora-platform/agora/services/request/internal/postgres"
@@ -33,7 +32,7 @@ const workflowEventsQueue = "request.workflow-events"
 
 // workflowAlertsQueue is its priority lane: SLA breaches and stuck
 // processes, ahead of any backlog of ordinary progress.
-const workflowAlertsQueue = workflowEventsQueue + topology.LaneSuffix
+const workflowAlertsQueue = workflowEventsQueue + ".priority"
 
 type config struct {
 	host.Config
@@ -114,10 +113,6 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 }
 
 func serve(ctx context.Context, cfg config, stdout io.Writer) error {
-	specs, err := topology.Platform().Lookup(workflowEventsQueue, workflowAlertsQueue)
-	if err != nil {
-		return err
-	}
 	// Before host.New: a store that cannot be reached fails the start-up
 	// before any connection is opened.
 	blobs, err := s3.Open(ctx, s3.Config{Endpoint: cfg.S3Endpoint, AccessKey: cfg.S3AccessKey,
@@ -126,7 +121,7 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 		return err
 	}
 	h, err := host.New(ctx, cfg.Config, host.Options{
-		Consumers: specs, Migrations: migrations.FS(), NeedsAuth: true, Relay: true,
+		Queues: []string{workflowEventsQueue, workflowAlertsQueue}, Migrations: migrations.FS(), NeedsAuth: true, Relay: true,
 		// Row-level security with FORCE (migration 00001): cleaned tenant
 		// by tenant, the tenants kept by migration 00002's trigger.
 		Retain:  []retention.Table{{Name: "idempotency_key", Column: "created_at", Age: cfg.IdempotencyRetention, TenantScoped: true}},

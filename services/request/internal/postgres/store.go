@@ -19,7 +19,6 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
-	"github.com/agora-platform/agora/pkg/fabric/pipetx"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/services/request/internal/postgres/pgdb"
 	"github.com/agora-platform/agora/services/request/internal/request"
@@ -418,7 +417,7 @@ func (s *Store) ApplyWorkflowChange(ctx context.Context, tx pgx.Tx, tenantID str
 	// The writes below are deferred (their results are not used): they
 	// travel with the outbox rows and the timeline at COMMIT (pipetx), so
 	// the whole reaction is the lock above and the commit.
-	dq := pgdb.New(pipetx.Deferring{Tx: tx})
+	dq := pgdb.New(tenant.Deferring{Tx: tx})
 	if c.SLABreached {
 		if _, err := dq.MarkSLABreached(ctx, pgdb.MarkSLABreachedParams{TenantID: tenantID, ID: r.ID, BreachedAt: &now}); err != nil {
 			return fmt.Errorf("mark request %s SLA breached: %w", r.ID, err)
@@ -461,7 +460,7 @@ func (s *Store) enqueue(ctx context.Context, tx pgx.Tx, q *pgdb.Queries, request
 // timeline does not show are skipped. The inserts are deferred: they
 // travel with tx's next statement or its COMMIT (pipetx).
 func appendTimeline(ctx context.Context, tx pgx.Tx, tenantID, requestID string, envs ...envelope.Envelope) error {
-	q := pgdb.New(pipetx.Deferring{Tx: tx})
+	q := pgdb.New(tenant.Deferring{Tx: tx})
 	for _, env := range envs {
 		e, ok, err := request.EntryOf(env)
 		if err != nil {

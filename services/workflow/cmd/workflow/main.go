@@ -16,7 +16,6 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/host"
-	"github.com/agora-platform/agora/pkg/fabric/topology"
 	"github.com/agora-platform/agora/services/workflow/internal/httpapi"
 	"github.com/agora-platform/agora/services/workflow/internal/messaging"
 	"github.com/agora-platform/agora/services/workflow/internal/postgres"
@@ -131,12 +130,8 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	}
 	// The SEI queue is declared even when registration is off, so the
 	// commands approvals enqueue are routed and wait there.
-	specs, err := topology.Platform().Lookup(requestSubmittedQueue, requestCancelledQueue, startCommandsQueue, seiRegisterQueue, reactionsQueue)
-	if err != nil {
-		return err
-	}
 	h, err := host.New(ctx, cfg.Config, host.Options{
-		Consumers: specs, Migrations: migrations.FS(), NeedsAuth: true, Relay: true,
+		Queues: []string{requestSubmittedQueue, requestCancelledQueue, startCommandsQueue, seiRegisterQueue, reactionsQueue}, Migrations: migrations.FS(), NeedsAuth: true, Relay: true,
 		OpenAPI: httpapi.OpenAPI,
 	}, stdout)
 	if err != nil {
@@ -171,13 +166,13 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	}
 	// The reactive fabric: subscriptions may name the types the reactions
 	// queue receives, and no other.
+	reactions, err := h.Consumer(reactionsQueue)
+	if err != nil {
+		return err
+	}
 	var reactable []string
-	for _, spec := range specs {
-		if spec.Queue == reactionsQueue {
-			for _, b := range spec.Bindings {
-				reactable = append(reactable, b.Key)
-			}
-		}
+	for _, b := range reactions.Bindings {
+		reactable = append(reactable, b.Key)
 	}
 	subs, err := store.Subscriptions(h.Reg, reactable, h.Metrics.Meter)
 	if err != nil {

@@ -17,7 +17,6 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/catalog/payload"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
-	"github.com/agora-platform/agora/pkg/fabric/pipetx"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/services/workflow/internal/postgres/pgdb"
 	"github.com/agora-platform/agora/services/workflow/internal/process"
@@ -143,7 +142,7 @@ func (s *Store) StartProcess(ctx context.Context, tx pgx.Tx, tenantID string, su
 	}
 	// The task and its timers are deferred writes: they travel with the
 	// transaction's next statement or its COMMIT (pipetx).
-	taskID, err := s.openTask(ctx, pgdb.New(pipetx.Deferring{Tx: tx}), p, def, 0, now)
+	taskID, err := s.openTask(ctx, pgdb.New(tenant.Deferring{Tx: tx}), p, def, 0, now)
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
-	"github.com/agora-platform/agora/pkg/fabric/pipetx"
+	"github.com/agora-platform/agora/pkg/fabric/internal/pipetx"
 )
 
 // countingConn counts the client's writes to the server: with pgx, one
