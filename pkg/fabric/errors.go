@@ -1,9 +1,3 @@
-// Package fabric is the platform's event fabric: confirmed publishing and
-// supervised consuming of envelopes over RabbitMQ, with failure
-// classification, retry tiers and per-consumer dead-letter queues.
-//
-// Domain code sees envelopes, handlers and errors; it never touches an AMQP
-// channel.
 package fabric
 
 import (

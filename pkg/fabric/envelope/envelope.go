@@ -1,5 +1,3 @@
-// Package envelope defines the JSON envelope every platform message travels
-// in: identity (UUIDv7), type and version, tenant, correlation and causation.
 package envelope
 
 import (

@@ -1,7 +1,3 @@
-// Package inbox gives consumers effectively-once effects over at-least-once
-// delivery: the event id is claimed in the same transaction as the effect,
-// so a redelivered message finds its claim and is acked without running the
-// effect again.
 package inbox
 
 import (

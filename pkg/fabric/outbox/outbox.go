@@ -1,7 +1,3 @@
-// Package outbox implements the transactional outbox: envelopes are stored
-// in the caller's database transaction (so a fact is never committed without
-// its event, nor an event sent for a rolled-back fact) and a relay publishes
-// them with confirms after commit.
 package outbox
 
 import (

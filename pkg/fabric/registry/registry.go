@@ -1,5 +1,3 @@
-// Package registry knows every message type the platform carries: its kind,
-// scope, sensitivity, owner and the JSON Schema its payload must satisfy.
 package registry
 
 import (

@@ -1,6 +1,3 @@
-// Package telemetry wires the fabric into OpenTelemetry: W3C trace context
-// carried in AMQP headers, the fabric's consumer and publisher metrics, and a
-// Prometheus endpoint backed by the OTel Prometheus exporter.
 package telemetry
 
 import (

@@ -1,8 +1,3 @@
-// Package tenant carries the tenant a piece of work belongs to in its
-// context. The fabric's consumer sets it from the envelope (checked against
-// the x-tenant-id header) before a handler runs; handlers read it here and
-// never from payloads. Tx and Set scope a Postgres transaction to a tenant
-// for the row-level security policies of every tenant table.
 package tenant
 
 import (

@@ -1,9 +1,3 @@
-// Package topology declares exchanges, consumer queues, retry tiers and
-// dead-letter queues from a description (a Go value or YAML): the
-// platform's own (Platform, derived from the catalog's service declarations
-// and rendered to deploy/topologies/platform.yaml) and those of
-// other systems on the fabric (deploy/topologies/*.yaml, docs/topologies.md),
-// which name their own dead-letter and retry exchanges, DLQs and tiers.
 package topology
 
 import (
