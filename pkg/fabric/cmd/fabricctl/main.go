@@ -23,9 +23,13 @@ func main() {
 const usage = `usage: fabricctl <command> [flags]
 
 commands:
-  topology apply [--file F]   declare exchanges, queues, retry tiers and DLQs (AMQP_URL);
-                              F is any topology file: deploy/topologies/{platform,car,imoveis}.yaml
-  topology show  [--file F]   print the queues and arguments that apply would declare
+  topology apply [--file F]   set the retry tiers' policies (RABBITMQ_MGMT_URL), declare
+                              exchanges, queues, retry tiers and DLQs (AMQP_URL), upgrade
+                              retry tiers of earlier versions without losing a message, and
+                              audit the policies on the queues; F is any topology file:
+                              deploy/topologies/{platform,car,imoveis}.yaml
+  topology check [--file F]   what apply would fix or that can cost a message; changes nothing
+  topology show  [--file F]   print the queues, arguments and policies that apply would set
   catalog list                list every registered event, command and job
   catalog show TYPE           print one definition and its JSON Schema
   catalog asyncapi [-o FILE | --check FILE]

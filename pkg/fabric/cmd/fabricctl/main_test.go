@@ -60,6 +60,8 @@ func dlqRig(t *testing.T) (*fabrictest.Vhost, string, func(string) string) {
 		switch k {
 		case "AMQP_URL":
 			return vh.URL
+		case "RABBITMQ_MGMT_URL":
+			return env.MgmtURL
 		case "DATABASE_URL":
 			return env.DatabaseURL
 		case "FABRIC_OPERATOR":

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -17,7 +19,7 @@ import (
 
 func runTopology(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	if len(args) < 1 {
-		return fmt.Errorf("topology: want apply or show")
+		return fmt.Errorf("topology: want apply, check or show")
 	}
 	fs := flag.NewFlagSet("topology "+args[0], flag.ContinueOnError)
 	file := fs.String("file", "", "YAML topology description (default: the platform topology)")
@@ -39,25 +41,122 @@ func runTopology(ctx context.Context, args []string, getenv func(string) string,
 		printTopology(stdout, desc)
 		return nil
 	case "apply":
-		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		conn, err := broker.Dial(dctx, amqpURL(getenv), broker.Options{Name: "fabricctl"})
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		c, err := conn.Connection(dctx)
-		if err != nil {
-			return err
-		}
-		if err := topology.Apply(dctx, c, desc); err != nil {
-			return err
-		}
-		printTopology(stdout, desc)
-		fmt.Fprintf(stdout, "applied: %d exchanges, %d consumer queues\n", len(desc.Exchanges), len(desc.Consumers))
-		return nil
+		return applyTopology(ctx, desc, getenv, stdout)
+	case "check":
+		return checkTopology(ctx, desc, getenv, stdout)
 	}
 	return fmt.Errorf("topology: unknown subcommand %q", args[0])
+}
+
+// applyTopology sets the description's policies (management API), declares
+// its exchanges, queues and bindings (AMQP), upgrades the retry tiers an
+// earlier version declared with their delay as an argument, and audits the
+// policies that apply to its queues. Policies come first, so that a tier
+// declared now has its policy from the start.
+func applyTopology(ctx context.Context, desc topology.Description, getenv func(string) string, stdout io.Writer) error {
+	m, err := newMgmt(getenv)
+	if err != nil {
+		return err
+	}
+	if err := applyPolicies(ctx, m, desc, stdout); err != nil {
+		return fmt.Errorf("topology apply: the retry tiers' policies need the management API: %w", err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := broker.Dial(dctx, amqpURL(getenv), broker.Options{Name: "fabricctl"})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	c, err := conn.Connection(dctx)
+	if err != nil {
+		return err
+	}
+	if err := topology.Apply(dctx, c, desc); err != nil {
+		return err
+	}
+	// Moving messages takes as long as there are messages: no 30 s bound.
+	upgraded, err := upgradeTiers(ctx, c, m, desc, stdout)
+	if err != nil {
+		return err
+	}
+	printTopology(stdout, desc)
+	fmt.Fprintf(stdout, "applied: %d exchanges, %d consumer queues, %d retry tier policies, %d retry tiers upgraded\n",
+		len(desc.Exchanges), len(desc.Consumers), countPolicies(desc), upgraded)
+	return audit(ctx, m, desc, stdout)
+}
+
+// checkTopology compares the broker with the description without changing
+// anything: missing queues, retry tiers still declared the earlier way,
+// upgrades left half done, and the policy audit. It fails on anything that
+// apply would fix or that can cost a message.
+func checkTopology(ctx context.Context, desc topology.Description, getenv func(string) string, stdout io.Writer) error {
+	m, err := newMgmt(getenv)
+	if err != nil {
+		return err
+	}
+	queues, err := m.queues(ctx)
+	if err != nil {
+		return err
+	}
+	var findings []finding
+	for _, q := range fabricQueues(desc) {
+		bq, ok := queues[q.Name]
+		switch {
+		case !ok:
+			findings = append(findings, finding{true, fmt.Sprintf("%s: missing (run fabricctl topology apply, or start its service)", q.Name)})
+		case q.Kind == "tier" && legacyTier(bq):
+			findings = append(findings, finding{true, fmt.Sprintf("%s: declared with x-message-ttl %v by an earlier version, which caps its delay "+
+				"(the lower of argument and policy applies): fabricctl topology apply upgrades it", q.Name, bq.Arguments["x-message-ttl"])})
+		}
+		if _, ok := queues[q.Name+holdingSuffix]; ok && q.Kind == "tier" {
+			findings = append(findings, finding{true, fmt.Sprintf("%s: an upgrade was left half done (%s exists): run fabricctl topology apply", q.Name, q.Name+holdingSuffix)})
+		}
+	}
+	for _, f := range findings {
+		fmt.Fprintln(stdout, f)
+	}
+	err = audit(ctx, m, desc, stdout)
+	if n := severeCount(findings); n > 0 {
+		return errors.Join(fmt.Errorf("topology check: %d queue findings", n), err)
+	}
+	return err
+}
+
+// audit prints the policy audit and fails on a severe finding.
+func audit(ctx context.Context, m *mgmtClient, desc topology.Description, stdout io.Writer) error {
+	regular, err := m.policies(ctx, false)
+	if err != nil {
+		return err
+	}
+	operator, err := m.policies(ctx, true)
+	if err != nil {
+		var merr *mgmtError
+		if !errors.As(err, &merr) || (merr.Status != http.StatusUnauthorized && merr.Status != http.StatusForbidden) {
+			return err
+		}
+		fmt.Fprintf(stdout, "warning operator policies not audited: %v\n", err)
+		operator = nil
+	}
+	findings := auditPolicies(desc, regular, operator)
+	for _, f := range findings {
+		fmt.Fprintln(stdout, f)
+	}
+	if n := severeCount(findings); n > 0 {
+		return fmt.Errorf("topology: %d policy findings put messages or the retry delays at risk (ERROR lines above)", n)
+	}
+	fmt.Fprintf(stdout, "policies: %d findings, none severe\n", len(findings))
+	return nil
+}
+
+func severeCount(fs []finding) int {
+	n := 0
+	for _, f := range fs {
+		if f.Severe {
+			n++
+		}
+	}
+	return n
 }
 
 func printTopology(w io.Writer, d topology.Description) {
@@ -104,6 +203,9 @@ func printTopology(w io.Writer, d topology.Description) {
 			}
 			printed[q.Name] = true
 			desc := formatArgs(q.Args)
+			if q.Policy != nil {
+				desc += "; policy " + q.Policy.Name + " " + formatArgs(q.Policy.Definition)
+			}
 			if q.Name == c.Queue {
 				desc = strings.Join(b, ", ") + "; " + desc
 			}

@@ -138,8 +138,11 @@ func TestTopologyFilesApplyTheSeedsNames(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			vh := fabrictest.NewVhost(t, env)
 			getenv := func(k string) string {
-				if k == "AMQP_URL" {
+				switch k {
+				case "AMQP_URL":
 					return vh.URL
+				case "RABBITMQ_MGMT_URL":
+					return env.MgmtURL
 				}
 				return ""
 			}
