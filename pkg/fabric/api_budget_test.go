@@ -23,7 +23,7 @@ import (
 // services import. Lower the ceilings whenever the count drops.
 const (
 	apiBudgetTotal         = 320
-	apiBudgetServiceFacing = 206
+	apiBudgetServiceFacing = 197
 )
 
 const fabricModule = "github.com/agora-platform/agora/pkg/fabric"

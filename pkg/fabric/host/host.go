@@ -57,6 +57,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/retention"
 	"github.com/agora-platform/agora/pkg/fabric/telemetry"
+	"github.com/agora-platform/agora/pkg/fabric/telemetry/httpspan"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 
@@ -607,13 +608,13 @@ func (h *host) Serve(ctx context.Context, routes http.Handler, ready func(addr s
 		_, _ = w.Write(h.apiDoc)
 	})
 	if api := h.dlqHandler(); api != nil {
-		mux.Handle(dlq.PathPrefix, telemetry.HTTPServer(h.Tracer)(edge.ValidText(api)))
+		mux.Handle(dlq.PathPrefix, httpspan.Server(h.Tracer)(edge.ValidText(api)))
 	}
 	if api := h.opsHandler(); api != nil {
-		mux.Handle(ops.PathPrefix, telemetry.HTTPServer(h.Tracer)(edge.ValidText(api)))
+		mux.Handle(ops.PathPrefix, httpspan.Server(h.Tracer)(edge.ValidText(api)))
 	}
 	if api := h.replayHandler(); api != nil {
-		api = telemetry.HTTPServer(h.Tracer)(edge.ValidText(api))
+		api = httpspan.Server(h.Tracer)(edge.ValidText(api))
 		mux.Handle(replay.PathPrefix, api)
 		mux.Handle(replay.PathPrefix+"/", api)
 	}
@@ -623,7 +624,7 @@ func (h *host) Serve(ctx context.Context, routes http.Handler, ready func(addr s
 	}
 	// Every service's input is checked once here, inside the span so
 	// refusals are traced too (package edge).
-	mux.Handle("/", telemetry.HTTPServer(h.Tracer)(edge.ValidText(routes)))
+	mux.Handle("/", httpspan.Server(h.Tracer)(edge.ValidText(routes)))
 	ln, err := net.Listen("tcp", h.Cfg.HTTPAddr)
 	if err != nil {
 		h.Close()
@@ -636,7 +637,7 @@ func (h *host) Serve(ctx context.Context, routes http.Handler, ready func(addr s
 			h.Close()
 			return err
 		}
-		mux.Handle(console.Path, telemetry.HTTPServer(h.Tracer)(edge.ValidText(ui)))
+		mux.Handle(console.Path, httpspan.Server(h.Tracer)(edge.ValidText(ui)))
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))

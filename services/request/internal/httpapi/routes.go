@@ -12,7 +12,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/gateway"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
-	"github.com/agora-platform/agora/pkg/fabric/telemetry"
+	"github.com/agora-platform/agora/pkg/fabric/telemetry/httpspan"
 )
 
 // Deps are what the handlers need.
@@ -43,7 +43,7 @@ type Limiter interface {
 func NewHandler(d Deps) http.Handler {
 	r := chi.NewRouter()
 	// The host traces each request; name its span after the route.
-	r.Use(telemetry.RouteNamer(routePattern))
+	r.Use(httpspan.RouteNamer(routePattern))
 	r.NotFound(problem.NoRoute)
 	r.MethodNotAllowed(problem.MethodNotAllowed)
 	citizen := d.Auth.Require(auth.RoleCitizen)

@@ -10,7 +10,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
-	"github.com/agora-platform/agora/pkg/fabric/telemetry"
+	"github.com/agora-platform/agora/pkg/fabric/telemetry/httpspan"
 )
 
 // Deps are what the handlers need.
@@ -28,7 +28,7 @@ type Deps struct {
 func NewHandler(d Deps) http.Handler {
 	r := chi.NewRouter()
 	// The host traces each request; name its span after the route.
-	r.Use(telemetry.RouteNamer(routePattern))
+	r.Use(httpspan.RouteNamer(routePattern))
 	r.NotFound(problem.NoRoute)
 	r.MethodNotAllowed(problem.MethodNotAllowed)
 	anyone := d.Auth.Require(auth.RoleCitizen, auth.RoleAttendant, auth.RoleOperator)

@@ -1,4 +1,9 @@
-package telemetry
+// Package httpspan traces a service's HTTP API: a server span per request,
+// continuing the caller's traceparent, named after the route the router
+// matched (never the raw path, which carries ids). The service host wraps
+// every API with Server; a service's router names its routes with
+// RouteNamer.
+package httpspan
 
 import (
 	"fmt"
@@ -8,18 +13,20 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agora-platform/agora/pkg/fabric/telemetry"
 )
 
-// HTTPServer returns middleware that starts a server span per request,
+// Server returns middleware that starts a server span per request,
 // continuing a caller's traceparent. The outbox copies the span's context
 // into the events a request enqueues, so consumers' spans join this trace.
 // The span is named after the method until a router inside names the route
 // (RouteNamer): span names must not carry ids.
-func HTTPServer(tp trace.TracerProvider) func(http.Handler) http.Handler {
-	tracer := tp.Tracer("github.com/agora-platform/agora/pkg/fabric/telemetry")
+func Server(tp trace.TracerProvider) func(http.Handler) http.Handler {
+	tracer := tp.Tracer("github.com/agora-platform/agora/pkg/fabric/telemetry/httpspan")
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			ctx := Propagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+			ctx := telemetry.Propagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 			ctx, span := tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
 				trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
 			defer span.End()
@@ -37,7 +44,7 @@ func HTTPServer(tp trace.TracerProvider) func(http.Handler) http.Handler {
 // RouteNamer returns router middleware that, once the handler ran, names the
 // current server span after the matched route pattern (route returns it,
 // e.g. chi's RouteContext(r.Context()).RoutePattern()). It goes inside the
-// router, where the pattern is known; HTTPServer wraps the router.
+// router, where the pattern is known; Server wraps the router.
 func RouteNamer(route func(*http.Request) string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
