@@ -23,7 +23,7 @@ help:
 	@echo "make down    stop what make up started"
 	@echo "make demo / demo-documents / demo-reactive   drive the platform make up started (a request; a document and the chat; subscriptions, decisions and a mass reaction)"
 	@echo "make test    install missing infrastructure, then run every test against it"
-	@echo "make bench   run the benchmarks (figures in README)"
+	@echo "make bench   run the benchmarks (figures in docs/performance.md)"
 	@echo "make fuzz    fuzz the envelope decoder, then each service's REST API, FUZZTIME each (default 30s)"
 	@echo "make infra   install/start RabbitMQ management, PostgreSQL+pgvector, MinIO, tesseract"
 	@echo "make lint    gofmt + go vet on every module, drift of every generated file, catalog compatibility gate"
