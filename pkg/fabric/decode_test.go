@@ -14,6 +14,7 @@ func TestDecode(t *testing.T) {
 	type doc struct {
 		DocumentID string `json:"documentId"`
 	}
+	_, errMissing := tenant.From(context.Background()) // the error for no tenant
 	tests := []struct {
 		name       string
 		ctx        context.Context
@@ -24,7 +25,7 @@ func TestDecode(t *testing.T) {
 		wantErr    error
 	}{
 		{"tenant and payload", tenant.With(context.Background(), "org-a"), `{"documentId":"d-1"}`, "org-a", doc{"d-1"}, "", nil},
-		{"no tenant", context.Background(), `{"documentId":"d-1"}`, "", doc{}, fabric.ClassInvalid, tenant.ErrMissing},
+		{"no tenant", context.Background(), `{"documentId":"d-1"}`, "", doc{}, fabric.ClassInvalid, errMissing},
 		{"payload of another shape", tenant.With(context.Background(), "org-a"), `{"documentId":7}`, "", doc{}, fabric.ClassInvalid, nil},
 		{"not JSON", tenant.With(context.Background(), "org-a"), `{`, "", doc{}, fabric.ClassInvalid, nil},
 	}

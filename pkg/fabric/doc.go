@@ -40,7 +40,11 @@
 // retry tiers Q.retry.<n> and then to the DLQ Q.dlq; Permanent (a business
 // rule refuses it) and Invalid (the message is malformed) go to the DLQ at
 // once; an unclassified error is retried a few times, then dead-lettered.
-// WithReason names the reason a DLQ shows. See ExampleClassOf.
+// WithReason names the reason a DLQ shows. See ExampleClassOf. An error
+// that wraps one of the fabric's kinds (ErrInvalid, ErrNotFound,
+// ErrConflict) has that kind's class unless marked otherwise, and the HTTP
+// edge answers it with that kind's status (problem.Fail): a service's
+// domain errors wrap a kind once, and no handler maps them by hand.
 //
 // Replay a dead letter. Dead letters are inspected, masked by sensitivity,
 // and replayed or purged with an audit row, by an operator: `fabricctl dlq`

@@ -3,6 +3,7 @@ package fabric
 import (
 	"errors"
 	"fmt"
+	"net/http"
 )
 
 // Class is how the consumer treats a handler error.
@@ -60,14 +61,53 @@ func ReasonOf(err error, def string) string {
 	return def
 }
 
-// ClassOf returns the class err was marked with, or ClassUnknown.
+// ClassOf returns the class err was marked with; else the class of the
+// kind it wraps (ErrInvalid, ErrNotFound, ErrConflict); else ClassUnknown.
 func ClassOf(err error) Class {
 	var c *classified
 	if errors.As(err, &c) {
 		return c.class
 	}
+	var k *kind
+	if errors.As(err, &k) {
+		return k.class
+	}
 	return ClassUnknown
 }
+
+// The kinds of failure every service answers alike. A service's own errors
+// wrap one (fmt.Errorf("%w: no such task", fabric.ErrNotFound)) instead of
+// being mapped by hand in each handler and consumer: the HTTP edge answers
+// a kind with its status (problem.Fail), and the consumer treats it with
+// its class (ClassOf) unless the error was marked with a class of its own.
+// Both live in this one table, so the two can never disagree.
+var (
+	// ErrInvalid: the input reads, but breaks a rule (an address that is
+	// not one, an outcome the task does not have). HTTP 422; a message is
+	// ClassInvalid, dead-lettered at once.
+	ErrInvalid error = &kind{"invalid", http.StatusUnprocessableEntity, ClassInvalid}
+	// ErrNotFound: no such thing in the caller's tenant (another tenant's
+	// answers the same, so that its existence does not leak). HTTP 404; a
+	// message about it is ClassPermanent: retrying does not make it exist.
+	ErrNotFound error = &kind{"not found", http.StatusNotFound, ClassPermanent}
+	// ErrConflict: the thing's state does not allow it (already decided,
+	// already exists, held by someone else). HTTP 409; ClassPermanent.
+	ErrConflict error = &kind{"conflict", http.StatusConflict, ClassPermanent}
+)
+
+// kind is one of the kinds above.
+type kind struct {
+	msg    string
+	status int
+	class  Class
+}
+
+func (k *kind) Error() string { return k.msg }
+
+// HTTPStatus is the status problem.Fail answers an error of this kind
+// with; problem asks for it by this method, so that it need not import
+// the fabric.
+func (k *kind) HTTPStatus() int { return k.status }
 
 // Publish errors. A publish that returns any error was not confirmed: the
 // caller must treat the message as not sent (and may send it again).

@@ -14,7 +14,6 @@ package filter
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -24,6 +23,7 @@ import (
 	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/types"
 
+	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 )
@@ -35,9 +35,10 @@ const costLimit = 10_000
 // maxLength bounds a filter's source.
 const maxLength = 2_000
 
-// ErrInvalid is a filter that does not compile, is not boolean, names a
-// payload field an event type does not have, or is too long.
-var ErrInvalid = errors.New("invalid filter")
+// errInvalid is a filter that does not compile, is not boolean, names a
+// payload field an event type does not have, or is too long: input that
+// breaks a rule, of the fabric's kind fabric.ErrInvalid.
+var errInvalid = fmt.Errorf("%w filter", fabric.ErrInvalid)
 
 // Filter is a compiled filter.
 type Filter struct {
@@ -60,7 +61,7 @@ func Compile(reg *registry.Registry, types []string, src string) (*Filter, error
 		src = "true"
 	}
 	if len(src) > maxLength {
-		return nil, fmt.Errorf("%w: longer than %d characters", ErrInvalid, maxLength)
+		return nil, fmt.Errorf("%w: longer than %d characters", errInvalid, maxLength)
 	}
 	e, err := env()
 	if err != nil {
@@ -68,16 +69,16 @@ func Compile(reg *registry.Registry, types []string, src string) (*Filter, error
 	}
 	ast, iss := e.Compile(src)
 	if iss.Err() != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, iss.Err())
+		return nil, fmt.Errorf("%w: %v", errInvalid, iss.Err())
 	}
 	if ast.OutputType() != cel.BoolType {
-		return nil, fmt.Errorf("%w: the expression is %s, want a bool", ErrInvalid, ast.OutputType())
+		return nil, fmt.Errorf("%w: the expression is %s, want a bool", errInvalid, ast.OutputType())
 	}
 	defs := make([]registry.Definition, len(types))
 	for i, typ := range types {
 		def, ok := reg.Lookup(typ)
 		if !ok {
-			return nil, fmt.Errorf("%w: unknown event type %s", ErrInvalid, typ)
+			return nil, fmt.Errorf("%w: unknown event type %s", errInvalid, typ)
 		}
 		defs[i] = def
 	}
@@ -85,19 +86,16 @@ func Compile(reg *registry.Registry, types []string, src string) (*Filter, error
 		for i, def := range defs {
 			typ := types[i]
 			if !schemaHas(def.Schema, path) {
-				return nil, fmt.Errorf("%w: %s has no payload field %s", ErrInvalid, typ, strings.Join(path, "."))
+				return nil, fmt.Errorf("%w: %s has no payload field %s", errInvalid, typ, strings.Join(path, "."))
 			}
 		}
 	}
 	prg, err := e.Program(ast, cel.CostLimit(costLimit))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %v", errInvalid, err)
 	}
 	return &Filter{src: src, prg: prg}, nil
 }
-
-// Source is the filter as written.
-func (f *Filter) Source() string { return f.src }
 
 // Match evaluates the filter on env. An error (a field the event lacks, a
 // cost over the limit) is returned, never taken as a match.

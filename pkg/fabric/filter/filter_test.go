@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/filter"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
@@ -74,8 +75,8 @@ func TestCompileRefuses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := filter.Compile(reg, tc.types, tc.src)
-			if !errors.Is(err, filter.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("Compile(%q) = %v, want ErrInvalid mentioning %q", tc.src, err, tc.want)
+			if !errors.Is(err, fabric.ErrInvalid) || !strings.HasPrefix(err.Error(), "invalid filter: ") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Compile(%q) = %v, want an invalid filter (fabric.ErrInvalid) mentioning %q", tc.src, err, tc.want)
 			}
 		})
 	}

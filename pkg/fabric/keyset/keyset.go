@@ -24,8 +24,8 @@ type wire struct {
 	ID string    `json:"id"`
 }
 
-// ErrCursor: a cursor this package did not write.
-var ErrCursor = errors.New("not a cursor this API returned")
+// errCursor: a cursor this package did not write.
+var errCursor = errors.New("not a cursor this API returned")
 
 // Encode returns p's cursor.
 func Encode(p Position) string {
@@ -34,23 +34,23 @@ func Encode(p Position) string {
 }
 
 // Decode returns the position of a cursor Encode wrote (its id in the
-// canonical UUID spelling, its time in UTC), or ErrCursor: not base64url
+// canonical UUID spelling, its time in UTC), or errCursor: not base64url
 // JSON of exactly {t, id}, data after it, a zero time, an id that is not a
 // UUID.
 func Decode(s string) (Position, error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
-		return Position{}, ErrCursor
+		return Position{}, errCursor
 	}
 	var c wire
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil || dec.More() {
-		return Position{}, ErrCursor
+		return Position{}, errCursor
 	}
 	id, err := uuid.Parse(c.ID)
 	if err != nil || c.T.IsZero() {
-		return Position{}, ErrCursor
+		return Position{}, errCursor
 	}
 	return Position{At: c.T.UTC(), ID: id.String()}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -61,6 +62,42 @@ func NoRoute(w http.ResponseWriter, r *http.Request) {
 func MethodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	Error(w, r, http.StatusMethodNotAllowed, r.Method+" is not allowed here")
 }
+
+// Fail answers err the one way the platform answers it, so that no handler
+// maps the fabric's errors by hand:
+//   - an error that is its own problem (a body httpjson.ReadStrict
+//     refused, text the edge refused) with that problem;
+//   - an error of one of the fabric's kinds (fabric.ErrNotFound,
+//     ErrInvalid, ErrConflict) with its status and err's text as the
+//     detail, which the kinds' wrappers write for the client;
+//   - a request its client gave up on with 499, which nobody reads;
+//   - anything else as Unexpected does, logged first to log unless it is
+//     nil (a 5xx is the service's to explain, and its body does not carry
+//     err).
+//
+// A handler's own cases (a problem with errors by field, a detail of its
+// own) come before it.
+func Fail(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	var own interface{ Problem() Details }
+	var kind interface{ HTTPStatus() int }
+	switch {
+	case errors.As(err, &own):
+		Write(w, r, own.Problem())
+	case errors.As(err, &kind):
+		Write(w, r, Details{Status: kind.HTTPStatus(), Detail: err.Error()})
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		Write(w, r, Details{Status: statusClientClosed, Title: "Client Closed Request", Detail: "request cancelled"})
+	default:
+		if log != nil {
+			log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		}
+		Unexpected(w, r, err)
+	}
+}
+
+// statusClientClosed is the status of a request its client gave up on
+// (nginx's 499; net/http names none).
+const statusClientClosed = 499
 
 // Unexpected answers an error no handler case covers: 429 with Retry-After
 // for work over a rate limit (an error with Throttled() time.Duration);

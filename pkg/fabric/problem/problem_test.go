@@ -5,15 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 )
@@ -152,5 +155,57 @@ func TestUnexpectedAnswers429ForThrottledWork(t *testing.T) {
 		if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != c.retry {
 			t.Errorf("wait %s: %d Retry-After %q, want 429 and %s", c.wait, rec.Code, rec.Header().Get("Retry-After"), c.retry)
 		}
+	}
+}
+
+// ownProblem is an error that is its own problem, as httpjson's refusals
+// are.
+type ownProblem struct{}
+
+func (ownProblem) Error() string { return "the body is not JSON" }
+func (ownProblem) Problem() problem.Details {
+	return problem.Details{Type: "https://example.org/p#malformed-json", Title: "The body is not JSON", Status: 400, Detail: "the body is not JSON"}
+}
+
+func TestFail(t *testing.T) {
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name       string
+		ctx        context.Context
+		err        error
+		wantStatus int
+		wantType   string
+		wantDetail string
+		wantLogged bool
+	}{
+		{"not found", context.Background(), fmt.Errorf("task t-1: %w", fmt.Errorf("%w: no such task", fabric.ErrNotFound)),
+			404, "about:blank", "task t-1: not found: no such task", false},
+		{"invalid", context.Background(), fmt.Errorf("%w: email is not an address", fabric.ErrInvalid), 422, "about:blank", "invalid: email is not an address", false},
+		{"conflict", context.Background(), fmt.Errorf("%w: already decided", fabric.ErrConflict), 409, "about:blank", "conflict: already decided", false},
+		{"its own problem", context.Background(), fmt.Errorf("read: %w", ownProblem{}), 400, "https://example.org/p#malformed-json", "the body is not JSON", false},
+		{"client gone", gone, fmt.Errorf("query: %w", context.Canceled), 499, "about:blank", "request cancelled", false},
+		{"cancelled, client still there", context.Background(), context.Canceled, 500, "about:blank", "internal error", true},
+		{"a bug", context.Background(), errors.New("nil map"), 500, "about:blank", "internal error", true},
+		{"throttled", context.Background(), throttled(time.Second), 429, "about:blank", "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var logged strings.Builder
+			log := slog.New(slog.NewTextHandler(&logged, nil))
+			w := httptest.NewRecorder()
+			problem.Fail(w, httptest.NewRequestWithContext(tt.ctx, http.MethodPost, "/v1/things", nil), log, tt.err)
+			var p problem.Details
+			if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+				t.Fatalf("body %q: %v", w.Body, err)
+			}
+			if w.Code != tt.wantStatus || p.Status != tt.wantStatus || p.Type != tt.wantType || p.Title == "" ||
+				(tt.wantDetail != "" && p.Detail != tt.wantDetail) {
+				t.Errorf("Fail(%v) = %d %+v, want %d of type %s, detail %q", tt.err, w.Code, p, tt.wantStatus, tt.wantType, tt.wantDetail)
+			}
+			if (logged.Len() > 0) != tt.wantLogged {
+				t.Errorf("logged %q, want logged: %v", logged.String(), tt.wantLogged)
+			}
+		})
 	}
 }

@@ -178,11 +178,16 @@ func verdict(status int, header http.Header, data []byte, method string) error {
 // A request that gets no answer (the connection closed: a handler
 // panicked) is reported as status 599, a failure like any 5xx.
 func (ft *target) Send(in Input) (int, http.Header, []byte) {
+	return ft.send(in, ft.Routes[int(in.Route)%len(ft.Routes)]+in.Tail)
+}
+
+// send is Send to path, whatever in's Route and Tail.
+func (ft *target) send(in Input, path string) (int, http.Header, []byte) {
 	req, err := http.NewRequest(in.Method, ft.base, bytes.NewReader(in.Body))
 	if err != nil {
 		return 0, nil, []byte(err.Error())
 	}
-	req.URL.Path = ft.Routes[int(in.Route)%len(ft.Routes)] + in.Tail
+	req.URL.Path = path
 	req.URL.RawQuery = escapeQuery(in.Query)
 	if a := ft.authz[int(in.Authn)%AuthnCount]; a != "" {
 		req.Header.Set("Authorization", a)

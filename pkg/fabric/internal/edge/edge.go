@@ -40,6 +40,16 @@ var ErrInvalidText = errors.New("edge: input is not valid text")
 
 func (e *Error) Unwrap() error { return ErrInvalidText }
 
+// invalidText is the problem type of every refusal, described in
+// docs/problems.md beside the body refusals of httpjson.ReadStrict.
+const invalidText = "https://github.com/agora-platform/agora/blob/main/docs/problems.md#invalid-text"
+
+// Problem is the problem that answers e: the same whether the edge refuses
+// the request up front or a handler meets e reading the body.
+func (e *Error) Problem() problem.Details {
+	return problem.Details{Type: invalidText, Title: "The input is not valid text", Status: http.StatusBadRequest, Detail: e.Error()}
+}
+
 // ValidText refuses, with 400 and a problem body, requests whose path or
 // query values hold a NUL or invalid UTF-8, and bodies holding invalid
 // UTF-8, a NUL byte, or a JSON string with \u0000 or an unpaired UTF-16
@@ -98,6 +108,11 @@ func ValidText(next http.Handler) http.Handler {
 }
 
 func refuse(w http.ResponseWriter, r *http.Request, err error) {
+	var e *Error
+	if errors.As(err, &e) {
+		problem.Write(w, r, e.Problem())
+		return
+	}
 	problem.Error(w, r, http.StatusBadRequest, err.Error())
 }
 

@@ -45,8 +45,8 @@ func Handler(s *Service) http.Handler {
 			return
 		}
 		var req Request
-		if status, err := httpjson.ReadStrict(w, r, 64<<10, &req); err != nil {
-			problem.Error(w, r, status, err.Error())
+		if _, err := httpjson.ReadStrict(w, r, 64<<10, &req); err != nil {
+			fail(w, r, err)
 			return
 		}
 		bearer, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -120,7 +120,7 @@ func fail(w http.ResponseWriter, r *http.Request, err error) {
 		problem.Error(w, r, http.StatusServiceUnavailable, err.Error())
 	case errors.As(err, &he):
 		problem.Error(w, r, http.StatusBadGateway, fmt.Sprintf("the data lake's history answered %d: %s", he.Status, he.Detail))
-	default:
-		problem.Unexpected(w, r, err)
+	default: // the fabric's kinds, a refused body, or a failure
+		problem.Fail(w, r, nil, err)
 	}
 }

@@ -1,0 +1,4 @@
+package keyset
+
+// ErrCursor is errCursor, for the external tests.
+var ErrCursor = errCursor
