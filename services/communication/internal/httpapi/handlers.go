@@ -1,12 +1,7 @@
 package httpapi
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -19,19 +14,6 @@ import (
 )
 
 const maxBody = 16 << 10
-
-// fail maps domain errors to problem responses: the one place that does.
-func fail(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
-	switch {
-	case errors.Is(err, notify.ErrInvalid):
-		problem.Error(w, r, http.StatusBadRequest, err.Error())
-	case errors.Is(err, notify.ErrNotFound):
-		problem.Error(w, r, http.StatusNotFound, "not found")
-	default:
-		log.Error("request failed", "path", r.URL.Path, "err", err)
-		problem.Unexpected(w, r, err)
-	}
-}
 
 // mayActFor reports whether the caller may read or change citizenID's data:
 // staff of the tenant may, a citizen only for themself.
@@ -56,30 +38,20 @@ func handlePutContact(store Store, log *slog.Logger) http.HandlerFunc {
 			problem.Error(w, r, http.StatusNotFound, "not found")
 			return
 		}
-		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-			problem.Error(w, r, http.StatusUnsupportedMediaType, "the body must be application/json")
-			return
-		}
 		var b contactBody
-		dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&b); err != nil {
-			problem.Error(w, r, http.StatusBadRequest, fmt.Sprintf("body is not a contact: %v", err))
-			return
-		}
-		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-			problem.Error(w, r, http.StatusBadRequest, "body is not a contact: data after the JSON object")
+		if _, err := httpjson.ReadStrict(w, r, maxBody, &b); err != nil {
+			problem.Fail(w, r, log, err)
 			return
 		}
 		c := notify.Contact{CitizenID: citizenID, Email: b.Email, Phone: b.Phone, Preferred: notify.Channel(b.PreferredChannel),
 			ProgressNotices: b.ProgressNotices, QuietHours: b.QuietHours}
 		if err := c.Validate(); err != nil {
-			fail(w, r, log, err)
+			problem.Fail(w, r, log, err)
 			return
 		}
 		out, err := store.PutContact(r.Context(), claims.TenantID, c, claims.Subject)
 		if err != nil {
-			fail(w, r, log, err)
+			problem.Fail(w, r, log, err)
 			return
 		}
 		httpjson.Write(w, http.StatusOK, out)
@@ -96,7 +68,7 @@ func handleGetContact(store Store, log *slog.Logger) http.HandlerFunc {
 		}
 		c, err := store.Contact(r.Context(), claims.TenantID, citizenID)
 		if err != nil {
-			fail(w, r, log, err)
+			problem.Fail(w, r, log, err)
 			return
 		}
 		httpjson.Write(w, http.StatusOK, c)
@@ -120,7 +92,7 @@ func handleListNotifications(store Store, log *slog.Logger) http.HandlerFunc {
 		}
 		items, err := store.Notifications(r.Context(), claims.TenantID, requestID, citizenID)
 		if err != nil {
-			fail(w, r, log, err)
+			problem.Fail(w, r, log, err)
 			return
 		}
 		httpjson.Write(w, http.StatusOK, map[string]any{"items": items})

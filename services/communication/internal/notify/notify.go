@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/agora-platform/agora/pkg/fabric"
 )
 
 // Channel is how a message reaches a citizen.
@@ -55,10 +57,11 @@ const (
 
 // Errors of the domain. Callers test them with errors.Is.
 var (
-	// ErrInvalid: input breaks a rule (bad e-mail, unknown channel…).
-	ErrInvalid = errors.New("invalid")
-	// ErrNotFound: no such contact or notification in the tenant.
-	ErrNotFound = errors.New("not found")
+	// ErrInvalid: input breaks a rule (bad e-mail, unknown channel…); of
+	// the fabric's kind, so answered 422.
+	ErrInvalid = fmt.Errorf("%w", fabric.ErrInvalid)
+	// ErrNotFound: no such contact or notification in the tenant (404).
+	ErrNotFound = fmt.Errorf("%w", fabric.ErrNotFound)
 	// ErrRejected: the channel refused the message for good (SMTP 5xx):
 	// retrying cannot help. Any other Send error is taken as temporary.
 	ErrRejected = errors.New("message rejected by the channel")
