@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/services/analytics/internal/projection"
 )
@@ -23,8 +24,8 @@ var (
 	// format, a malformed id…). It wraps projection.ErrInvalid for the
 	// date rules, which the query API shares.
 	ErrInvalid = projection.ErrInvalid
-	// ErrNotFound: no such export for the tenant.
-	ErrNotFound = errors.New("export not found")
+	// ErrNotFound: no such export for the tenant; of the fabric's kind.
+	ErrNotFound = fmt.Errorf("export %w", fabric.ErrNotFound)
 	// ErrFinished: the export is done or failed already; a job for it is a
 	// redelivery with nothing left to do.
 	ErrFinished = errors.New("export already finished")

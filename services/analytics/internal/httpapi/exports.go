@@ -1,13 +1,8 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
-	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"net/url"
 	"time"
@@ -87,21 +82,16 @@ func handleCreateExport(d ExportDeps, log *slog.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		claims, _ := auth.FromContext(r.Context())
 		var body exportRequest
-		if status, msg := decodeBody(w, r, &body); status != 0 {
-			problem.Error(w, r, status, msg)
+		if _, err := httpjson.ReadStrict(w, r, maxExportBody, &body); err != nil {
+			problem.Fail(w, r, log, err)
 			return
 		}
 		e, err := export.New(claims.TenantID, claims.Subject, body.From, body.To, body.Format)
-		if errors.Is(err, export.ErrInvalid) {
-			problem.Error(w, r, http.StatusBadRequest, err.Error())
-			return
-		}
 		if err == nil {
 			e, err = d.Exports.Create(r.Context(), e)
 		}
 		if err != nil {
-			log.ErrorContext(r.Context(), "create export", "err", err, "tenant", claims.TenantID)
-			problem.Unexpected(w, r, err)
+			problem.Fail(w, r, log, err)
 			return
 		}
 		w.Header().Set("Location", ExportsPath+"/"+e.ID)
@@ -115,13 +105,8 @@ func handleGetExport(d ExportDeps, log *slog.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		claims, _ := auth.FromContext(r.Context())
 		e, err := d.Exports.Get(r.Context(), claims.TenantID, chi.URLParam(r, "id"))
-		if errors.Is(err, export.ErrNotFound) {
-			problem.Error(w, r, http.StatusNotFound, "no such export")
-			return
-		}
 		if err != nil {
-			log.ErrorContext(r.Context(), "get export", "err", err, "tenant", claims.TenantID)
-			problem.Unexpected(w, r, err)
+			problem.Fail(w, r, log, err)
 			return
 		}
 		v := view(e)
@@ -140,30 +125,4 @@ func handleGetExport(d ExportDeps, log *slog.Logger) http.HandlerFunc {
 		}
 		httpjson.Write(w, http.StatusOK, v)
 	}
-}
-
-// decodeBody reads one JSON object strictly (application/json, no unknown
-// fields, nothing after it) into v. It returns 0 when it could, else the
-// status and detail of the problem to answer.
-func decodeBody(w http.ResponseWriter, r *http.Request, v any) (int, string) {
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return http.StatusUnsupportedMediaType, "the body must be application/json"
-	}
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxExportBody))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return http.StatusRequestEntityTooLarge, "the body is too large"
-		}
-		return http.StatusBadRequest, "unreadable body"
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return http.StatusBadRequest, "malformed JSON body: " + err.Error()
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return http.StatusBadRequest, "malformed JSON body: data after the object"
-	}
-	return 0, ""
 }

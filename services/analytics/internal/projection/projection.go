@@ -4,14 +4,16 @@
 package projection
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/agora-platform/agora/pkg/fabric"
 )
 
-// ErrInvalid: a query or event breaks a rule (bad dates, from after to…).
-var ErrInvalid = errors.New("invalid")
+// ErrInvalid: a query or event breaks a rule (bad dates, from after to…);
+// of the fabric's kind.
+var ErrInvalid = fmt.Errorf("%w", fabric.ErrInvalid)
 
 // StatusSubmitted is where every request starts.
 const StatusSubmitted = "submitted"
