@@ -2,12 +2,8 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 
 	"github.com/agora-platform/agora/pkg/fabric/auth"
@@ -47,19 +43,9 @@ func handleChat(chat Asker, log *slog.Logger) http.Handler {
 			problem.Error(w, r, http.StatusUnauthorized, "a bearer token is required")
 			return
 		}
-		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-			problem.Error(w, r, http.StatusUnsupportedMediaType, "the body must be application/json")
-			return
-		}
 		var req chatRequest
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxChatBody))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			problem.Error(w, r, http.StatusBadRequest, fmt.Sprintf("malformed JSON body: %v", err))
-			return
-		}
-		if _, err := dec.Token(); err != io.EOF {
-			problem.Error(w, r, http.StatusBadRequest, "malformed JSON body: trailing data")
+		if _, err := httpjson.ReadStrict(w, r, maxChatBody, &req); err != nil {
+			problem.Fail(w, r, log, err)
 			return
 		}
 		topK := knowledge.DefaultTopK
@@ -68,16 +54,12 @@ func handleChat(chat Asker, log *slog.Logger) http.Handler {
 		}
 		ans, err := chat.Ask(r.Context(), claims.TenantID, req.Question, topK)
 		switch {
-		case errors.Is(err, knowledge.ErrInvalid):
-			problem.Write(w, r, problem.Details{Status: http.StatusUnprocessableEntity, Detail: err.Error()})
-			return
 		case errors.Is(err, knowledge.ErrUnavailable):
 			log.WarnContext(r.Context(), "chat dependency unavailable", "err", err)
 			problem.Error(w, r, http.StatusServiceUnavailable, "the answer service is unavailable; try again")
 			return
 		case err != nil:
-			log.ErrorContext(r.Context(), "chat failed", "err", err, "tenant", claims.TenantID)
-			problem.Unexpected(w, r, err)
+			problem.Fail(w, r, log, err)
 			return
 		}
 		resp := chatResponse{Answer: ans.Text, Citations: make([]citation, len(ans.Citations)), Generated: ans.Generated}

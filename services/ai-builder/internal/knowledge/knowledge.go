@@ -11,19 +11,23 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+
+	"github.com/agora-platform/agora/pkg/fabric"
 )
 
 // Failure kinds; the messaging edge maps ErrUnavailable to a transient
-// failure and the rest to permanent ones.
+// failure and ErrForeignObject to a permanent one. ErrNotFound and
+// ErrInvalid are of the fabric's kinds, which say their class and status
+// themselves.
 var (
 	// ErrForeignObject: the text key is outside the envelope tenant's prefix.
 	ErrForeignObject = errors.New("object outside the tenant's prefix")
 	// ErrNotFound: the text object does not exist.
-	ErrNotFound = errors.New("text object not found")
+	ErrNotFound = fmt.Errorf("text object %w", fabric.ErrNotFound)
 	// ErrUnavailable: storage or the embedding service is down; retry later.
 	ErrUnavailable = errors.New("dependency unavailable")
 	// ErrInvalid: a question or parameter out of range.
-	ErrInvalid = errors.New("invalid input")
+	ErrInvalid = fmt.Errorf("%w input", fabric.ErrInvalid)
 )
 
 // Embedder turns texts into vectors of one fixed dimension.

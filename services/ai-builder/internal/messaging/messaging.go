@@ -79,12 +79,13 @@ func (h *Handler) Index(ctx context.Context, tx pgx.Tx, env envelope.Envelope) e
 	return nil
 }
 
-// Classify maps the domain's failure kinds to the fabric's classes.
+// Classify maps the domain's own failure kinds to the fabric's classes;
+// ErrNotFound and ErrInvalid are of the fabric's kinds, which carry theirs.
 func Classify(err error) error {
 	switch {
 	case errors.Is(err, knowledge.ErrUnavailable):
 		return fabric.Transient(err)
-	case errors.Is(err, knowledge.ErrForeignObject), errors.Is(err, knowledge.ErrNotFound), errors.Is(err, knowledge.ErrInvalid):
+	case errors.Is(err, knowledge.ErrForeignObject):
 		return fabric.Permanent(err)
 	}
 	return err
