@@ -43,6 +43,9 @@ type Uploader interface {
 // maxSubmissionBytes bounds a submission body: form fields, not files.
 const maxSubmissionBytes = 256 << 10
 
+// maxCancelBytes bounds a cancellation's body: a reason.
+const maxCancelBytes = 8 << 10
+
 const maxIdempotencyKey = 255
 
 func actor(r *http.Request) request.Actor {
@@ -53,18 +56,14 @@ func actor(r *http.Request) request.Actor {
 
 func handleSubmit(store Requests, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !isJSON(r) {
-			problem.Error(w, r, http.StatusUnsupportedMediaType, "the body must be application/json")
+		var sub request.Submission
+		if _, err := httpjson.ReadStrict(w, r, maxSubmissionBytes, &sub); err != nil {
+			writeError(w, r, log, err)
 			return
 		}
 		key := r.Header.Get("Idempotency-Key")
 		if err := checkIdempotencyKey(key, r.Header.Values("Idempotency-Key")); err != nil {
 			problem.Error(w, r, http.StatusBadRequest, err.Error())
-			return
-		}
-		var sub request.Submission
-		if err := decodeStrict(w, r, &sub); err != nil {
-			writeError(w, r, log, err)
 			return
 		}
 		if err := sub.Validate(); err != nil {
@@ -104,38 +103,10 @@ func checkIdempotencyKey(key string, all []string) error {
 	return nil
 }
 
-func isJSON(r *http.Request) bool {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
-}
-
-// badRequest is a body that cannot be read as the expected JSON (400).
+// badRequest is a multipart body that cannot be read as an upload (400).
 type badRequest struct{ msg string }
 
 func (e *badRequest) Error() string { return e.msg }
-
-// decodeStrict reads exactly one JSON value with no unknown fields.
-func decodeStrict(w http.ResponseWriter, r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxSubmissionBytes))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		var typeErr *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &tooBig):
-			return request.ErrTooLarge
-		case errors.As(err, &typeErr):
-			return &badRequest{fmt.Sprintf("field %q must be %s", typeErr.Field, typeErr.Type)}
-		case errors.Is(err, io.EOF):
-			return &badRequest{"the body is empty"}
-		}
-		return &badRequest{"malformed JSON: " + err.Error()}
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return &badRequest{"unexpected data after the JSON object"}
-	}
-	return nil
-}
 
 // requestView is a request as the API shows it.
 type requestView struct {
@@ -184,24 +155,10 @@ func handleCancel(store Requests, log *slog.Logger) http.Handler {
 		var body struct {
 			Reason string `json:"reason"`
 		}
-		if r.ContentLength != 0 {
-			dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 8<<10))
-			dec.DisallowUnknownFields()
-			err := dec.Decode(&body)
-			switch {
-			case errors.Is(err, io.EOF): // no body after all
-			case !isJSON(r):
-				problem.Error(w, r, http.StatusUnsupportedMediaType, "a body must be application/json")
-				return
-			case err != nil:
-				problem.Error(w, r, http.StatusBadRequest, "body: "+err.Error())
-				return
-			default:
-				if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-					problem.Error(w, r, http.StatusBadRequest, "body: data after the JSON object")
-					return
-				}
-			}
+		// The body is optional: an empty one is no reason.
+		if _, err := httpjson.ReadStrict(w, r, maxCancelBytes, &body); err != nil && !errors.Is(err, io.EOF) {
+			writeError(w, r, log, err)
+			return
 		}
 		if n := len([]rune(body.Reason)); n > request.MaxReasonLength {
 			problem.Write(w, r, problem.Details{Status: http.StatusUnprocessableEntity, Detail: "invalid cancellation",
@@ -547,7 +504,10 @@ func handleListDocuments(store Requests, log *slog.Logger) http.Handler {
 	})
 }
 
-// writeError is the one place domain errors become HTTP problems.
+// writeError answers the errors of the service's own (a submission's
+// invalid fields, an upload's body); problem.Fail answers the rest, the
+// fabric's kinds (no such request, a conflict) and refused JSON bodies
+// included.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	var invalid *request.ValidationError
 	var bad *badRequest
@@ -561,19 +521,9 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 			Detail: "the submission has invalid fields", Errors: fields})
 	case errors.As(err, &bad):
 		problem.Error(w, r, http.StatusBadRequest, bad.msg)
-	case errors.Is(err, request.ErrNotFound):
-		problem.Error(w, r, http.StatusNotFound, "no such request")
-	case errors.Is(err, request.ErrNotCancellable):
-		problem.Error(w, r, http.StatusConflict, err.Error())
-	case errors.Is(err, request.ErrIdempotencyConflict):
-		problem.Error(w, r, http.StatusConflict, "this Idempotency-Key was used with a different body")
 	case errors.Is(err, request.ErrTooLarge):
 		problem.Error(w, r, http.StatusRequestEntityTooLarge, "the body is larger than allowed")
-	case errors.Is(err, context.Canceled):
-		// The client went away; nobody reads the answer.
-		problem.Error(w, r, 499, "request cancelled")
 	default:
-		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		problem.Unexpected(w, r, err)
+		problem.Fail(w, r, log, err)
 	}
 }

@@ -3,7 +3,6 @@ package messaging
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -43,10 +42,7 @@ func WorkflowEvents(a Applier) inbox.TxHandler {
 		if _, err := uuid.Parse(c.RequestID); err != nil {
 			return fabric.Invalid(fmt.Errorf("%s %s: requestId %q: %w", env.Type, env.ID, c.RequestID, err))
 		}
-		err = a.ApplyWorkflowChange(ctx, tx, tenantID, c, env)
-		if errors.Is(err, request.ErrNotFound) {
-			return fabric.Permanent(err)
-		}
-		return err
+		// request.ErrNotFound is of the fabric's kind: a permanent failure.
+		return a.ApplyWorkflowChange(ctx, tx, tenantID, c, env)
 	}
 }

@@ -12,23 +12,26 @@ import (
 	"regexp"
 	"slices"
 	"time"
+
+	"github.com/agora-platform/agora/pkg/fabric"
 )
 
 // Producer names this service in envelopes.
 const Producer = "request-service"
 
-// Errors the adapters and the service return; httpapi maps them to status
-// codes in one place.
+// Errors the adapters and the service return. Those of the fabric's kinds
+// carry their HTTP status and failure class themselves; httpapi maps the
+// others in one place.
 var (
 	// ErrNotFound: no such request, or the caller may not see it (the two
 	// are indistinguishable on purpose, so existence does not leak).
-	ErrNotFound = errors.New("not found")
+	ErrNotFound = fmt.Errorf("%w: no such request", fabric.ErrNotFound)
 	// ErrIdempotencyConflict: an Idempotency-Key was reused with another body.
-	ErrIdempotencyConflict = errors.New("idempotency key reused with a different body")
+	ErrIdempotencyConflict = fmt.Errorf("%w: this Idempotency-Key was used with a different body", fabric.ErrConflict)
 	// ErrTooLarge: an upload exceeded the size limit.
 	ErrTooLarge = errors.New("too large")
 	// ErrNotCancellable: the request is completed or rejected.
-	ErrNotCancellable = errors.New("the request is already decided and can no longer be cancelled")
+	ErrNotCancellable = fmt.Errorf("%w: the request is already decided and can no longer be cancelled", fabric.ErrConflict)
 )
 
 // MaxReasonLength bounds a cancellation's reason (request.cancelled.v1).
