@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 )
@@ -125,13 +125,8 @@ var bodyMethods = []string{"post", "put", "patch", "delete"}
 
 func jsonOperationsOf(doc map[string]any) ([]jsonOperation, error) {
 	paths, _ := doc["paths"].(map[string]any)
-	templates := make([]string, 0, len(paths))
-	for p := range paths {
-		templates = append(templates, p)
-	}
-	sort.Strings(templates)
 	var ops []jsonOperation
-	for _, tmpl := range templates {
+	for _, tmpl := range slices.Sorted(maps.Keys(paths)) {
 		item, _ := paths[tmpl].(map[string]any)
 		for _, m := range bodyMethods {
 			op, ok := item[m].(map[string]any)
