@@ -279,10 +279,10 @@ func TestCompleteTaskRejects(t *testing.T) {
 		{"bad outcome", operator, operatorStep, `{"outcome":"maybe"}`, "application/json", 422},
 		{"malformed JSON", attendant, operatorStep, `{"outcome":`, "application/json", 400},
 		{"unknown field", attendant, operatorStep, `{"verdict":"approved"}`, "application/json", 400},
-		{"not JSON", attendant, operatorStep, `outcome=approved`, "application/x-www-form-urlencoded", 400},
-		{"rejected without a reason", operator, operatorStep, `{"outcome":"rejected"}`, "application/json", 400},
-		{"rejected with a blank reason", operator, operatorStep, `{"outcome":"rejected","reason":" \t\n "}`, "application/json", 400},
-		{"a reason over 1000 characters", operator, operatorStep, `{"outcome":"done","reason":"` + strings.Repeat("é", 1001) + `"}`, "application/json", 400},
+		{"not JSON", attendant, operatorStep, `outcome=approved`, "application/x-www-form-urlencoded", 415},
+		{"rejected without a reason", operator, operatorStep, `{"outcome":"rejected"}`, "application/json", 422},
+		{"rejected with a blank reason", operator, operatorStep, `{"outcome":"rejected","reason":" \t\n "}`, "application/json", 422},
+		{"a reason over 1000 characters", operator, operatorStep, `{"outcome":"done","reason":"` + strings.Repeat("é", 1001) + `"}`, "application/json", 422},
 		{"a reason that is no string", operator, operatorStep, `{"outcome":"rejected","reason":1}`, "application/json", 400},
 	}
 	for _, tc := range tests {

@@ -153,7 +153,7 @@ func TestReactionsDecideOncePerEvent(t *testing.T) {
 		t.Fatalf("approve = %d %s", resp.status, resp.body)
 	}
 	expectProblem(t, resolve(approver, approvalID, false), http.StatusConflict)
-	expectProblem(t, post(approver, "/v1/reviews/"+approvalID+"/resolve", `{"reason":"x"}`), http.StatusBadRequest)
+	expectProblem(t, post(approver, "/v1/reviews/"+approvalID+"/resolve", `{"reason":"x"}`), http.StatusUnprocessableEntity)
 	got := decisions(author, approval)[0]
 	if len(got.Reviews) != 2 || got.Reviews[0].Resolution != "approved" || got.Reviews[0].ResolvedBy != "olga" ||
 		got.Reviews[1].Follows != approvalID || got.Reviews[1].Kind != "review" || got.Reviews[1].Status != "open" {

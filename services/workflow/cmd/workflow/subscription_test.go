@@ -84,7 +84,7 @@ func TestSubscriptionLifecycle(t *testing.T) {
 		return post(token, "/v1/subscriptions/"+v1.ID+"/versions/"+strconv.Itoa(version)+"/transitions", `{"to":"`+to+`","reason":"`+reason+`"}`)
 	}
 	expectProblem(t, move(author, 1, "ACTIVE", "skip the checks"), http.StatusConflict)
-	expectProblem(t, move(author, 1, "VALIDATING", ""), http.StatusBadRequest)
+	expectProblem(t, move(author, 1, "VALIDATING", ""), http.StatusUnprocessableEntity)
 	expectProblem(t, move(other, 1, "VALIDATING", "not mine"), http.StatusNotFound)
 	for _, step := range []struct {
 		token, to string

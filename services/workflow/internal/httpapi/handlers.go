@@ -1,14 +1,11 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -64,7 +61,7 @@ type completeBody struct {
 func handleCompleteTask(store Processes, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body completeBody
-		if err := decodeOptional(w, r, &body); err != nil {
+		if err := readBody(w, r, &body); err != nil {
 			writeError(w, r, log, err)
 			return
 		}
@@ -77,63 +74,30 @@ func handleCompleteTask(store Processes, log *slog.Logger) http.Handler {
 	})
 }
 
-// badRequest is a body that cannot be read as the expected JSON (400).
-type badRequest struct{ msg string }
-
-func (e *badRequest) Error() string { return e.msg }
-
-// errTooLarge: the body exceeds maxBodyBytes.
-var errTooLarge = errors.New("body too large")
-
-// decodeOptional reads an optional JSON object strictly: an empty body is
-// the zero value; otherwise it must be application/json, one object, no
-// unknown fields.
-func decodeOptional(w http.ResponseWriter, r *http.Request, v any) error {
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return errTooLarge
-		}
-		return &badRequest{"unreadable body"}
-	}
-	if len(raw) == 0 {
-		return nil
-	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return &badRequest{"a body must be application/json"}
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return &badRequest{"malformed JSON: " + err.Error()}
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return &badRequest{"unexpected data after the JSON object"}
+// readBody reads a route's JSON body into v. Every body of the service is
+// optional: an empty one leaves v as it is, and the rules then say what
+// is missing.
+func readBody(w http.ResponseWriter, r *http.Request, v any) error {
+	if _, err := httpjson.ReadStrict(w, r, maxBodyBytes, v); err != nil && !errors.Is(err, io.EOF) {
+		return err
 	}
 	return nil
 }
 
-// writeError is the one place domain errors become HTTP problems.
+// writeError answers what the client should know beyond an error's kind
+// (which field is wrong, who holds the claim, a refusal by role);
+// problem.Fail answers the rest, the fabric's kinds and refused bodies
+// included.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
-	var bad *badRequest
 	switch {
-	case errors.As(err, &bad):
-		problem.Error(w, r, http.StatusBadRequest, bad.msg)
-	case errors.Is(err, errTooLarge):
-		problem.Error(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes", maxBodyBytes))
 	case errors.Is(err, process.ErrInvalidOutcome):
 		problem.Write(w, r, problem.Details{Status: http.StatusUnprocessableEntity, Detail: err.Error(),
 			Errors: map[string]any{"outcome": "must be one of done, approved, rejected"}})
 	case errors.Is(err, process.ErrInvalidReason):
-		problem.Write(w, r, problem.Details{Status: http.StatusBadRequest, Detail: err.Error(),
+		problem.Write(w, r, problem.Details{Status: http.StatusUnprocessableEntity, Detail: err.Error(),
 			Errors: map[string]any{"reason": fmt.Sprintf("required when the outcome is rejected; at most %d characters", process.MaxReasonLen)}})
-	case errors.Is(err, process.ErrNotFound):
-		problem.Error(w, r, http.StatusNotFound, "no such task")
 	case errors.Is(err, process.ErrForbidden):
 		problem.Error(w, r, http.StatusForbidden, "the task is assigned to another role")
-	case errors.Is(err, process.ErrTaskClosed):
-		problem.Error(w, r, http.StatusConflict, "the task is already completed")
 	case errors.Is(err, process.ErrClaimed):
 		d := problem.Details{Status: http.StatusConflict, Detail: "the task is claimed by someone else"}
 		var held *process.ClaimedError
@@ -142,7 +106,6 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		}
 		problem.Write(w, r, d)
 	default:
-		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		problem.Unexpected(w, r, err)
+		problem.Fail(w, r, log, err)
 	}
 }

@@ -2,14 +2,12 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/agora-platform/agora/pkg/fabric/httpjson"
-	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/services/workflow/internal/process"
 	"github.com/agora-platform/agora/services/workflow/internal/schedule"
 )
@@ -25,22 +23,17 @@ type Schedules interface {
 func handleCreateSchedule(store Schedules, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var spec schedule.Spec
-		if err := decodeOptional(w, r, &spec); err != nil {
+		if err := readBody(w, r, &spec); err != nil {
 			writeError(w, r, log, err)
 			return
 		}
 		sc, err := store.CreateSchedule(r.Context(), actor(r), spec)
-		switch {
-		case errors.Is(err, schedule.ErrInvalid):
-			problem.Write(w, r, problem.Details{Status: http.StatusUnprocessableEntity, Detail: err.Error()})
-		case errors.Is(err, schedule.ErrExists):
-			problem.Error(w, r, http.StatusConflict, "this tenant already has a schedule named "+spec.Name)
-		case err != nil:
+		if err != nil {
 			writeError(w, r, log, err)
-		default:
-			w.Header().Set("Location", "/v1/schedules/"+sc.ID)
-			httpjson.Write(w, http.StatusCreated, sc)
+			return
 		}
+		w.Header().Set("Location", "/v1/schedules/"+sc.ID)
+		httpjson.Write(w, http.StatusCreated, sc)
 	})
 }
 
@@ -59,11 +52,14 @@ func handleListSchedules(store Schedules, log *slog.Logger) http.Handler {
 // handleDisableSchedule serves POST /v1/schedules/{id}/disable.
 func handleDisableSchedule(store Schedules, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sc, err := store.DisableSchedule(r.Context(), actor(r).TenantID, chi.URLParam(r, "id"))
-		if errors.Is(err, process.ErrNotFound) {
-			problem.Error(w, r, http.StatusNotFound, "no such enabled schedule")
+		// No body is needed; an empty object is tolerated, anything else
+		// refused as on every route.
+		var body struct{}
+		if err := readBody(w, r, &body); err != nil {
+			writeError(w, r, log, err)
 			return
 		}
+		sc, err := store.DisableSchedule(r.Context(), actor(r).TenantID, chi.URLParam(r, "id"))
 		if err != nil {
 			writeError(w, r, log, err)
 			return

@@ -52,12 +52,12 @@ func handleResolve(store Subscriptions, log *slog.Logger) http.Handler {
 			Approve *bool  `json:"approve"`
 			Reason  string `json:"reason"`
 		}
-		if err := decodeOptional(w, r, &body); err != nil {
+		if err := readBody(w, r, &body); err != nil {
 			writeError(w, r, log, err)
 			return
 		}
 		if body.Approve == nil {
-			problem.Write(w, r, problem.Details{Status: http.StatusBadRequest, Detail: "say whether you approve",
+			problem.Write(w, r, problem.Details{Status: http.StatusUnprocessableEntity, Detail: "say whether you approve",
 				Errors: map[string]any{"approve": "true or false"}})
 			return
 		}
@@ -94,26 +94,21 @@ func handleDecisions(store Subscriptions, log *slog.Logger) http.Handler {
 	})
 }
 
-// reasonGiven answers 400 unless reason fits the audit (1 to
+// reasonGiven answers 422 unless reason fits the audit (1 to
 // process.MaxReasonLen characters).
 func reasonGiven(w http.ResponseWriter, r *http.Request, reason string) bool {
 	if reason == "" || len(reason) > process.MaxReasonLen {
-		problem.Write(w, r, problem.Details{Status: http.StatusBadRequest, Detail: "a reason is required",
+		problem.Write(w, r, problem.Details{Status: http.StatusUnprocessableEntity, Detail: "a reason is required",
 			Errors: map[string]any{"reason": fmt.Sprintf("1 to %d characters, recorded in the audit", process.MaxReasonLen)}})
 		return false
 	}
 	return true
 }
 
-// subscriptionError answers the subscription domain's errors.
+// subscriptionError answers the subscription domain's refusals by role;
+// its other errors are of the fabric's kinds.
 func subscriptionError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	switch {
-	case errors.Is(err, subscription.ErrInvalid):
-		problem.Error(w, r, http.StatusUnprocessableEntity, err.Error())
-	case errors.Is(err, subscription.ErrNotFound):
-		problem.Error(w, r, http.StatusNotFound, "no such subscription or review")
-	case errors.Is(err, subscription.ErrTransition), errors.Is(err, subscription.ErrNoPrevious), errors.Is(err, subscription.ErrReviewClosed):
-		problem.Error(w, r, http.StatusConflict, err.Error())
 	case errors.Is(err, subscription.ErrFourEyes), errors.Is(err, subscription.ErrNotYourRole):
 		problem.Error(w, r, http.StatusForbidden, err.Error())
 	default:
@@ -124,7 +119,7 @@ func subscriptionError(w http.ResponseWriter, r *http.Request, log *slog.Logger,
 func handleCreateSubscription(store Subscriptions, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var spec subscription.Spec
-		if err := decodeOptional(w, r, &spec); err != nil {
+		if err := readBody(w, r, &spec); err != nil {
 			writeError(w, r, log, err)
 			return
 		}
@@ -174,14 +169,16 @@ type transitionBody struct {
 
 func handleTransition(store Subscriptions, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The body is read first, as on every route: a malformed one gets
+		// the same answer whatever the path names.
+		var body transitionBody
+		if err := readBody(w, r, &body); err != nil {
+			writeError(w, r, log, err)
+			return
+		}
 		version, err := strconv.Atoi(chi.URLParam(r, "version"))
 		if err != nil || version < 1 {
 			problem.Error(w, r, http.StatusNotFound, "no such subscription version")
-			return
-		}
-		var body transitionBody
-		if err := decodeOptional(w, r, &body); err != nil {
-			writeError(w, r, log, err)
 			return
 		}
 		if !reasonGiven(w, r, body.Reason) {
@@ -201,7 +198,7 @@ func handleRollback(store Subscriptions, log *slog.Logger) http.Handler {
 		var body struct {
 			Reason string `json:"reason"`
 		}
-		if err := decodeOptional(w, r, &body); err != nil {
+		if err := readBody(w, r, &body); err != nil {
 			writeError(w, r, log, err)
 			return
 		}

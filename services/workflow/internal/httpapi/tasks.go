@@ -147,7 +147,7 @@ func taskAction(log *slog.Logger, act func(ctx context.Context, a process.Actor,
 		// No body is expected; an empty object is tolerated, anything else
 		// refused as for completion.
 		var body struct{}
-		if err := decodeOptional(w, r, &body); err != nil {
+		if err := readBody(w, r, &body); err != nil {
 			writeError(w, r, log, err)
 			return
 		}

@@ -36,7 +36,7 @@ func (s *Store) CreateSchedule(ctx context.Context, a process.Actor, spec schedu
 			TimeZone: spec.TimeZone, CatchUp: string(spec.CatchUp), MaxCatchUp: int32(spec.MaxCatchUp), Payload: spec.Payload,
 			CreatedBy: a.Subject, CreatedAt: now})
 		if errors.Is(err, pgx.ErrNoRows) {
-			return schedule.ErrExists
+			return fmt.Errorf("%w: %s", schedule.ErrExists, spec.Name)
 		}
 		if err != nil {
 			return fmt.Errorf("insert schedule %s: %w", spec.Name, err)
@@ -81,19 +81,19 @@ func (s *Store) Schedules(ctx context.Context, tenantID string) ([]schedule.Sche
 }
 
 // DisableSchedule stops a schedule of the tenant: its timer goes, nothing
-// fires any more. It returns process.ErrNotFound for no such enabled
+// fires any more. It returns schedule.ErrNotFound for no such enabled
 // schedule in the tenant.
 func (s *Store) DisableSchedule(ctx context.Context, tenantID, id string) (schedule.Schedule, error) {
 	id, ok := canonicalID(id)
 	if !ok {
-		return schedule.Schedule{}, process.ErrNotFound
+		return schedule.Schedule{}, schedule.ErrNotFound
 	}
 	var out schedule.Schedule
 	err := s.inTenant(ctx, tenantID, func(tx pgx.Tx, q *pgdb.Queries) error {
 		now := s.clock()
 		row, err := q.DisableSchedule(ctx, pgdb.DisableScheduleParams{TenantID: tenantID, ID: id, Now: &now})
 		if errors.Is(err, pgx.ErrNoRows) {
-			return process.ErrNotFound
+			return schedule.ErrNotFound
 		}
 		if err != nil {
 			return fmt.Errorf("disable schedule %s: %w", id, err)

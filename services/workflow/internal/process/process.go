@@ -7,23 +7,27 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/agora-platform/agora/pkg/fabric"
 )
 
-// Errors the adapters return; httpapi maps them to status codes.
+// Errors the adapters return. Those of the fabric's kinds carry their
+// status and class; httpapi adds what the client should know of the
+// others (which field, who holds the claim).
 var (
 	// ErrNotFound: no such task or process in the caller's tenant.
-	ErrNotFound = errors.New("not found")
+	ErrNotFound = fmt.Errorf("%w: no such task or process", fabric.ErrNotFound)
 	// ErrTaskClosed: the task was already completed.
-	ErrTaskClosed = errors.New("task already completed")
+	ErrTaskClosed = fmt.Errorf("%w: the task is already completed", fabric.ErrConflict)
 	// ErrForbidden: the caller lacks the task's assignee role.
 	ErrForbidden = errors.New("not the task's assignee role")
 	// ErrInvalidOutcome: an outcome that is not one of TaskOutcomes.
-	ErrInvalidOutcome = errors.New("invalid outcome")
+	ErrInvalidOutcome = fmt.Errorf("%w outcome", fabric.ErrInvalid)
 	// ErrClaimed: the task is claimed by someone else (see ClaimedError).
-	ErrClaimed = errors.New("task claimed by someone else")
+	ErrClaimed = fmt.Errorf("%w: the task is claimed by someone else", fabric.ErrConflict)
 	// ErrInvalidReason: a rejection without a reason, or a reason longer
 	// than MaxReasonLen.
-	ErrInvalidReason = errors.New("invalid reason")
+	ErrInvalidReason = fmt.Errorf("%w reason", fabric.ErrInvalid)
 )
 
 // ClaimedError is ErrClaimed with the subject who holds the claim.

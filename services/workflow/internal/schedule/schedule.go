@@ -9,12 +9,13 @@ package schedule
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/agora-platform/agora/pkg/fabric"
 )
 
 // CatchUp is what happens to slots missed while no instance ran.
@@ -59,10 +60,13 @@ var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron
 const maxPayload = 8 << 10
 
 // ErrInvalid is a schedule Check refuses; the message names the field.
-var ErrInvalid = errors.New("invalid schedule")
+var ErrInvalid = fmt.Errorf("%w schedule", fabric.ErrInvalid)
 
 // ErrExists: the tenant already has a schedule of that name.
-var ErrExists = errors.New("a schedule of that name exists")
+var ErrExists = fmt.Errorf("%w: the tenant already has a schedule of that name", fabric.ErrConflict)
+
+// ErrNotFound: no such enabled schedule in the tenant.
+var ErrNotFound = fmt.Errorf("%w: no such enabled schedule", fabric.ErrNotFound)
 
 // Schedule is a stored schedule as the API shows it.
 type Schedule struct {

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/filter"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
@@ -147,11 +148,11 @@ type Transition struct {
 
 // Errors.
 var (
-	ErrInvalid    = errors.New("invalid subscription")
-	ErrTransition = errors.New("transition not allowed")
+	ErrInvalid    = fmt.Errorf("%w subscription", fabric.ErrInvalid)
+	ErrTransition = fmt.Errorf("%w: transition not allowed", fabric.ErrConflict)
 	ErrFourEyes   = errors.New("a version is approved by an operator who did not write it")
-	ErrNotFound   = errors.New("no such subscription")
-	ErrNoPrevious = errors.New("no previous version to roll back to")
+	ErrNotFound   = fmt.Errorf("%w: no such subscription or review", fabric.ErrNotFound)
+	ErrNoPrevious = fmt.Errorf("%w: no previous version to roll back to", fabric.ErrConflict)
 )
 
 // Check validates s as far as it can without running it: the name, event
@@ -359,6 +360,6 @@ type Review struct {
 
 // Errors of resolving a review.
 var (
-	ErrReviewClosed = errors.New("the review is already resolved")
+	ErrReviewClosed = fmt.Errorf("%w: the review is already resolved", fabric.ErrConflict)
 	ErrNotYourRole  = errors.New("the review is for another role")
 )

@@ -1,0 +1,15 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/agora-platform/agora/pkg/fabric/fabrictest/httpfuzz"
+)
+
+// TestMalformedBodies: every route of the service that reads a JSON body
+// answers each malformed one as every other service does, with the same
+// status and problem type (see httpfuzz.CheckMalformedBodies).
+func TestMalformedBodies(t *testing.T) {
+	p := newPlatform(t)
+	httpfuzz.New(t, p.start(t, map[string]string{"LOG_LEVEL": "warn"}), p.keys).CheckMalformedBodies(t)
+}
