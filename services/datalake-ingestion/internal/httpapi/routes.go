@@ -4,7 +4,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 
@@ -57,13 +56,8 @@ func handleLineage(store Store, log *slog.Logger) http.HandlerFunc {
 		// The canonical spelling: uuid.Parse also takes ones PostgreSQL
 		// refuses ("urn:uuid:…").
 		l, err := store.Lineage(r.Context(), claims.TenantID, id.String())
-		switch {
-		case errors.Is(err, postgres.ErrNotFound):
-			problem.Error(w, r, http.StatusNotFound, "no lineage for this event")
-			return
-		case err != nil:
-			log.Error("lineage query", "err", err)
-			problem.Unexpected(w, r, err)
+		if err != nil {
+			problem.Fail(w, r, log, err)
 			return
 		}
 		httpjson.Write(w, http.StatusOK, l)

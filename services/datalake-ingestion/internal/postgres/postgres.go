@@ -13,12 +13,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/postgres/pgdb"
 )
 
-// ErrNotFound: no lineage for the event in the tenant.
-var ErrNotFound = errors.New("lineage not found")
+// ErrNotFound: no lineage for the event in the tenant; of the fabric's
+// kind (404).
+var ErrNotFound = fmt.Errorf("lineage %w", fabric.ErrNotFound)
 
 // Lineage is where one event landed.
 type Lineage struct {
