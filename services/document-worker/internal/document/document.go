@@ -13,17 +13,20 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/agora-platform/agora/pkg/fabric"
 )
 
 // Failure kinds. The messaging edge maps them to the fabric's classes:
-// ErrUnavailable is transient, the others are permanent.
+// ErrUnavailable is transient, the others are permanent (ErrNotFound by
+// being of the fabric's kind, which carries its class).
 var (
 	// ErrForeignObject: the object key is outside the envelope tenant's prefix.
 	ErrForeignObject = errors.New("object outside the tenant's prefix")
 	// ErrChecksum: the stored bytes do not match the announced sha256.
 	ErrChecksum = errors.New("sha256 mismatch")
 	// ErrNotFound: the announced object does not exist.
-	ErrNotFound = errors.New("object not found")
+	ErrNotFound = fmt.Errorf("object %w", fabric.ErrNotFound)
 	// ErrUnsupported: a content type the worker cannot read.
 	ErrUnsupported = errors.New("unsupported content type")
 	// ErrCorrupt: the bytes are not a readable file of their type.

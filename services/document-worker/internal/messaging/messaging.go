@@ -159,7 +159,6 @@ func Classify(err error) error {
 		return fabric.Transient(err)
 	case errors.Is(err, document.ErrForeignObject),
 		errors.Is(err, document.ErrChecksum),
-		errors.Is(err, document.ErrNotFound),
 		errors.Is(err, document.ErrUnsupported),
 		errors.Is(err, document.ErrCorrupt),
 		errors.Is(err, document.ErrUnknownDocument),
