@@ -31,29 +31,20 @@ func Write(w http.ResponseWriter, status int, v any) {
 // the same bad body gets the same answer from all of them.
 //
 // On failure the error is the problem to answer, with a type of its own
-// for each case (see refusals): problem.Fail writes it. The status is
-// returned too, for callers that write the problem themselves: 415 for
-// another media type, 413 for a body over limit, 400 otherwise.
+// for each case (see refusals) and its status (415 for another media type,
+// 413 for a body over limit, 400 otherwise): problem.Fail writes it.
 //
 // An empty body is an error that wraps io.EOF, so that a route whose body
 // is optional can take it as absent, whatever its Content-Type:
 //
-//	if _, err := httpjson.ReadStrict(w, r, limit, &v); err != nil && !errors.Is(err, io.EOF) { … }
+//	if err := httpjson.ReadStrict(w, r, limit, &v); err != nil && !errors.Is(err, io.EOF) { … }
 //
 // NUL bytes and invalid UTF-8 are refused before any handler runs (the
 // host's edge checks); a body past what the edge checks up front reaches
 // this reader as a read error that is its own problem, and is returned as
 // it is.
-func ReadStrict(w http.ResponseWriter, r *http.Request, limit int64, v any) (int, error) {
-	err := read(w, r, limit, v)
-	if err == nil {
-		return 0, nil
-	}
-	var p interface{ Problem() problem.Details }
-	if errors.As(err, &p) {
-		return p.Problem().Status, err
-	}
-	return http.StatusBadRequest, err
+func ReadStrict(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	return read(w, r, limit, v)
 }
 
 func read(w http.ResponseWriter, r *http.Request, limit int64, v any) error {

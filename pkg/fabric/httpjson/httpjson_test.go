@@ -85,15 +85,16 @@ func TestReadStrict(t *testing.T) {
 				r.Header.Set("Content-Type", tt.contentType)
 			}
 			var v body
-			status, err := httpjson.ReadStrict(httptest.NewRecorder(), r, 64, &v)
+			err := httpjson.ReadStrict(httptest.NewRecorder(), r, 64, &v)
 			if tt.wantStatus == 0 {
-				if err != nil || status != 0 {
-					t.Fatalf("ReadStrict = %d, %v; want it read", status, err)
+				if err != nil {
+					t.Fatalf("ReadStrict = %v; want it read", err)
 				}
 				return
 			}
-			if err == nil || status != tt.wantStatus {
-				t.Fatalf("ReadStrict = %d, %v; want %d", status, err, tt.wantStatus)
+			var own interface{ Problem() problem.Details }
+			if !errors.As(err, &own) || own.Problem().Status != tt.wantStatus {
+				t.Fatalf("ReadStrict = %v; want a problem with status %d", err, tt.wantStatus)
 			}
 			if errors.Is(err, io.EOF) != tt.wantEOF {
 				t.Errorf("errors.Is(%v, io.EOF) = %v, want %v", err, !tt.wantEOF, tt.wantEOF)
@@ -118,7 +119,7 @@ func TestReadStrictPassesTheEdgesRefusal(t *testing.T) {
 		var v struct {
 			Name string `json:"name"`
 		}
-		_, err := httpjson.ReadStrict(w, r, 1<<20, &v)
+		err := httpjson.ReadStrict(w, r, 1<<20, &v)
 		problem.Fail(w, r, slog.New(slog.DiscardHandler), err)
 	}))
 	for name, body := range map[string]string{"short": "{\"name\":\"\x00\"}", "past the edge's head": long} {

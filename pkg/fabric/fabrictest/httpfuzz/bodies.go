@@ -42,12 +42,6 @@ var badBodies = []badBody{
 	{"malformed JSON", "application/json", []byte(`{"x":`), http.StatusBadRequest, "malformed-json"},
 }
 
-// untypedPrefixes are routes whose refusals are checked for their status
-// only, not their problem type: the DLQ API (pkg/fabric/internal/dlq)
-// still writes the reader's refusal as a problem of its own, without the
-// type, until it answers it with problem.Fail.
-var untypedPrefixes = []string{"/v1/dlq/"}
-
 // CheckMalformedBodies sends each malformed body of badBodies to every
 // operation the service's document (GET /openapi.json) says takes an
 // application/json body, as a caller holding every role of the target's
@@ -90,9 +84,6 @@ func (ft *target) checkBadBody(op jsonOperation, bb badBody) error {
 	}
 	if err := json.Unmarshal(data, &p); err != nil || p.Status != status {
 		return fmt.Errorf("%s %s with a body of %s: problem %.300s, want one of status %d", op.method, op.path, bb.name, data, status)
-	}
-	if slices.ContainsFunc(untypedPrefixes, func(prefix string) bool { return strings.HasPrefix(op.path, prefix) }) {
-		return nil
 	}
 	if want := problemTypes + bb.problemType; p.Type != want {
 		return fmt.Errorf("%s %s with a body of %s: problem type %q, want %q", op.method, op.path, bb.name, p.Type, want)

@@ -66,7 +66,7 @@ func TestJSONOperationsOf(t *testing.T) {
 func TestCheckMalformedBodies(t *testing.T) {
 	shared := func(w http.ResponseWriter, r *http.Request) {
 		var v struct{}
-		if _, err := httpjson.ReadStrict(w, r, 16<<10, &v); err != nil && (r.URL.Path == "/v1/things" || !errors.Is(err, io.EOF)) {
+		if err := httpjson.ReadStrict(w, r, 16<<10, &v); err != nil && (r.URL.Path == "/v1/things" || !errors.Is(err, io.EOF)) {
 			problem.Fail(w, r, slog.New(slog.DiscardHandler), err)
 			return
 		}

@@ -112,8 +112,8 @@ func Handler(ops *Ops, queues []string) http.Handler {
 				Reason string `json:"reason"`
 				DryRun bool   `json:"dryRun"`
 			}
-			if status, err := httpjson.ReadStrict(w, r, 64<<10, &body); err != nil {
-				problem.Error(w, r, status, err.Error())
+			if err := httpjson.ReadStrict(w, r, 64<<10, &body); err != nil {
+				problem.Fail(w, r, nil, err)
 				return
 			}
 			// Checked before the tenant is added, which would make any

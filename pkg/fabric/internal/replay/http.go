@@ -45,7 +45,7 @@ func Handler(s *Service) http.Handler {
 			return
 		}
 		var req Request
-		if _, err := httpjson.ReadStrict(w, r, 64<<10, &req); err != nil {
+		if err := httpjson.ReadStrict(w, r, 64<<10, &req); err != nil {
 			fail(w, r, err)
 			return
 		}

@@ -44,7 +44,7 @@ func handleChat(chat Asker, log *slog.Logger) http.Handler {
 			return
 		}
 		var req chatRequest
-		if _, err := httpjson.ReadStrict(w, r, maxChatBody, &req); err != nil {
+		if err := httpjson.ReadStrict(w, r, maxChatBody, &req); err != nil {
 			problem.Fail(w, r, log, err)
 			return
 		}

@@ -82,7 +82,7 @@ func handleCreateExport(d ExportDeps, log *slog.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		claims, _ := auth.FromContext(r.Context())
 		var body exportRequest
-		if _, err := httpjson.ReadStrict(w, r, maxExportBody, &body); err != nil {
+		if err := httpjson.ReadStrict(w, r, maxExportBody, &body); err != nil {
 			problem.Fail(w, r, log, err)
 			return
 		}

@@ -39,7 +39,7 @@ func handlePutContact(store Store, log *slog.Logger) http.HandlerFunc {
 			return
 		}
 		var b contactBody
-		if _, err := httpjson.ReadStrict(w, r, maxBody, &b); err != nil {
+		if err := httpjson.ReadStrict(w, r, maxBody, &b); err != nil {
 			problem.Fail(w, r, log, err)
 			return
 		}

@@ -57,7 +57,7 @@ func actor(r *http.Request) request.Actor {
 func handleSubmit(store Requests, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var sub request.Submission
-		if _, err := httpjson.ReadStrict(w, r, maxSubmissionBytes, &sub); err != nil {
+		if err := httpjson.ReadStrict(w, r, maxSubmissionBytes, &sub); err != nil {
 			writeError(w, r, log, err)
 			return
 		}
@@ -156,7 +156,7 @@ func handleCancel(store Requests, log *slog.Logger) http.Handler {
 			Reason string `json:"reason"`
 		}
 		// The body is optional: an empty one is no reason.
-		if _, err := httpjson.ReadStrict(w, r, maxCancelBytes, &body); err != nil && !errors.Is(err, io.EOF) {
+		if err := httpjson.ReadStrict(w, r, maxCancelBytes, &body); err != nil && !errors.Is(err, io.EOF) {
 			writeError(w, r, log, err)
 			return
 		}

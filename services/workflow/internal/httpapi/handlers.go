@@ -78,7 +78,7 @@ func handleCompleteTask(store Processes, log *slog.Logger) http.Handler {
 // optional: an empty one leaves v as it is, and the rules then say what
 // is missing.
 func readBody(w http.ResponseWriter, r *http.Request, v any) error {
-	if _, err := httpjson.ReadStrict(w, r, maxBodyBytes, v); err != nil && !errors.Is(err, io.EOF) {
+	if err := httpjson.ReadStrict(w, r, maxBodyBytes, v); err != nil && !errors.Is(err, io.EOF) {
 		return err
 	}
 	return nil
