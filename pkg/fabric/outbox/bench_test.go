@@ -51,7 +51,7 @@ func outboxLatency(b *testing.B, workers int, direct bool) {
 			ob = ob.WithWake(relay.Expect)
 		}
 		runRelay(b, relay)
-		time.Sleep(200 * time.Millisecond)
+		awaitListening(b, s) // or the first rows wait for the poll
 		committed := make(map[string]time.Time, rate*seconds)
 		var mu sync.Mutex
 		var wg sync.WaitGroup

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
@@ -64,6 +65,58 @@ func enqueue(t testing.TB, s *fabrictest.Schema, ob *outbox.Outbox, commit bool,
 
 var errRollback = errors.New("rollback on purpose")
 
+// relayPool returns a pool of the relay's own on s: after each connection
+// the relay gives back, which is after each of its looks (its listener
+// keeps its connection), looked receives, if it has room.
+func relayPool(t testing.TB, s *fabrictest.Schema, looked chan<- struct{}) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(env.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = s.Name
+	cfg.AfterRelease = func(*pgx.Conn) bool {
+		select {
+		case looked <- struct{}{}:
+		default:
+		}
+		return true
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// await waits for a signal on c.
+func await(t testing.TB, c <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("timed out after 5s waiting for %s", what)
+	}
+}
+
+// awaitListening waits until a session LISTENs on s's outbox channel: idle
+// after the LISTEN, which has therefore committed, so every notification
+// from now on reaches it. PostgreSQL has no event for it; pg_stat_activity
+// is where it shows.
+func awaitListening(t testing.TB, s *fabrictest.Schema) {
+	t.Helper()
+	listen := "LISTEN " + pgx.Identifier{outbox.NotifyChannel(s.Name)}.Sanitize()
+	fabrictest.Eventually(t, 5*time.Second, "a session listening on the outbox channel", func() bool {
+		var ok bool
+		if err := s.Pool.QueryRow(context.Background(),
+			`SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE state = 'idle' AND query = $1)`, listen).Scan(&ok); err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	})
+}
+
 func runRelay(t testing.TB, r *outbox.Relay) func() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -87,9 +140,13 @@ func TestCommittedRowsArePublishedRolledBackNever(t *testing.T) {
 	s := fabrictest.NewSchema(t, env)
 	ob := outbox.New(f.Reg)
 	// A long poll interval: only NOTIFY can make this fast.
-	relay := outbox.NewRelay(s.Pool, s.Name, f.Pub, outbox.RelayOptions{PollInterval: time.Minute})
+	looked := make(chan struct{}, 1)
+	relay := outbox.NewRelay(relayPool(t, s, looked), s.Name, f.Pub, outbox.RelayOptions{PollInterval: time.Minute, Retention: -1})
 	runRelay(t, relay)
-	time.Sleep(200 * time.Millisecond) // let the listener subscribe
+	// Once its first look is over and its listener subscribed, only a
+	// notification brings the relay back within the minute.
+	await(t, looked, "the relay's first look")
+	awaitListening(t, s)
 
 	kept := submitted(t, 1, "agg")
 	dropped := submitted(t, 2, "agg")
@@ -144,7 +201,8 @@ func TestWakeReplacesNotify(t *testing.T) {
 	f := fabrictest.NewFabric(t, env, desc())
 	s := fabrictest.NewSchema(t, env)
 	ctx := context.Background()
-	relay := outbox.NewRelay(s.Pool, s.Name, f.Pub, outbox.RelayOptions{PollInterval: time.Minute})
+	looked := make(chan struct{}, 1)
+	relay := outbox.NewRelay(relayPool(t, s, looked), s.Name, f.Pub, outbox.RelayOptions{PollInterval: time.Minute, Retention: -1})
 	ob := outbox.New(f.Reg).WithWake(relay.Expect)
 	listener, err := s.Pool.Acquire(ctx)
 	if err != nil {
@@ -157,6 +215,9 @@ func TestWakeReplacesNotify(t *testing.T) {
 	}
 	defer listener.Exec(context.WithoutCancel(ctx), "UNLISTEN *")
 	runRelay(t, relay)
+	// After its first look the relay sleeps for the minute: its next look
+	// is one that Expect asked for.
+	await(t, looked, "the relay's first look")
 
 	e := submitted(t, 1, "agg")
 	tx, err := s.Pool.Begin(ctx)
@@ -166,7 +227,8 @@ func TestWakeReplacesNotify(t *testing.T) {
 	if err := ob.Enqueue(ctx, tx, outbox.Item{Aggregate: outbox.Aggregate{Type: "request", ID: "r1"}, Envelope: e}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(150 * time.Millisecond) // the relay looks while the row is uncommitted
+	// The relay looks, finds nothing, and must look again after the commit.
+	await(t, looked, "the relay looking while the row is uncommitted")
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
