@@ -247,9 +247,7 @@ func TestCompetingConsumersShareWithoutDuplicates(t *testing.T) {
 	seen := map[string]int{}
 	per := [2]atomic.Int32{}
 	for i := 0; i < 2; i++ {
-		i := i
 		s.run(t, func(ctx context.Context, e envelope.Envelope) error {
-			time.Sleep(time.Millisecond)
 			mu.Lock()
 			seen[e.ID]++
 			mu.Unlock()
@@ -257,6 +255,9 @@ func TestCompetingConsumersShareWithoutDuplicates(t *testing.T) {
 			return nil
 		}, fabric.ConsumerOptions{Prefetch: 10, Concurrency: 2})
 	}
+	// Both subscribed before the first message: the queue then hands
+	// messages to its consumers in turn.
+	fabrictest.Eventually(t, 5*time.Second, "two consumers on the queue", func() bool { return consumers(t, s) == 2 })
 	const n = 400
 	var pend []*fabric.Pending
 	for i := 0; i < n; i++ {
@@ -280,6 +281,21 @@ func TestCompetingConsumersShareWithoutDuplicates(t *testing.T) {
 	if per[0].Load() == 0 || per[1].Load() == 0 {
 		t.Errorf("work split %d/%d: both consumers must get some", per[0].Load(), per[1].Load())
 	}
+}
+
+// consumers returns how many consumers the stack's queue counts.
+func consumers(t *testing.T, s *stack) int {
+	t.Helper()
+	ch, err := s.Conn.Channel(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(testQueue, true, false, false, false, nil)
+	if err != nil {
+		t.Fatalf("inspect %s: %v", testQueue, err)
+	}
+	return q.Consumers
 }
 
 func TestTenantContextAndTracePropagation(t *testing.T) {
@@ -451,11 +467,19 @@ func TestTopologyIsRedeclaredOnReconnect(t *testing.T) {
 func TestGracefulShutdownFinishesInFlightWork(t *testing.T) {
 	s := newStack(t)
 	var started, finished atomic.Int32
-	c, err := fabric.NewConsumer(s.Conn, s.Pub, s.Reg, s.spec, func(ctx context.Context, e envelope.Envelope) error {
+	inFlight := make(chan struct{}, 20)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, err := fabric.NewConsumer(s.Conn, s.Pub, s.Reg, s.spec, func(hctx context.Context, e envelope.Envelope) error {
 		started.Add(1)
-		time.Sleep(300 * time.Millisecond)
-		if ctx.Err() != nil {
-			return ctx.Err()
+		inFlight <- struct{}{}
+		<-ctx.Done() // every handler is still at work when the shutdown begins
+		// Then 300 ms more of it (simulated work, not a wait for
+		// anything), which the shutdown must let finish.
+		select {
+		case <-hctx.Done():
+			return hctx.Err()
+		case <-time.After(300 * time.Millisecond):
 		}
 		finished.Add(1)
 		return nil
@@ -468,10 +492,15 @@ func TestGracefulShutdownFinishesInFlightWork(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	fabrictest.Eventually(t, 5*time.Second, "handlers started", func() bool { return started.Load() >= 4 })
+	for range 4 {
+		select {
+		case <-inFlight:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d handlers started, want 4", started.Load())
+		}
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run = %v, want nil on cancellation", err)
