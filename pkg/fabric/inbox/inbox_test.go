@@ -362,18 +362,7 @@ func runBatched(t *testing.T, f *fabrictest.Fabric, h fabric.BatchHandler, metri
 	var calls, biggest atomic.Int32
 	f.RunBatch(t, spec, func(ctx context.Context, b []fabric.Received) []error {
 		if calls.Add(1) == 1 {
-			// The queue's ready count says when the rest has moved. (Read
-			// here without t: this is the consumer's goroutine.)
-			ch, err := f.Conn.Channel(ctx)
-			for deadline := time.Now().Add(5 * time.Second); err == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-				q, qerr := ch.QueueDeclarePassive(spec.Queue, true, false, false, false, nil)
-				if qerr != nil || q.Messages == 0 {
-					break
-				}
-			}
-			if err == nil {
-				ch.Close()
-			}
+			awaitMoved(ctx, f, spec.Queue)
 		}
 		for n := int32(len(b)); ; {
 			cur := biggest.Load()
@@ -384,6 +373,34 @@ func runBatched(t *testing.T, f *fabrictest.Fabric, h fabric.BatchHandler, metri
 		return h(ctx, b)
 	}, fabric.ConsumerOptions{Concurrency: 1, Prefetch: 64, MaxBatch: 16, Metrics: metrics})
 	return &biggest
+}
+
+// awaitMoved holds the first batch until the rest of queue has moved into
+// the client: until the queue has no ready message left, or 5 s have
+// passed (then the caller's check of the largest batch tells). The broker
+// announces no delivery, so the ready count is polled. It reports nothing
+// itself: it runs in the consumer's goroutine, where t must not be used.
+func awaitMoved(ctx context.Context, f *fabrictest.Fabric, queue string) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ch, err := f.Conn.Channel(ctx)
+	if err != nil {
+		return
+	}
+	defer ch.Close()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+		if err != nil || q.Messages == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // publishAll publishes envelopes in order.
