@@ -16,7 +16,7 @@ export AMQP_URL ?= amqp://guest:guest@127.0.0.1:5672/
 export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 export S3_ENDPOINT ?= 127.0.0.1:9000
 
-.PHONY: help infra infra-stop test test-unit bench fuzz lint catalog-check generate generate-check up down status demo demo-documents demo-reactive token fabricctl
+.PHONY: help infra infra-stop test test-unit bench fuzz lint tidy-check catalog-check generate generate-check up down status demo demo-documents demo-reactive token fabricctl
 
 help:
 	@echo "make up      start infrastructure, apply topology, start services (logs in .data/logs)"
@@ -102,7 +102,18 @@ $(ASYNCAPI_SCHEMA):
 	mkdir -p $(dir $(ASYNCAPI_SCHEMA)) && cp "$$tmp/package/schemas/3.0.0-without-\$$id.json" $(ASYNCAPI_SCHEMA) && \
 	echo "fetched the AsyncAPI 3.0.0 schema into $(ASYNCAPI_SCHEMA)"
 
-lint: generate-check catalog-check rules-check
+# Every module's go.mod and go.sum are as `go mod tidy` leaves them. go mod tidy works on
+# the module of the directory it runs in and ignores go.work (golang/go#50750): each
+# module's replace directives point at its siblings, so it runs as is, GOWORK or not.
+tidy-check:
+	@untidy=""; \
+	for dir in $$($(GO) list -m -f '{{.Dir}}'); do \
+		mod=$${dir#$(CURDIR)/}; \
+		(cd "$$dir" && $(GO) mod tidy -diff) || { echo "$$mod: go.mod/go.sum are not tidy (diff above): run go mod tidy in $$mod"; untidy="$$untidy $$mod"; }; \
+	done; \
+	if [ -n "$$untidy" ]; then echo "not tidy:$$untidy"; exit 1; fi
+
+lint: generate-check catalog-check rules-check tidy-check
 	@unformatted=$$(gofmt -l pkg services e2e deploy 2>/dev/null || true); \
 	if [ -n "$$unformatted" ]; then echo "not gofmt-ed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
