@@ -16,6 +16,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/pkg/fabric/internal/relay"
 	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
@@ -215,7 +216,7 @@ func TestVersionsSideBySide(t *testing.T) {
 	f.Run(t, newSpec, record(newSpec.Queue), fabric.ConsumerOptions{})
 	db := fabrictest.NewSchema(t, testEnv)
 	ob := outbox.New(f.Reg)
-	relay := outbox.NewRelay(db.Pool, db.Name, f.Pub, outbox.RelayOptions{PollInterval: 50 * time.Millisecond})
+	relay := relay.New(db.Pool, db.Name, f.Pub, relay.Options{PollInterval: 50 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	relayDone := make(chan error, 1)
 	go func() { relayDone <- relay.Run(ctx) }()

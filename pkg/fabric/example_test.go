@@ -17,6 +17,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
 	"github.com/agora-platform/agora/pkg/fabric/internal/dlq"
+	"github.com/agora-platform/agora/pkg/fabric/internal/relay"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
@@ -102,7 +103,7 @@ func Example_publishInATransaction() {
 		panic(err)
 	}
 
-	relay := outbox.NewRelay(db.Pool, db.Name, f.Pub, outbox.RelayOptions{PollInterval: 50 * time.Millisecond})
+	relay := relay.New(db.Pool, db.Name, f.Pub, relay.Options{PollInterval: 50 * time.Millisecond})
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- relay.Run(rctx) }()

@@ -17,6 +17,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
+	"github.com/agora-platform/agora/pkg/fabric/internal/relay"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 )
@@ -121,7 +122,7 @@ func TestBrokerRestart(t *testing.T) {
 	t.Cleanup(func() { relayPub.Close() })
 	relayCtx, stopRelay := context.WithCancel(ctx)
 	relayDone := make(chan error, 1)
-	go func() { relayDone <- outbox.NewRelay(db.Pool, db.Name, relayPub, outbox.RelayOptions{}).Run(relayCtx) }()
+	go func() { relayDone <- relay.New(db.Pool, db.Name, relayPub, relay.Options{}).Run(relayCtx) }()
 	t.Cleanup(func() {
 		stopRelay()
 		if err := <-relayDone; err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
+	"github.com/agora-platform/agora/pkg/fabric/internal/relay"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
@@ -261,7 +262,7 @@ func child(role string) error {
 			claimed, err := claimedRows(ctx, pool, schema)
 			return faultReport{InFlight: claimed}, err
 		}
-		relay := outbox.NewRelay(pool, schema, pub, outbox.RelayOptions{BatchSize: 20, PollInterval: 50 * time.Millisecond, Faults: faults})
+		relay := relay.New(pool, schema, pub, relay.Options{BatchSize: 20, PollInterval: 50 * time.Millisecond, Faults: faults})
 		for {
 			if _, err := relay.RelayOnce(ctx); err != nil {
 				return err

@@ -20,6 +20,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
+	"github.com/agora-platform/agora/pkg/fabric/internal/relay"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
 )
 
@@ -180,7 +181,7 @@ func (su *suite) ids(query string, args ...any) []string {
 
 // pending returns how many outbox rows are unpublished; an error fails
 // the test (it must never read as "nothing pending").
-func (su *suite) pending(relay *outbox.Relay) int64 {
+func (su *suite) pending(relay *relay.Relay) int64 {
 	su.t.Helper()
 	n, err := relay.Pending(context.Background())
 	if err != nil {
@@ -307,7 +308,7 @@ func TestCrashSafety(t *testing.T) {
 
 	// 5. A relay runs in this process while a producer writes more and the
 	//    broker drops every connection of the vhost.
-	relay := outbox.NewRelay(su.s.Pool, su.s.Name, su.f.Pub, outbox.RelayOptions{BatchSize: 25, PollInterval: 50 * time.Millisecond})
+	relay := relay.New(su.s.Pool, su.s.Name, su.f.Pub, relay.Options{BatchSize: 25, PollInterval: 50 * time.Millisecond})
 	rctx, stopRelay := context.WithCancel(ctx)
 	relayDone := make(chan error, 1)
 	go func() { relayDone <- relay.Run(rctx) }()

@@ -6,7 +6,7 @@ import (
 )
 
 // GoroutinesIn returns how many goroutines have the function fn (as the
-// runtime names it, e.g. "outbox.(*Relay).listen") on their stack. A test
+// runtime names it, e.g. "relay.(*Relay).listen") on their stack. A test
 // calls it right after a Run returned to prove the helpers it started
 // have ended: no waiting, since Run must not return before they have.
 func GoroutinesIn(fn string) int {

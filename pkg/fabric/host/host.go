@@ -48,6 +48,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/internal/dlq"
 	"github.com/agora-platform/agora/pkg/fabric/internal/edge"
 	"github.com/agora-platform/agora/pkg/fabric/internal/ops"
+	"github.com/agora-platform/agora/pkg/fabric/internal/relay"
 	"github.com/agora-platform/agora/pkg/fabric/internal/replay"
 	"github.com/agora-platform/agora/pkg/fabric/migrations"
 	"github.com/agora-platform/agora/pkg/fabric/openapi"
@@ -111,7 +112,7 @@ type Config struct {
 	// named are not limited.
 	PublishRatePerType, PublishRatePerProducer map[string]float64
 	// RelayWorkers (OUTBOX_RELAY_WORKERS) is how many cycles the outbox
-	// relay overlaps (outbox.RelayOptions.Workers); 0: the relay's default,
+	// relay overlaps (relay.Options.Workers); 0: the relay's default,
 	// one.
 	RelayWorkers int
 }
@@ -290,7 +291,7 @@ type host struct {
 	// simulatable are the transactional handlers a replay may simulate
 	// (ConsumeTx with ConsumerOptions.Simulatable).
 	simulatable map[string]inbox.TxHandler
-	relay       *outbox.Relay
+	relay       *relay.Relay
 	closeOnce   sync.Once
 }
 
@@ -350,7 +351,7 @@ func New(ctx context.Context, cfg Config, opts Options, logOut io.Writer) (*host
 	if opts.Relay {
 		// Published rows are deleted by the retention worker (RETENTION_OUTBOX),
 		// not by the relay's own loop, so one setting governs them.
-		h.relay = outbox.NewRelay(h.Pool, cfg.Schema, h.Pub, outbox.RelayOptions{Tracer: h.Tracer, Logger: h.Log, Retention: -1,
+		h.relay = relay.New(h.Pool, cfg.Schema, h.Pub, relay.Options{Tracer: h.Tracer, Logger: h.Log, Retention: -1,
 			Workers: cfg.RelayWorkers})
 		// The relay in this process is woken directly, not by NOTIFY,
 		// whose lock serializes every notifying commit of the cluster.

@@ -14,6 +14,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
+	"github.com/agora-platform/agora/pkg/fabric/internal/relay"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
 )
 
@@ -46,7 +47,7 @@ func outboxLatency(b *testing.B, workers int, direct bool) {
 		f := fabrictest.NewFabric(b, env, desc())
 		s := fabrictest.NewSchema(b, env)
 		ob := outbox.New(f.Reg)
-		relay := outbox.NewRelay(s.Pool, s.Name, f.Pub, outbox.RelayOptions{Workers: workers})
+		relay := relay.New(s.Pool, s.Name, f.Pub, relay.Options{Workers: workers})
 		if direct {
 			ob = ob.WithWake(relay.Expect)
 		}
@@ -119,7 +120,7 @@ func relayDrain(b *testing.B, s *fabrictest.Schema, f *fabrictest.Fabric, n, wor
 		}(w)
 	}
 	wg.Wait()
-	relay := outbox.NewRelay(s.Pool, s.Name, f.Pub, outbox.RelayOptions{BatchSize: 500, Workers: workers})
+	relay := relay.New(s.Pool, s.Name, f.Pub, relay.Options{BatchSize: 500, Workers: workers})
 	start := time.Now()
 	stop := runRelay(b, relay)
 	fabrictest.Eventually(b, 5*time.Minute, "outbox drained", func() bool {

@@ -11,6 +11,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/internal/pipetx"
+	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/telemetry"
 )
@@ -47,14 +48,6 @@ type Outbox struct {
 // New returns an Outbox validating with reg.
 func New(reg *registry.Registry) *Outbox { return &Outbox{reg: reg} }
 
-// Stored header keys carrying a codec's AMQP properties from Enqueue to
-// the relay, which sends them as properties, not headers. Rows without
-// them (the platform's envelope) are sent as they always were.
-const (
-	storedType        = "amqp:type"
-	storedCorrelation = "amqp:correlation-id"
-)
-
 // WithCodec returns an Outbox whose Enqueue encodes envelopes with c (a
 // topology's wire format, package codec) for exchange (its events
 // exchange; empty routes by kind), keeping the limits of WithLimits. The
@@ -77,9 +70,6 @@ func (o *Outbox) WithWake(wake func(rows int)) *Outbox {
 	out.wake = wake
 	return &out
 }
-
-// NotifyChannel is the LISTEN/NOTIFY channel of a schema's relay.
-func NotifyChannel(schema string) string { return "fabric_outbox_" + schema }
 
 // Enqueue inserts items into outbox_event (resolved through the
 // transaction's search_path) inside tx. Each envelope is validated against
@@ -116,8 +106,8 @@ func (o *Outbox) Enqueue(ctx context.Context, tx Tx, items ...Item) error {
 			return fmt.Errorf("outbox: %w", err)
 		}
 		if o.codec != nil {
-			m.Headers[storedType] = m.Type
-			m.Headers[storedCorrelation] = m.CorrelationID
+			m.Headers[wire.StoredType] = m.Type
+			m.Headers[wire.StoredCorrelation] = m.CorrelationID
 		}
 		telemetry.Propagator().Inject(ctx, telemetry.HeaderCarrier(m.Headers))
 		headers, err := json.Marshal(m.Headers)

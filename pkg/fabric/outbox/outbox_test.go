@@ -18,6 +18,8 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/pkg/fabric/internal/relay"
+	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
@@ -106,7 +108,7 @@ func await(t testing.TB, c <-chan struct{}, what string) {
 // is where it shows.
 func awaitListening(t testing.TB, s *fabrictest.Schema) {
 	t.Helper()
-	listen := "LISTEN " + pgx.Identifier{outbox.NotifyChannel(s.Name)}.Sanitize()
+	listen := "LISTEN " + pgx.Identifier{wire.OutboxChannel(s.Name)}.Sanitize()
 	fabrictest.Eventually(t, 5*time.Second, "a session listening on the outbox channel", func() bool {
 		var ok bool
 		if err := s.Pool.QueryRow(context.Background(),
@@ -117,7 +119,7 @@ func awaitListening(t testing.TB, s *fabrictest.Schema) {
 	})
 }
 
-func runRelay(t testing.TB, r *outbox.Relay) func() {
+func runRelay(t testing.TB, r *relay.Relay) func() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
@@ -141,7 +143,7 @@ func TestCommittedRowsArePublishedRolledBackNever(t *testing.T) {
 	ob := outbox.New(f.Reg)
 	// A long poll interval: only NOTIFY can make this fast.
 	looked := make(chan struct{}, 1)
-	relay := outbox.NewRelay(relayPool(t, s, looked), s.Name, f.Pub, outbox.RelayOptions{PollInterval: time.Minute, Retention: -1})
+	relay := relay.New(relayPool(t, s, looked), s.Name, f.Pub, relay.Options{PollInterval: time.Minute, Retention: -1})
 	runRelay(t, relay)
 	// Once its first look is over and its listener subscribed, only a
 	// notification brings the relay back within the minute.
@@ -202,14 +204,14 @@ func TestWakeReplacesNotify(t *testing.T) {
 	s := fabrictest.NewSchema(t, env)
 	ctx := context.Background()
 	looked := make(chan struct{}, 1)
-	relay := outbox.NewRelay(relayPool(t, s, looked), s.Name, f.Pub, outbox.RelayOptions{PollInterval: time.Minute, Retention: -1})
+	relay := relay.New(relayPool(t, s, looked), s.Name, f.Pub, relay.Options{PollInterval: time.Minute, Retention: -1})
 	ob := outbox.New(f.Reg).WithWake(relay.Expect)
 	listener, err := s.Pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer listener.Release()
-	channel := pgx.Identifier{outbox.NotifyChannel(s.Name)}.Sanitize()
+	channel := pgx.Identifier{wire.OutboxChannel(s.Name)}.Sanitize()
 	if _, err := listener.Exec(ctx, "LISTEN "+channel); err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +245,7 @@ func TestWakeReplacesNotify(t *testing.T) {
 	if latency := time.Since(committed); len(got) != 1 || got[0] != e.ID || latency > time.Second {
 		t.Fatalf("published %v %s after the commit, want %s alone and within a second", got, latency, e.ID)
 	}
-	if _, err := s.Pool.Exec(ctx, "SELECT pg_notify($1, 'marker')", outbox.NotifyChannel(s.Name)); err != nil {
+	if _, err := s.Pool.Exec(ctx, "SELECT pg_notify($1, 'marker')", wire.OutboxChannel(s.Name)); err != nil {
 		t.Fatal(err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -277,7 +279,7 @@ func TestUnroutableRowsStayPendingWithTheirError(t *testing.T) {
 	ob := outbox.New(f.Reg)
 	e, _ := envelope.New("citizen.updated.v1", "org-a", "test", map[string]any{"citizenId": "c"})
 	enqueue(t, s, ob, true, outbox.Item{Aggregate: outbox.Aggregate{Type: "citizen", ID: "c"}, Envelope: e})
-	relay := outbox.NewRelay(s.Pool, s.Name, f.Pub, outbox.RelayOptions{})
+	relay := relay.New(s.Pool, s.Name, f.Pub, relay.Options{})
 	res, err := relay.RelayOnce(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -328,7 +330,7 @@ func TestConcurrentRelaysKeepAggregateOrder(t *testing.T) {
 	}, fabric.ConsumerOptions{Concurrency: 1, Prefetch: 50})
 
 	for i := 0; i < 3; i++ {
-		runRelay(t, outbox.NewRelay(s.Pool, s.Name, f.Pub, outbox.RelayOptions{BatchSize: 25, PollInterval: 50 * time.Millisecond}))
+		runRelay(t, relay.New(s.Pool, s.Name, f.Pub, relay.Options{BatchSize: 25, PollInterval: 50 * time.Millisecond}))
 	}
 	var wg sync.WaitGroup
 	for a := 0; a < aggregates; a++ {
@@ -361,7 +363,7 @@ func TestRelayWaitsOutBrokerLossWithoutLosingRows(t *testing.T) {
 	f := fabrictest.NewFabric(t, env, desc())
 	s := fabrictest.NewSchema(t, env)
 	ob := outbox.New(f.Reg)
-	runRelay(t, outbox.NewRelay(s.Pool, s.Name, f.Pub, outbox.RelayOptions{BatchSize: 50, PollInterval: 50 * time.Millisecond}))
+	runRelay(t, relay.New(s.Pool, s.Name, f.Pub, relay.Options{BatchSize: 50, PollInterval: 50 * time.Millisecond}))
 	var ids []string
 	for i := 0; i < 300; i++ {
 		e := submitted(t, i, "agg")
@@ -399,7 +401,7 @@ func TestRetentionDeletesOldPublishedRowsInBatches(t *testing.T) {
 	if _, err := s.Pool.Exec(ctx, `UPDATE outbox_event SET published_at = now() - interval '10 days' WHERE seq IN (SELECT seq FROM outbox_event ORDER BY seq LIMIT 25)`); err != nil {
 		t.Fatal(err)
 	}
-	relay := outbox.NewRelay(s.Pool, s.Name, f.Pub, outbox.RelayOptions{RetentionBatch: 7})
+	relay := relay.New(s.Pool, s.Name, f.Pub, relay.Options{RetentionBatch: 7})
 	n, err := relay.DeletePublished(ctx, 7*24*time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -415,7 +417,7 @@ func TestRetentionDeletesOldPublishedRowsInBatches(t *testing.T) {
 // failingSender hands messages to the real publisher, except those whose
 // id is in fail: their publish fails with the error given.
 type failingSender struct {
-	outbox.Sender
+	relay.Sender
 	fail map[string]error
 }
 
@@ -446,7 +448,7 @@ func TestPublishErrorsAreRecordedWhateverTheirText(t *testing.T) {
 		ids[1]: errors.New(long),
 		ids[2]: errors.New("broker said \x00 and \xff"),
 	}}
-	relay := outbox.NewRelay(s.Pool, s.Name, sender, outbox.RelayOptions{})
+	relay := relay.New(s.Pool, s.Name, sender, relay.Options{})
 	res, err := relay.RelayOnce(context.Background())
 	if err != nil {
 		t.Fatalf("RelayOnce: %v", err)
@@ -490,8 +492,8 @@ func TestPublishErrorsAreRecordedWhateverTheirText(t *testing.T) {
 func TestRunReturnsOnlyAfterItsListenerStops(t *testing.T) {
 	f := fabrictest.NewFabric(t, env, desc())
 	s := fabrictest.NewSchema(t, env)
-	relay := outbox.NewRelay(s.Pool, s.Name, f.Pub, outbox.RelayOptions{PollInterval: time.Minute})
-	const listener = "outbox.(*Relay).listen"
+	relay := relay.New(s.Pool, s.Name, f.Pub, relay.Options{PollInterval: time.Minute})
+	const listener = "relay.(*Relay).listen"
 	for i := range 20 {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)

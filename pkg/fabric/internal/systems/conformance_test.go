@@ -24,6 +24,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
 	"github.com/agora-platform/agora/pkg/fabric/internal/codec"
+	"github.com/agora-platform/agora/pkg/fabric/internal/relay"
 	"github.com/agora-platform/agora/pkg/fabric/internal/systems"
 	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
@@ -500,7 +501,7 @@ func TestOutboxAndInboxWithCodec(t *testing.T) {
 	ob := outbox.New(s.Reg).WithCodec(s.codec, s.Desc.Events)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	relay := outbox.NewRelay(db.Pool, db.Name, s.Pub, outbox.RelayOptions{PollInterval: 50 * time.Millisecond})
+	relay := relay.New(db.Pool, db.Name, s.Pub, relay.Options{PollInterval: 50 * time.Millisecond})
 	done := make(chan error, 1)
 	go func() { done <- relay.Run(ctx) }()
 	t.Cleanup(func() {

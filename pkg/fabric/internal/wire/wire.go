@@ -38,3 +38,15 @@ const (
 	ReasonDeliveryLimit    = "DELIVERY_LIMIT"
 	ReasonInboxConflict    = "INBOX_CONFLICT"
 )
+
+// OutboxChannel is the LISTEN/NOTIFY channel on which an outbox tells its
+// schema's relay that rows were committed.
+func OutboxChannel(schema string) string { return "fabric_outbox_" + schema }
+
+// Stored header keys carrying a codec's AMQP properties from the outbox to
+// the relay, which sends them as properties, not headers. Rows without
+// them (the platform's envelope) are sent as they always were.
+const (
+	StoredType        = "amqp:type"
+	StoredCorrelation = "amqp:correlation-id"
+)

@@ -23,6 +23,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
 	"github.com/agora-platform/agora/pkg/fabric/internal/codec"
+	"github.com/agora-platform/agora/pkg/fabric/internal/relay"
 	"github.com/agora-platform/agora/pkg/fabric/internal/systems"
 	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/migrations"
@@ -138,7 +139,7 @@ func Open(ctx context.Context, cfg Config, out io.Writer) (*Rig, error) {
 		return nil, err
 	}
 	r.Outbox = outbox.New(reg).WithCodec(c, desc.Events)
-	relay := outbox.NewRelay(r.Pool, cfg.Schema, r.Pub, outbox.RelayOptions{PollInterval: 100 * time.Millisecond})
+	relay := relay.New(r.Pool, cfg.Schema, r.Pub, relay.Options{PollInterval: 100 * time.Millisecond})
 	r.goRun(func() error { return relay.Run(ctx) })
 	r.Printf("topology %s: codec %s, tenant %s, events on %s, dead letters via %s, retries via %s",
 		desc.Name, desc.Codec, desc.Tenant, desc.Events, desc.DeadLetter.Exchange, desc.Retry.Exchange)

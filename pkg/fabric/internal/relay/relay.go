@@ -1,4 +1,9 @@
-package outbox
+// Package relay publishes what the outbox stored: it wakes on the outbox's
+// NOTIFY at commit (or polls), claims rows in order per aggregate, sends
+// them with publisher confirms and marks them published. The service host
+// runs one per schema; a row whose publish is not confirmed stays and is
+// sent again.
+package relay
 
 import (
 	"bytes"
@@ -6,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agora-platform/agora/pkg/fabric/text"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -24,7 +28,9 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/telemetry"
+	"github.com/agora-platform/agora/pkg/fabric/text"
 )
 
 // Sender publishes a message with confirms; *fabric.Publisher satisfies it.
@@ -38,8 +44,8 @@ type faults interface {
 	Hit(point string)
 }
 
-// RelayOptions tune a Relay. The zero value is usable.
-type RelayOptions struct {
+// Options tune a Relay. The zero value is usable.
+type Options struct {
 	// BatchSize is the most rows claimed per transaction (default 200).
 	BatchSize int
 	// Workers is how many relay cycles overlap (default 1). With two,
@@ -86,7 +92,7 @@ type Relay struct {
 	pool   *pgxpool.Pool
 	schema string
 	pub    Sender
-	opts   RelayOptions
+	opts   Options
 	tracer trace.Tracer
 	log    *slog.Logger
 	// expectUntil is when Expect's window ends (unix nanoseconds), and
@@ -97,8 +103,8 @@ type Relay struct {
 	expectations chan struct{}
 }
 
-// NewRelay returns a relay for the outbox_event table in schema.
-func NewRelay(pool *pgxpool.Pool, schema string, pub Sender, opts RelayOptions) *Relay {
+// New returns a relay for the outbox_event table in schema.
+func New(pool *pgxpool.Pool, schema string, pub Sender, opts Options) *Relay {
 	if opts.BatchSize <= 0 {
 		opts.BatchSize = 200
 	}
@@ -310,7 +316,7 @@ func (r *Relay) listen(ctx context.Context, wake func()) {
 				return err
 			}
 			defer conn.Release()
-			if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{NotifyChannel(r.schema)}.Sanitize()); err != nil {
+			if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{wire.OutboxChannel(r.schema)}.Sanitize()); err != nil {
 				return err
 			}
 			defer func() {
@@ -597,11 +603,11 @@ func (r *Relay) send(ctx context.Context, rw *row) (*fabric.Pending, trace.Span,
 	// type the row's. A codec's row stores its own properties.
 	correlationID, _ := headers["x-correlation-id"].(string)
 	typ := rw.eventType
-	if v, ok := headers[storedType].(string); ok {
+	if v, ok := headers[wire.StoredType].(string); ok {
 		typ = v
-		correlationID, _ = headers[storedCorrelation].(string)
-		delete(headers, storedType)
-		delete(headers, storedCorrelation)
+		correlationID, _ = headers[wire.StoredCorrelation].(string)
+		delete(headers, wire.StoredType)
+		delete(headers, wire.StoredCorrelation)
 	}
 	pctx := telemetry.Propagator().Extract(ctx, telemetry.HeaderCarrier(headers))
 	pctx, span := r.tracer.Start(pctx, "publish "+rw.eventType, trace.WithSpanKind(trace.SpanKindProducer),
