@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"github.com/agora-platform/agora/pkg/fabric/text"
 	"log/slog"
+	"reflect"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -123,23 +124,29 @@ type Consumer struct {
 	depth   atomic.Int64
 }
 
-// NewConsumer returns a consumer of spec.Queue. pub sends retries and dead
-// letters (with confirms) before the original is acked.
-func NewConsumer(conn *broker.Conn, pub *Publisher, reg *registry.Registry, spec topology.Consumer, h Handler, opts ConsumerOptions) (*Consumer, error) {
-	if h == nil {
+// NewConsumer returns a consumer of spec.Queue running h: a Handler, one
+// message at a time, or a BatchHandler, which takes what the prefetch
+// window holds at once (up to MaxBatch), so that under load one
+// transaction and one commit serve many messages while a quiet queue still
+// gets batches of one. pub sends retries and dead letters (with confirms)
+// before the original is acked.
+func NewConsumer[H handlerFunc](conn *broker.Conn, pub *Publisher, reg *registry.Registry, spec topology.Consumer, h H, opts ConsumerOptions) (*Consumer, error) {
+	// H is one of two function shapes, under any name: convert it to the
+	// fabric's own type of that shape.
+	v := reflect.ValueOf(h)
+	if v.IsNil() {
 		return nil, errors.New("fabric: NewConsumer needs a handler")
 	}
-	return newConsumer(conn, pub, reg, spec, h, nil, opts)
+	if t := reflect.TypeFor[Handler](); v.Type().ConvertibleTo(t) {
+		return newConsumer(conn, pub, reg, spec, v.Convert(t).Interface().(Handler), nil, opts)
+	}
+	return newConsumer(conn, pub, reg, spec, nil, v.Convert(reflect.TypeFor[BatchHandler]()).Interface().(BatchHandler), opts)
 }
 
-// NewBatchConsumer is NewConsumer for a handler that takes several
-// messages at once (see BatchHandler): under load one transaction and one
-// commit serve many messages; a quiet queue still gets batches of one.
-func NewBatchConsumer(conn *broker.Conn, pub *Publisher, reg *registry.Registry, spec topology.Consumer, h BatchHandler, opts ConsumerOptions) (*Consumer, error) {
-	if h == nil {
-		return nil, errors.New("fabric: NewBatchConsumer needs a handler")
-	}
-	return newConsumer(conn, pub, reg, spec, nil, h, opts)
+// handlerFunc is what NewConsumer runs: a Handler or a BatchHandler, named
+// or written as a function literal.
+type handlerFunc interface {
+	~func(context.Context, envelope.Envelope) error | ~func(context.Context, []Received) []error
 }
 
 func newConsumer(conn *broker.Conn, pub *Publisher, reg *registry.Registry, spec topology.Consumer, h Handler, bh BatchHandler, opts ConsumerOptions) (*Consumer, error) {

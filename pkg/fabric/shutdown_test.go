@@ -37,7 +37,7 @@ func TestShutdownRightAfterABurstOfAcksLosesNone(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var acked atomic.Int32
-	c, err := fabric.NewBatchConsumer(s.Conn, s.Pub, s.Reg, s.spec, func(_ context.Context, b []fabric.Received) []error {
+	c, err := fabric.NewConsumer(s.Conn, s.Pub, s.Reg, s.spec, func(_ context.Context, b []fabric.Received) []error {
 		acked.Add(int32(len(b)))
 		cancel() // stop while the prefetched deliveries are handled and acked
 		return make([]error, len(b))

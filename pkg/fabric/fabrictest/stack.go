@@ -92,7 +92,7 @@ func (f *Fabric) Run(t testing.TB, spec topology.Consumer, h fabric.Handler, opt
 // RunBatch is Run for a batch handler.
 func (f *Fabric) RunBatch(t testing.TB, spec topology.Consumer, h fabric.BatchHandler, opts fabric.ConsumerOptions) (stop func()) {
 	t.Helper()
-	c, err := fabric.NewBatchConsumer(f.Conn, f.Pub, f.Reg, spec, h, opts)
+	c, err := fabric.NewConsumer(f.Conn, f.Pub, f.Reg, spec, h, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -561,7 +561,7 @@ func (h *host) ConsumeTx(queue string, handler inbox.TxHandler, opts fabric.Cons
 		h.simulatable[queue] = handler
 	}
 	return h.addConsumer(queue, opts, func(spec topology.Consumer, opts fabric.ConsumerOptions) (*fabric.Consumer, error) {
-		return fabric.NewBatchConsumer(h.Conn, h.Pub, h.Reg, spec, h.Inbox(queue).BatchHandler(handler), opts)
+		return fabric.NewConsumer(h.Conn, h.Pub, h.Reg, spec, h.Inbox(queue).BatchHandler(handler), opts)
 	})
 }
 
