@@ -22,8 +22,8 @@ import (
 // Target (issue "one fact, one place"): 300 in all, 150 in the packages
 // services import. Lower the ceilings whenever the count drops.
 const (
-	apiBudgetTotal         = 309
-	apiBudgetServiceFacing = 186
+	apiBudgetTotal         = 299
+	apiBudgetServiceFacing = 183
 )
 
 const fabricModule = "github.com/agora-platform/agora/pkg/fabric"

@@ -344,25 +344,6 @@ func headerString(h amqp.Table, k string) string {
 	return s
 }
 
-func headerInt(h amqp.Table, k string) int {
-	switch v := h[k].(type) {
-	case int32:
-		return int(v)
-	case int64:
-		return int(v)
-	case int:
-		return v
-	case int16:
-		return int(v)
-	case int8:
-		return int(v)
-	}
-	return 0
-}
-
-// Attempts returns how many times the fabric has retried a delivery.
-func Attempts(h amqp.Table) int { return headerInt(h, wire.HeaderAttempts) }
-
 // refusal is a message the fabric rejects before any handler runs.
 type refusal struct {
 	reason string
@@ -427,7 +408,7 @@ func checkReason(err error) string {
 		return wire.ReasonUnknownType
 	case errors.Is(err, registry.ErrSchema):
 		return wire.ReasonSchema
-	case envelope.IsFieldError(err, envelope.ErrMissingField, "tenantId"):
+	case missingField(err, "tenantId"):
 		return wire.ReasonTenantMissing
 	default:
 		return wire.ReasonInvalidEnvelope
@@ -565,7 +546,7 @@ func (c *Consumer) settle(m *inFlight, err error) {
 	m.span.SetStatus(codes.Error, err.Error())
 	class := ClassOf(err)
 	c.metrics.Failed.Add(ctx, 1, telemetry.Attrs(c.spec.Queue, m.typ, attribute.String("class", string(class))))
-	attempts := Attempts(d.Headers)
+	attempts := wire.Attempts(d.Headers)
 	switch class {
 	case ClassInvalid:
 		c.deadLetter(ctx, d, env.ID, class, ReasonOf(err, wire.ReasonHandlerInvalid), err)
@@ -697,7 +678,7 @@ func (c *Consumer) deadLetter(ctx context.Context, d amqp.Delivery, id string, c
 	h := forwardHeaders(d.Headers)
 	h[wire.HeaderEventID] = id
 	h[wire.HeaderConsumer] = c.spec.Queue
-	h[wire.HeaderAttempts] = int32(Attempts(d.Headers) + 1)
+	h[wire.HeaderAttempts] = int32(wire.Attempts(d.Headers) + 1)
 	h[wire.HeaderError] = text.Truncate(cause.Error(), 1000)
 	h[wire.HeaderErrorClass] = string(class)
 	h[wire.HeaderReason] = reason
@@ -724,4 +705,10 @@ func (c *Consumer) requeue(d amqp.Delivery, id, why string, err error) {
 	if nerr := d.Nack(false, true); nerr != nil {
 		c.log.Warn("nack failed; the broker requeues on channel close", "id", id, "err", nerr)
 	}
+}
+
+// missingField reports whether err says field is missing from an envelope.
+func missingField(err error, field string) bool {
+	var fe *envelope.FieldError
+	return errors.As(err, &fe) && fe.Field == field && errors.Is(fe.Err, envelope.ErrMissingField)
 }

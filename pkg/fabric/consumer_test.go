@@ -128,7 +128,7 @@ func TestFailureClassesRoute(t *testing.T) {
 			h := d.Headers
 			if h[wire.HeaderReason] != c.reason || h[wire.HeaderErrorClass] != c.class ||
 				h[wire.HeaderEventID] != ids[c.marker] || h[wire.HeaderConsumer] != testQueue ||
-				fabric.Attempts(h) != int(c.wantCalls) || h[wire.HeaderError] == "" || h[wire.HeaderLastAttempt] == "" ||
+				wire.Attempts(h) != int(c.wantCalls) || h[wire.HeaderError] == "" || h[wire.HeaderLastAttempt] == "" ||
 				h[wire.HeaderOrigExchange] != topology.EventsExchange || h[wire.HeaderOrigRouting] != "request.submitted.v1" {
 				t.Errorf("dead-letter headers = %v", h)
 			}
@@ -200,8 +200,8 @@ func TestMalformedMessagesAreDeadLetteredBeforeTheHandler(t *testing.T) {
 	got := map[string]string{}
 	for _, d := range dead {
 		got[d.MessageId] = d.Headers[wire.HeaderReason].(string)
-		if fabric.Attempts(d.Headers) != 1 || d.Headers[wire.HeaderErrorClass] != "invalid" {
-			t.Errorf("%s: attempts %d class %v, want 1 invalid (no retries)", d.MessageId, fabric.Attempts(d.Headers), d.Headers[wire.HeaderErrorClass])
+		if wire.Attempts(d.Headers) != 1 || d.Headers[wire.HeaderErrorClass] != "invalid" {
+			t.Errorf("%s: attempts %d class %v, want 1 invalid (no retries)", d.MessageId, wire.Attempts(d.Headers), d.Headers[wire.HeaderErrorClass])
 		}
 	}
 	for _, c := range cases {

@@ -40,7 +40,7 @@ func newLaneRig(t testing.TB, withLane bool, backlog int) *laneRig {
 	}
 	desc := topology.Description{Exchanges: topology.PlatformExchanges(), Consumers: []topology.Consumer{spec}}.WithLanes()
 	r := &laneRig{f: fabrictest.NewFabric(t, testEnv, desc), spec: spec, urgentAt: make(chan time.Time, 1)}
-	r.lane, r.hasLane = spec.Lane()
+	r.lane, r.hasLane = desc.Consumer(spec.Queue + ".priority")
 	ctx := context.Background()
 	var pend []*fabric.Pending
 	for i := range backlog {

@@ -165,7 +165,7 @@ func NewPublisher(conn *broker.Conn, reg *registry.Registry, opts PublisherOptio
 
 // EnvelopeMessage validates e against the registry and builds its AMQP
 // message: body, routing, message id, correlation id, type and tenant
-// headers, and the CloudEvents attributes (CloudEventHeaders).
+// headers, and the CloudEvents attributes (wire.CloudEventHeaders).
 func EnvelopeMessage(reg *registry.Registry, e envelope.Envelope) (Message, error) {
 	def, err := reg.Check(e)
 	if err != nil {
@@ -180,37 +180,11 @@ func EnvelopeMessage(reg *registry.Registry, e envelope.Envelope) (Message, erro
 	if e.TenantID != "" {
 		h[wire.HeaderTenant] = e.TenantID
 	}
-	maps.Copy(h, CloudEventHeaders(e))
+	maps.Copy(h, wire.CloudEventHeaders(e))
 	return Message{
 		Exchange: ex, RoutingKey: key, Body: body, MessageID: e.ID,
 		CorrelationID: e.CorrelationID, Type: e.Type, Headers: h, Timestamp: e.OccurredAt,
 	}, nil
-}
-
-// cloudEventsPrefix starts the application properties of the CloudEvents
-// AMQP protocol binding (binary content mode).
-const cloudEventsPrefix = "cloudEvents:"
-
-// CloudEventHeaders maps e to CloudEvents 1.0 attributes, as the AMQP
-// binding carries them: a consumer outside the platform reads what a
-// message is, who sent it and when, without knowing the envelope (the
-// message's data, content type application/json). The tenant and the
-// correlation travel as extension attributes.
-func CloudEventHeaders(e envelope.Envelope) amqp.Table {
-	h := amqp.Table{
-		cloudEventsPrefix + "specversion": "1.0",
-		cloudEventsPrefix + "id":          e.ID,
-		cloudEventsPrefix + "type":        e.Type,
-		cloudEventsPrefix + "source":      "/agora/" + e.Producer,
-		cloudEventsPrefix + "time":        e.OccurredAt.UTC().Format(time.RFC3339Nano),
-	}
-	if e.TenantID != "" {
-		h[cloudEventsPrefix+"tenantid"] = e.TenantID
-	}
-	if e.CorrelationID != "" {
-		h[cloudEventsPrefix+"correlationid"] = e.CorrelationID
-	}
-	return h
 }
 
 // Publish validates e, publishes it and waits for the confirm.

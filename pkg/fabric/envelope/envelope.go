@@ -77,13 +77,6 @@ func (e *FieldError) Error() string {
 
 func (e *FieldError) Unwrap() error { return e.Err }
 
-// IsFieldError reports whether err is kind (ErrMissingField or
-// ErrInvalidField) for field.
-func IsFieldError(err error, kind error, field string) bool {
-	var fe *FieldError
-	return errors.As(err, &fe) && fe.Field == field && errors.Is(fe.Err, kind)
-}
-
 // typePattern is `<domain>.<name>[.<name>…].v<N>`: lowercase dotted words,
 // hyphens allowed inside words, and a mandatory version suffix.
 var typePattern = regexp.MustCompile(`^[a-z][a-z0-9-]*(\.[a-z][a-z0-9-]*)+\.v[1-9][0-9]*$`)

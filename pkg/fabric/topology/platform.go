@@ -147,7 +147,7 @@ func (d Description) YAML(header string) ([]byte, error) {
 	}
 	lanes := map[string]bool{}
 	for _, c := range d.Consumers {
-		if lane, ok := c.Lane(); ok {
+		if lane, ok := c.lane(); ok {
 			lanes[lane.Queue] = true
 		}
 	}

@@ -105,9 +105,7 @@ const queuePlaceholder = "{queue}"
 
 // Codec names (package codec implements them).
 const (
-	CodecAgora   = "agora"
-	CodecCAR     = "car"
-	CodecImoveis = "imoveis"
+	CodecAgora = "agora"
 )
 
 // Exchange is a durable exchange.
@@ -169,15 +167,15 @@ type naming struct {
 	tiers              []Duration // the description's default tiers
 }
 
-// LaneSuffix names a consumer's priority lane: Q + LaneSuffix.
-const LaneSuffix = ".priority"
+// laneSuffix names a consumer's priority lane: Q + laneSuffix.
+const laneSuffix = ".priority"
 
-// Lane returns the consumer's priority lane, when it has one.
-func (c Consumer) Lane() (Consumer, bool) {
+// lane returns the consumer's priority lane, when it has one.
+func (c Consumer) lane() (Consumer, bool) {
 	if len(c.Priority) == 0 {
 		return Consumer{}, false
 	}
-	return Consumer{Queue: c.Queue + LaneSuffix, Service: c.Service, Bindings: c.Priority,
+	return Consumer{Queue: c.Queue + laneSuffix, Service: c.Service, Bindings: c.Priority,
 		RetryTiers: c.RetryTiers, DeliveryLimit: c.DeliveryLimit, Prefetch: c.Prefetch, Pace: c.Pace,
 		naming: c.naming}, true
 }
@@ -190,7 +188,7 @@ func (d Description) WithLanes() Description {
 	out.Consumers = nil
 	for _, c := range d.Consumers {
 		out.Consumers = append(out.Consumers, c)
-		if lane, ok := c.Lane(); ok {
+		if lane, ok := c.lane(); ok {
 			out.Consumers = append(out.Consumers, lane)
 		}
 	}

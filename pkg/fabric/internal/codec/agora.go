@@ -5,7 +5,6 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 )
@@ -49,7 +48,7 @@ func (Agora) Encode(e envelope.Envelope) (string, amqp.Publishing, error) {
 	if e.TenantID != "" {
 		h[wire.HeaderTenant] = e.TenantID
 	}
-	maps.Copy(h, fabric.CloudEventHeaders(e))
+	maps.Copy(h, wire.CloudEventHeaders(e))
 	p := publishing(e, body, e.Type, h)
 	p.Timestamp = e.OccurredAt
 	return e.Type, p, nil

@@ -51,9 +51,9 @@ func For(d topology.Description) (fabric.Codec, error) {
 	switch d.Codec {
 	case "", topology.CodecAgora:
 		return Agora{}, nil
-	case topology.CodecCAR:
+	case "car":
 		return CAR{Tenant: d.Tenant, Producer: d.Name}, nil
-	case topology.CodecImoveis:
+	case "imoveis":
 		return Imoveis{Tenant: d.Tenant}, nil
 	}
 	return nil, fmt.Errorf("codec: topology %s names codec %q; known: agora, car, imoveis", d.Name, d.Codec)

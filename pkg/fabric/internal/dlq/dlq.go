@@ -191,7 +191,7 @@ func (o *Ops) letter(queue string, d amqp.Delivery) Letter {
 		MessageID: d.MessageId, Type: d.Type, CorrelationID: d.CorrelationId, TenantID: headerString(d.Headers, wire.HeaderTenant),
 		Consumer: queue, Reason: headerString(d.Headers, wire.HeaderReason),
 		ErrorClass: headerString(d.Headers, wire.HeaderErrorClass), Error: headerString(d.Headers, wire.HeaderError),
-		Attempts: fabric.Attempts(d.Headers), LastAttempt: headerString(d.Headers, wire.HeaderLastAttempt),
+		Attempts: wire.Attempts(d.Headers), LastAttempt: headerString(d.Headers, wire.HeaderLastAttempt),
 		OrigExchange: headerString(d.Headers, wire.HeaderOrigExchange), OrigRoutingKey: headerString(d.Headers, wire.HeaderOrigRouting),
 		Headers: map[string]any{}, BodyBytes: len(d.Body),
 	}

@@ -569,7 +569,7 @@ func (s *Service) simulate(ctx context.Context, h inbox.TxHandler, env envelope.
 // the headers the fabric's publisher gives an event and who replayed it,
 // and waits for the broker's confirm.
 func (s *Service) send(ctx context.Context, queue, by string, env envelope.Envelope, body []byte) error {
-	h := fabric.CloudEventHeaders(env)
+	h := wire.CloudEventHeaders(env)
 	h[wire.HeaderCorrelation] = env.CorrelationID
 	h[wire.HeaderTenant] = env.TenantID
 	h[wire.HeaderReplayedBy] = by

@@ -124,20 +124,20 @@ func New(doc []byte) (*Validator, error) {
 // operations returns the document's operations, sorted by path then method.
 func (v *Validator) operations() []openapi.Operation { return slices.Clone(v.ops) }
 
-// MismatchError is an exchange the document does not describe.
-type MismatchError struct {
+// mismatchError is an exchange the document does not describe.
+type mismatchError struct {
 	Method, URL string
 	Status      int
 	Problems    []string
 }
 
-func (e *MismatchError) Error() string {
+func (e *mismatchError) Error() string {
 	return fmt.Sprintf("openapi: %s %s answered %d, which the document does not describe:\n  %s",
 		e.Method, e.URL, e.Status, strings.Join(e.Problems, "\n  "))
 }
 
 // Check judges one exchange (see the package comment): nil, or a
-// *MismatchError. reqBody is the request's body as sent (nil for none);
+// *mismatchError. reqBody is the request's body as sent (nil for none);
 // req.Body and resp.Body are not read: resp's body is respBody.
 func (v *Validator) Check(req *http.Request, reqBody []byte, resp *http.Response, respBody []byte) error {
 	var problems []string
@@ -197,7 +197,7 @@ func (v *Validator) Check(req *http.Request, reqBody []byte, resp *http.Response
 	if len(problems) == 0 {
 		return nil
 	}
-	return &MismatchError{Method: req.Method, URL: req.URL.String(), Status: resp.StatusCode, Problems: problems}
+	return &mismatchError{Method: req.Method, URL: req.URL.String(), Status: resp.StatusCode, Problems: problems}
 }
 
 // checkProblem reports whether resp is an RFC 9457 problem of its status,
@@ -323,7 +323,7 @@ func fetch(ctx context.Context, client *http.Client, baseURL string) ([]byte, er
 // transport is an http.RoundTripper that checks every exchange with a
 // registered service against that service's document (Validator.Check)
 // and passes requests to other hosts through unchecked. A mismatch is
-// returned as the request's error (a *MismatchError, the response
+// returned as the request's error (a *mismatchError, the response
 // discarded) and kept for Err. It is safe for concurrent use.
 type transport struct {
 	next http.RoundTripper
@@ -437,11 +437,11 @@ func hostKey(raw string) (string, error) {
 	return u.Scheme + "://" + u.Host, nil
 }
 
-// Probe sends every operation of ops to the service at baseURL without a
+// probe sends every operation of ops to the service at baseURL without a
 // token or body (path parameters filled with a UUID) and reports those
 // answered 404 or 405: documented, yet not served. A served route answers
 // something else (401 where a token is required).
-func Probe(ctx context.Context, client *http.Client, baseURL string, ops []openapi.Operation) error {
+func probe(ctx context.Context, client *http.Client, baseURL string, ops []openapi.Operation) error {
 	const filler = "0190a0b0-0000-7000-8000-000000000000"
 	var errs []error
 	for _, op := range ops {
@@ -564,7 +564,7 @@ func CheckServed(ctx context.Context, client *http.Client, baseURL string, own [
 	if err != nil {
 		return err
 	}
-	return Probe(ctx, client, baseURL, ops)
+	return probe(ctx, client, baseURL, ops)
 }
 
 // firstDifference shows where a and b part, a few lines of each.

@@ -357,8 +357,16 @@ func (s *stack) deadLettersIn(dlq string) []deadLetter {
 		}
 		_ = json.Unmarshal(e.Payload, &p)
 		str := func(k string) string { v, _ := d.Headers[k].(string); return v }
+		// The attempt count is an AMQP integer: its width is the encoder's.
+		attempts := 0
+		switch v := d.Headers["x-fabric-attempts"].(type) {
+		case int32:
+			attempts = int(v)
+		case int64:
+			attempts = int(v)
+		}
 		out = append(out, deadLetter{documentID: p.DocumentID, reason: str("x-fabric-reason"),
-			class: str("x-fabric-error-class"), err: str("x-fabric-error"), attempts: fabric.Attempts(d.Headers)})
+			class: str("x-fabric-error-class"), err: str("x-fabric-error"), attempts: attempts})
 	}
 	if last > 0 {
 		_ = ch.Nack(last, true, true)
