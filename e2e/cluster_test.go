@@ -132,12 +132,12 @@ func TestClusterSurvivesLeaderLossAndPartition(t *testing.T) {
 		return c
 	}
 	pubConn, subConn := dial("cluster-publisher"), dial("cluster-consumer")
-	pub, err := fabric.NewPublisher(pubConn, reg, fabric.PublisherOptions{ConfirmTimeout: 5 * time.Second})
+	pub, err := broker.NewPublisher(pubConn, reg, broker.PublisherOptions{ConfirmTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	in := inbox.New(s.Pool, s.Name, clusterQueue.Queue, inbox.Options{})
-	cons, err := fabric.NewConsumer(subConn, pub, reg, clusterQueue, in.Handler(func(ctx context.Context, tx pgx.Tx, e envelope.Envelope) error {
+	cons, err := broker.NewConsumer(subConn, pub, reg, clusterQueue, in.Handler(func(ctx context.Context, tx pgx.Tx, e envelope.Envelope) error {
 		_, err := tx.Exec(ctx, `INSERT INTO effect (event_id) VALUES ($1)`, e.ID)
 		return err
 	}), fabric.ConsumerOptions{Prefetch: 50, Concurrency: 4})

@@ -11,7 +11,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/agora-platform/agora/deploy/deploytest"
-	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
@@ -68,7 +67,7 @@ func TestPublishUnderServiceGrants(t *testing.T) {
 				t.Fatalf("dial as %s: %v", users.User(c.service), err)
 			}
 			defer conn.Close()
-			pub, err := fabric.NewPublisher(conn, reg, fabric.PublisherOptions{ConfirmTimeout: 10 * time.Second})
+			pub, err := broker.NewPublisher(conn, reg, broker.PublisherOptions{ConfirmTimeout: 10 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -59,7 +59,7 @@ func fabricMetrics() (map[string]bool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("observability: registry: %w", err)
 	}
-	if _, err := fabric.NewConsumer(&broker.Conn{}, &fabric.Publisher{}, reg, topology.Consumer{Queue: "catalog"},
+	if _, err := broker.NewConsumer(&broker.Conn{}, &broker.Publisher{}, reg, topology.Consumer{Queue: "catalog"},
 		func(context.Context, envelope.Envelope) error { return nil }, fabric.ConsumerOptions{Metrics: m}); err != nil {
 		return nil, fmt.Errorf("observability: consumer: %w", err)
 	}

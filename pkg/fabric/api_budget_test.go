@@ -23,7 +23,7 @@ import (
 // services import. Lower the ceilings whenever the count drops.
 const (
 	apiBudgetTotal         = 299
-	apiBudgetServiceFacing = 183
+	apiBudgetServiceFacing = 163
 )
 
 const fabricModule = "github.com/agora-platform/agora/pkg/fabric"

@@ -9,7 +9,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
@@ -47,7 +47,7 @@ func BenchmarkPublishFabric(b *testing.B) {
 	s := newStackB(b)
 	e := kibEnvelope(b)
 	ctx := context.Background()
-	pend := make([]*fabric.Pending, 0, b.N)
+	pend := make([]*broker.Pending, 0, b.N)
 	raw, _ := e.Encode()
 	b.SetBytes(int64(len(raw)))
 	// Distinct ids, made before the clock starts: the raw baseline gets its
@@ -94,7 +94,7 @@ func BenchmarkPublishRaw(b *testing.B) {
 // fabric's own code costs.
 func BenchmarkPublishRawSameMessage(b *testing.B) {
 	s := newStackB(b)
-	m, err := fabric.EnvelopeMessage(s.Reg, kibEnvelope(b))
+	m, err := broker.EnvelopeMessage(s.Reg, kibEnvelope(b))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -144,12 +144,12 @@ func publishRaw(b *testing.B, s *stack, pub amqp.Publishing) {
 // with Send (how the outbox relay publishes rows validated at Enqueue).
 func BenchmarkPublishTransport(b *testing.B) {
 	s := newStackB(b)
-	m, err := fabric.EnvelopeMessage(s.Reg, kibEnvelope(b))
+	m, err := broker.EnvelopeMessage(s.Reg, kibEnvelope(b))
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	pend := make([]*fabric.Pending, 0, b.N)
+	pend := make([]*broker.Pending, 0, b.N)
 	b.SetBytes(int64(len(m.Body)))
 	b.ResetTimer()
 	start := time.Now()
@@ -179,7 +179,7 @@ func BenchmarkEnvelopeMessage(b *testing.B) {
 	e := kibEnvelope(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := fabric.EnvelopeMessage(reg, e); err != nil {
+		if _, err := broker.EnvelopeMessage(reg, e); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,13 +1,9 @@
 package fabric
 
 import (
-	"fmt"
-
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
-	"github.com/agora-platform/agora/pkg/fabric/registry"
-	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 
 // Codec maps one wire format to and from the envelope, the fabric's
@@ -28,38 +24,4 @@ type Codec interface {
 	// the message (body, message id, correlation id, type, timestamp,
 	// headers). The fabric always sends application/json, persistent.
 	Encode(e envelope.Envelope) (key string, m amqp.Publishing, err error)
-}
-
-// EncodeEnvelope validates e against the registry and builds its AMQP
-// message with codec c on exchange. A nil c is EnvelopeMessage (with
-// exchange, when set, in place of the one of the type's kind); with a
-// codec, the routing key, body, properties and headers are the codec's and
-// the exchange is exchange, or the kind's when empty.
-func EncodeEnvelope(reg *registry.Registry, c Codec, exchange string, e envelope.Envelope) (Message, error) {
-	if c == nil {
-		m, err := EnvelopeMessage(reg, e)
-		if err == nil && exchange != "" {
-			m.Exchange = exchange
-		}
-		return m, err
-	}
-	def, err := reg.Check(e)
-	if err != nil {
-		return Message{}, fmt.Errorf("publish %s %s: %w", e.Type, e.ID, err)
-	}
-	key, p, err := c.Encode(e)
-	if err != nil {
-		return Message{}, fmt.Errorf("publish %s %s: %w", e.Type, e.ID, err)
-	}
-	if exchange == "" {
-		exchange, _ = topology.Route(def)
-	}
-	h := p.Headers
-	if h == nil {
-		h = amqp.Table{}
-	}
-	return Message{
-		Exchange: exchange, RoutingKey: key, Body: p.Body, MessageID: p.MessageId,
-		CorrelationID: p.CorrelationId, Type: p.Type, Headers: h, Timestamp: p.Timestamp,
-	}, nil
 }

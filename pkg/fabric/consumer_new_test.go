@@ -25,29 +25,29 @@ func TestNewConsumerTakesEitherHandlerShape(t *testing.T) {
 	one := func(context.Context, envelope.Envelope) error { return nil }
 	batch := func(context.Context, []fabric.Received) []error { return nil }
 	// The connection and publisher are never used by the constructor.
-	conn, pub := new(broker.Conn), new(fabric.Publisher)
-	for name, build := range map[string]func() (*fabric.Consumer, error){
-		"literal": func() (*fabric.Consumer, error) {
-			return fabric.NewConsumer(conn, pub, reg, spec, one, fabric.ConsumerOptions{})
+	conn, pub := new(broker.Conn), new(broker.Publisher)
+	for name, build := range map[string]func() (*broker.Consumer, error){
+		"literal": func() (*broker.Consumer, error) {
+			return broker.NewConsumer(conn, pub, reg, spec, one, fabric.ConsumerOptions{})
 		},
-		"Handler": func() (*fabric.Consumer, error) {
-			return fabric.NewConsumer(conn, pub, reg, spec, fabric.Handler(one), fabric.ConsumerOptions{})
+		"Handler": func() (*broker.Consumer, error) {
+			return broker.NewConsumer(conn, pub, reg, spec, fabric.Handler(one), fabric.ConsumerOptions{})
 		},
-		"own name": func() (*fabric.Consumer, error) {
-			return fabric.NewConsumer(conn, pub, reg, spec, ownHandler(one), fabric.ConsumerOptions{})
+		"own name": func() (*broker.Consumer, error) {
+			return broker.NewConsumer(conn, pub, reg, spec, ownHandler(one), fabric.ConsumerOptions{})
 		},
-		"batch": func() (*fabric.Consumer, error) {
-			return fabric.NewConsumer(conn, pub, reg, spec, batch, fabric.ConsumerOptions{})
+		"batch": func() (*broker.Consumer, error) {
+			return broker.NewConsumer(conn, pub, reg, spec, batch, fabric.ConsumerOptions{})
 		},
-		"BatchHandler": func() (*fabric.Consumer, error) {
-			return fabric.NewConsumer(conn, pub, reg, spec, fabric.BatchHandler(batch), fabric.ConsumerOptions{})
+		"BatchHandler": func() (*broker.Consumer, error) {
+			return broker.NewConsumer(conn, pub, reg, spec, fabric.BatchHandler(batch), fabric.ConsumerOptions{})
 		},
 	} {
 		if c, err := build(); err != nil || c == nil {
 			t.Errorf("%s: NewConsumer = %v, %v", name, c, err)
 		}
 	}
-	if _, err := fabric.NewConsumer(conn, pub, reg, spec, fabric.Handler(nil), fabric.ConsumerOptions{}); err == nil {
+	if _, err := broker.NewConsumer(conn, pub, reg, spec, fabric.Handler(nil), fabric.ConsumerOptions{}); err == nil {
 		t.Error("NewConsumer took a nil handler")
 	}
 }

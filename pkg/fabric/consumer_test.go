@@ -162,20 +162,20 @@ func TestMalformedMessagesAreDeadLetteredBeforeTheHandler(t *testing.T) {
 	schemaBad.Payload = []byte(`{"requestId":1}`)
 	noTenant := submitted(t, "", "ok")
 
-	raw := func(e envelope.Envelope, tenantHeader string) fabric.Message {
+	raw := func(e envelope.Envelope, tenantHeader string) broker.Message {
 		b, _ := e.Encode()
 		h := amqp.Table{}
 		if tenantHeader != "" {
 			h[wire.HeaderTenant] = tenantHeader
 		}
-		return fabric.Message{Exchange: topology.EventsExchange, RoutingKey: "request.submitted.v1", Body: b, MessageID: e.ID, Type: e.Type, Headers: h}
+		return broker.Message{Exchange: topology.EventsExchange, RoutingKey: "request.submitted.v1", Body: b, MessageID: e.ID, Type: e.Type, Headers: h}
 	}
 	cases := []struct {
 		name   string
-		msg    fabric.Message
+		msg    broker.Message
 		reason string
 	}{
-		{"not json", fabric.Message{Exchange: topology.EventsExchange, RoutingKey: "request.submitted.v1", Body: []byte("{oops"), MessageID: "junk-1"}, wire.ReasonInvalidEnvelope},
+		{"not json", broker.Message{Exchange: topology.EventsExchange, RoutingKey: "request.submitted.v1", Body: []byte("{oops"), MessageID: "junk-1"}, wire.ReasonInvalidEnvelope},
 		{"unknown type", raw(unknown, "org-a"), wire.ReasonUnknownType},
 		{"schema", raw(schemaBad, "org-a"), wire.ReasonSchema},
 		{"no tenant", raw(noTenant, ""), wire.ReasonTenantMissing},
@@ -259,7 +259,7 @@ func TestCompetingConsumersShareWithoutDuplicates(t *testing.T) {
 	// messages to its consumers in turn.
 	fabrictest.Eventually(t, 5*time.Second, "two consumers on the queue", func() bool { return consumers(t, s) == 2 })
 	const n = 400
-	var pend []*fabric.Pending
+	var pend []*broker.Pending
 	for i := 0; i < n; i++ {
 		p, err := s.Pub.PublishAsync(context.Background(), submitted(t, "org-a", "ok"))
 		if err != nil {
@@ -310,7 +310,7 @@ func TestTenantContextAndTracePropagation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, err := fabric.NewPublisher(s.Conn, s.Reg, fabric.PublisherOptions{Tracer: tp, Metrics: metrics})
+	pub, err := broker.NewPublisher(s.Conn, s.Reg, broker.PublisherOptions{Tracer: tp, Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +394,7 @@ func TestReconnectAfterConnectionsAreClosed(t *testing.T) {
 			case err == nil:
 				sent = append(sent, e.ID)
 				confirmed.Add(1)
-			case errors.Is(err, fabric.ErrConnectionLost):
+			case errors.Is(err, broker.ErrConnectionLost):
 				lost++ // not confirmed: the caller knows it must resend
 			default:
 				pubErr.Store(err)
@@ -470,7 +470,7 @@ func TestGracefulShutdownFinishesInFlightWork(t *testing.T) {
 	inFlight := make(chan struct{}, 20)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c, err := fabric.NewConsumer(s.Conn, s.Pub, s.Reg, s.spec, func(hctx context.Context, e envelope.Envelope) error {
+	c, err := broker.NewConsumer(s.Conn, s.Pub, s.Reg, s.spec, func(hctx context.Context, e envelope.Envelope) error {
 		started.Add(1)
 		inFlight <- struct{}{}
 		<-ctx.Done() // every handler is still at work when the shutdown begins
@@ -544,11 +544,11 @@ func TestDeliveryLimitBackstopDeadLetters(t *testing.T) {
 // goroutines it started (queue-depth watcher, handler workers) have ended.
 func TestRunReturnsOnlyAfterItsGoroutinesEnd(t *testing.T) {
 	s := newStack(t)
-	const watcher, workers = "fabric.(*Consumer).watchDepth", "fabric.(*Consumer).session"
+	const watcher, workers = "broker.(*Consumer).watchDepth", "broker.(*Consumer).session"
 	var handled atomic.Int32
 	h := func(ctx context.Context, e envelope.Envelope) error { handled.Add(1); return nil }
 	start := func(conn *broker.Conn, ctx context.Context) <-chan error {
-		c, err := fabric.NewConsumer(conn, s.Pub, s.Reg, s.spec, h, fabric.ConsumerOptions{DepthInterval: 10 * time.Millisecond})
+		c, err := broker.NewConsumer(conn, s.Pub, s.Reg, s.spec, h, fabric.ConsumerOptions{DepthInterval: 10 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}

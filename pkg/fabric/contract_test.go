@@ -14,6 +14,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/internal/relay"
@@ -132,7 +133,7 @@ func TestTolerantReaderThroughTheBroker(t *testing.T) {
 	dup.body = bytes.Replace(dup.body, []byte(`"tenantId":"org-a"`), []byte(`"tenantId":"org-a","tenantId":"org-b"`), 1)
 
 	for _, c := range cases {
-		pd, err := f.Pub.Send(context.Background(), fabric.Message{
+		pd, err := f.Pub.Send(context.Background(), broker.Message{
 			Exchange: topology.EventsExchange, RoutingKey: c.ev.typ, Body: c.ev.body, MessageID: c.ev.id,
 			Type: c.ev.typ, Headers: amqp.Table{wire.HeaderTenant: "org-a"}, Timestamp: time.Now(),
 		})

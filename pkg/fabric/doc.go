@@ -1,8 +1,10 @@
-// Package fabric is the platform's event fabric: confirmed publishing and
-// supervised consuming of envelopes over RabbitMQ, with failure
-// classification, retry tiers and per-consumer dead-letter queues. Domain
-// code sees envelopes, handlers and errors; it never touches an AMQP
-// channel.
+// Package fabric is what a service's message handling is written against:
+// handlers (Handler, BatchHandler), their options, Decode, and the failure
+// classes and error kinds that decide a message's fate. Domain code sees
+// envelopes, handlers and errors; it never touches an AMQP channel. The
+// engine under it — confirmed publishing, supervised consuming, retry tiers
+// and per-consumer dead-letter queues over RabbitMQ — is package broker,
+// which the service host (package host) runs.
 //
 // # The five things a service author does
 //

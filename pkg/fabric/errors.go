@@ -108,29 +108,3 @@ func (k *kind) Error() string { return k.msg }
 // with; problem asks for it by this method, so that it need not import
 // the fabric.
 func (k *kind) HTTPStatus() int { return k.status }
-
-// Publish errors. A publish that returns any error was not confirmed: the
-// caller must treat the message as not sent (and may send it again).
-var (
-	// ErrUnroutable: the broker returned the message (mandatory): no queue
-	// is bound for its routing key.
-	ErrUnroutable = errors.New("fabric: message unroutable (returned by broker)")
-	// errNacked: the broker refused the message.
-	errNacked = errors.New("fabric: message nacked by broker")
-	// ErrConnectionLost: the channel closed before the confirm arrived.
-	// Transient: the connection comes back (what the broker said when it
-	// closed the channel, wrapped beside it, may say otherwise).
-	ErrConnectionLost error = transientError("fabric: channel closed before confirm")
-	// ErrConfirmTimeout: no confirm within the publisher's timeout.
-	// Transient.
-	ErrConfirmTimeout error = transientError("fabric: confirm timed out")
-	// errClosed: the publisher was closed.
-	errClosed = errors.New("fabric: publisher closed")
-)
-
-// transientError is a publish error a retry may fix; problem.Transient
-// (the HTTP edge's 503) and anyone else can ask it through Transient().
-type transientError string
-
-func (e transientError) Error() string   { return string(e) }
-func (e transientError) Transient() bool { return true }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
@@ -42,7 +43,7 @@ func newLaneRig(t testing.TB, withLane bool, backlog int) *laneRig {
 	r := &laneRig{f: fabrictest.NewFabric(t, testEnv, desc), spec: spec, urgentAt: make(chan time.Time, 1)}
 	r.lane, r.hasLane = desc.Consumer(spec.Queue + ".priority")
 	ctx := context.Background()
-	var pend []*fabric.Pending
+	var pend []*broker.Pending
 	for i := range backlog {
 		p, err := r.f.Pub.PublishAsync(ctx, submitted(t, "org-a", "low-"+string(rune('a'+i%26))))
 		if err != nil {

@@ -10,7 +10,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
@@ -28,7 +28,7 @@ func TestPublishConfirmsRoutesAndReturns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Pub.Publish(ctx, e); !errors.Is(err, fabric.ErrUnroutable) {
+	if err := s.Pub.Publish(ctx, e); !errors.Is(err, broker.ErrUnroutable) {
 		t.Fatalf("Publish unroutable = %v, want ErrUnroutable", err)
 	}
 	bad := submitted(t, "org-a", "x")
@@ -39,7 +39,7 @@ func TestPublishConfirmsRoutesAndReturns(t *testing.T) {
 
 	// Pipelined: 2,000 in flight through a window of 256, interleaved with
 	// unroutable ones; every routed one confirmed, every unroutable one not.
-	var pend, unr []*fabric.Pending
+	var pend, unr []*broker.Pending
 	for i := 0; i < 2000; i++ {
 		p, err := s.Pub.PublishAsync(ctx, submitted(t, "org-a", "bulk"))
 		if err != nil {
@@ -61,7 +61,7 @@ func TestPublishConfirmsRoutesAndReturns(t *testing.T) {
 		}
 	}
 	for _, p := range unr {
-		if err := p.Wait(ctx); !errors.Is(err, fabric.ErrUnroutable) {
+		if err := p.Wait(ctx); !errors.Is(err, broker.ErrUnroutable) {
 			t.Fatalf("pipelined unroutable = %v, want ErrUnroutable", err)
 		}
 	}

@@ -28,7 +28,7 @@ import (
 // queue, so a retry can make a duplicate (the consumer's inbox absorbs
 // it), never a loss.
 type restartPublisher struct {
-	pub *fabric.Publisher
+	pub *broker.Publisher
 	t   *testing.T
 	up  atomic.Bool // the broker is back: confirms count in afterUp
 
@@ -78,9 +78,9 @@ func (p *restartPublisher) run(stop <-chan struct{}) error {
 
 func failureKind(err error) string {
 	switch {
-	case errors.Is(err, fabric.ErrConnectionLost):
+	case errors.Is(err, broker.ErrConnectionLost):
 		return "connection lost"
-	case errors.Is(err, fabric.ErrConfirmTimeout):
+	case errors.Is(err, broker.ErrConfirmTimeout):
 		return "confirm timeout"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "5s deadline"
@@ -115,7 +115,7 @@ func TestBrokerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { relayConn.Close() })
-	relayPub, err := fabric.NewPublisher(relayConn, s.Reg, fabric.PublisherOptions{})
+	relayPub, err := broker.NewPublisher(relayConn, s.Reg, broker.PublisherOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 )
 
@@ -21,7 +22,7 @@ import (
 func TestShutdownRightAfterABurstOfAcksLosesNone(t *testing.T) {
 	s := newStack(t)
 	const n = 5000
-	pend := make([]*fabric.Pending, 0, n)
+	pend := make([]*broker.Pending, 0, n)
 	for range n {
 		p, err := s.Pub.PublishAsync(context.Background(), submitted(t, "org-a", "ok"))
 		if err != nil {
@@ -37,7 +38,7 @@ func TestShutdownRightAfterABurstOfAcksLosesNone(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var acked atomic.Int32
-	c, err := fabric.NewConsumer(s.Conn, s.Pub, s.Reg, s.spec, func(_ context.Context, b []fabric.Received) []error {
+	c, err := broker.NewConsumer(s.Conn, s.Pub, s.Reg, s.spec, func(_ context.Context, b []fabric.Received) []error {
 		acked.Add(int32(len(b)))
 		cancel() // stop while the prefetched deliveries are handled and acked
 		return make([]error, len(b))

@@ -1,9 +1,13 @@
-// Package broker supervises one AMQP connection: it dials with backoff,
-// redials when the connection drops (to the next node of a cluster when it
-// was given several addresses), runs reconnect hooks (topology
-// redeclaration) before anyone gets a channel, and hands out channels only
-// while connected. Publishers and consumers watch their own channels and ask
-// again after a drop.
+// Package broker is the fabric's engine on RabbitMQ. Conn supervises one
+// AMQP connection: it dials with backoff, redials when the connection drops
+// (to the next node of a cluster when it was given several addresses), runs
+// reconnect hooks (topology redeclaration) before anyone gets a channel, and
+// hands out channels only while connected. Publisher publishes envelopes
+// with confirms (a publish is sent only when confirmed and routed);
+// Consumer runs a fabric.Handler or fabric.BatchHandler on a queue with
+// manual acks, retry tiers and dead letters. Both watch their own channels
+// and ask again after a drop. Services do not use it directly: the service
+// host runs them, and application code publishes through the outbox.
 package broker
 
 import (

@@ -246,7 +246,7 @@ func child(role string) error {
 	if err != nil {
 		return err
 	}
-	pub, err := fabric.NewPublisher(conn, reg, fabric.PublisherOptions{})
+	pub, err := broker.NewPublisher(conn, reg, broker.PublisherOptions{})
 	if err != nil {
 		return err
 	}
@@ -297,7 +297,7 @@ func child(role string) error {
 			h = holdAfter(h, hold, os.Getenv(envReport), running)
 		}
 		in := inbox.New(pool, schema, spec.Queue, inbox.Options{Faults: faults})
-		c, err := fabric.NewConsumer(conn, pub, reg, spec, running.wrap(in.Handler(h)),
+		c, err := broker.NewConsumer(conn, pub, reg, spec, running.wrap(in.Handler(h)),
 			fabric.ConsumerOptions{Prefetch: 50, Concurrency: cmp.Or(handlers, 4)})
 		if err != nil {
 			return err

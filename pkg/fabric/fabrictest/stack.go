@@ -18,7 +18,7 @@ type Fabric struct {
 	Vhost *Vhost
 	Conn  *broker.Conn
 	Reg   *registry.Registry
-	Pub   *fabric.Publisher
+	Pub   *broker.Publisher
 	Desc  topology.Description
 }
 
@@ -31,7 +31,7 @@ func NewFabric(t testing.TB, env Env, desc topology.Description) *Fabric {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, err := fabric.NewPublisher(conn, reg, fabric.PublisherOptions{})
+	pub, err := broker.NewPublisher(conn, reg, broker.PublisherOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func (f *Fabric) Drain(t testing.TB, queue string) []amqp.Delivery {
 // cleanup. It returns a stop function for tests that stop it earlier.
 func (f *Fabric) Run(t testing.TB, spec topology.Consumer, h fabric.Handler, opts fabric.ConsumerOptions) (stop func()) {
 	t.Helper()
-	c, err := fabric.NewConsumer(f.Conn, f.Pub, f.Reg, spec, h, opts)
+	c, err := broker.NewConsumer(f.Conn, f.Pub, f.Reg, spec, h, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,14 +92,14 @@ func (f *Fabric) Run(t testing.TB, spec topology.Consumer, h fabric.Handler, opt
 // RunBatch is Run for a batch handler.
 func (f *Fabric) RunBatch(t testing.TB, spec topology.Consumer, h fabric.BatchHandler, opts fabric.ConsumerOptions) (stop func()) {
 	t.Helper()
-	c, err := fabric.NewConsumer(f.Conn, f.Pub, f.Reg, spec, h, opts)
+	c, err := broker.NewConsumer(f.Conn, f.Pub, f.Reg, spec, h, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return runConsumer(t, spec, c)
 }
 
-func runConsumer(t testing.TB, spec topology.Consumer, c *fabric.Consumer) (stop func()) {
+func runConsumer(t testing.TB, spec topology.Consumer, c *broker.Consumer) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()

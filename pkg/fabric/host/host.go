@@ -275,7 +275,7 @@ type host struct {
 	Pool     *pgxpool.Pool
 	Conn     *broker.Conn
 	Reg      *registry.Registry
-	Pub      *fabric.Publisher
+	Pub      *broker.Publisher
 	Outbox   *outbox.Outbox
 	Metrics  *telemetry.Metrics
 	Tracer   trace.TracerProvider
@@ -286,7 +286,7 @@ type host struct {
 	meter      *sdkmetric.MeterProvider
 	metricsH   http.Handler
 	shutdownTP func(context.Context) error
-	consumers  []*fabric.Consumer
+	consumers  []*broker.Consumer
 	workers    []worker
 	// simulatable are the transactional handlers a replay may simulate
 	// (ConsumeTx with ConsumerOptions.Simulatable).
@@ -527,7 +527,7 @@ func (h *host) initBroker(ctx context.Context) error {
 	if h.Conn, err = broker.Dial(dctx, h.Cfg.AMQPURL, broker.Options{Name: h.Cfg.Service, TLS: tlsCfg, Logger: h.Log}, declare); err != nil {
 		return err
 	}
-	h.Pub, err = fabric.NewPublisher(h.Conn, h.Reg, fabric.PublisherOptions{Tracer: h.Tracer, Metrics: h.Metrics, Logger: h.Log})
+	h.Pub, err = broker.NewPublisher(h.Conn, h.Reg, broker.PublisherOptions{Tracer: h.Tracer, Metrics: h.Metrics, Logger: h.Log})
 	return err
 }
 
@@ -544,8 +544,8 @@ func (h *host) Consumer(queue string) (topology.Consumer, error) {
 // Consume registers a consumer of queue; it runs from Serve. Handlers that
 // change the database use ConsumeTx instead.
 func (h *host) Consume(queue string, handler fabric.Handler, opts fabric.ConsumerOptions) error {
-	return h.addConsumer(queue, opts, func(spec topology.Consumer, opts fabric.ConsumerOptions) (*fabric.Consumer, error) {
-		return fabric.NewConsumer(h.Conn, h.Pub, h.Reg, spec, handler, opts)
+	return h.addConsumer(queue, opts, func(spec topology.Consumer, opts fabric.ConsumerOptions) (*broker.Consumer, error) {
+		return broker.NewConsumer(h.Conn, h.Pub, h.Reg, spec, handler, opts)
 	})
 }
 
@@ -560,12 +560,12 @@ func (h *host) ConsumeTx(queue string, handler inbox.TxHandler, opts fabric.Cons
 		}
 		h.simulatable[queue] = handler
 	}
-	return h.addConsumer(queue, opts, func(spec topology.Consumer, opts fabric.ConsumerOptions) (*fabric.Consumer, error) {
-		return fabric.NewConsumer(h.Conn, h.Pub, h.Reg, spec, h.Inbox(queue).BatchHandler(handler), opts)
+	return h.addConsumer(queue, opts, func(spec topology.Consumer, opts fabric.ConsumerOptions) (*broker.Consumer, error) {
+		return broker.NewConsumer(h.Conn, h.Pub, h.Reg, spec, h.Inbox(queue).BatchHandler(handler), opts)
 	})
 }
 
-func (h *host) addConsumer(queue string, opts fabric.ConsumerOptions, build func(topology.Consumer, fabric.ConsumerOptions) (*fabric.Consumer, error)) error {
+func (h *host) addConsumer(queue string, opts fabric.ConsumerOptions, build func(topology.Consumer, fabric.ConsumerOptions) (*broker.Consumer, error)) error {
 	spec, err := h.Consumer(queue)
 	if err != nil {
 		return err

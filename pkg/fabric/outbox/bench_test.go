@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
@@ -197,7 +198,7 @@ func consume(b *testing.B, n int, batched, withInbox bool) {
 		if _, err := s.Pool.Exec(ctx, `CREATE TABLE effect (event_id uuid NOT NULL)`); err != nil {
 			b.Fatal(err)
 		}
-		var pend []*fabric.Pending
+		var pend []*broker.Pending
 		for j := 0; j < n; j++ {
 			p, err := f.Pub.PublishAsync(ctx, submitted(b, j, "c"))
 			if err != nil {

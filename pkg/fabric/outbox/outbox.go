@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/internal/pipetx"
 	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
@@ -101,7 +102,7 @@ func (o *Outbox) Enqueue(ctx context.Context, tx Tx, items ...Item) error {
 		if it.Aggregate.Type == "" || it.Aggregate.ID == "" {
 			return fmt.Errorf("outbox: enqueue %s: aggregate type and id are required", e.Type)
 		}
-		m, err := fabric.EncodeEnvelope(o.reg, o.codec, o.exchange, e)
+		m, err := broker.EncodeEnvelope(o.reg, o.codec, o.exchange, e)
 		if err != nil {
 			return fmt.Errorf("outbox: %w", err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/internal/relay"
@@ -421,7 +422,7 @@ type failingSender struct {
 	fail map[string]error
 }
 
-func (s failingSender) Send(ctx context.Context, m fabric.Message) (*fabric.Pending, error) {
+func (s failingSender) Send(ctx context.Context, m broker.Message) (*broker.Pending, error) {
 	if err, ok := s.fail[m.MessageID]; ok {
 		return nil, err
 	}

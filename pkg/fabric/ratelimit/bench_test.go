@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/ratelimit"
@@ -29,7 +30,7 @@ func BenchmarkPacedConsumerOverhead(b *testing.B) {
 			for range b.N {
 				f := fabrictest.NewFabric(b, env, topology.Description{Exchanges: topology.PlatformExchanges(), Consumers: []topology.Consumer{spec}})
 				ctx := context.Background()
-				var pend []*fabric.Pending
+				var pend []*broker.Pending
 				for i := range n {
 					e, err := envelope.New("request.submitted.v1", "org-a", "bench", map[string]any{
 						"requestId": "0192d3a0-0000-7000-8000-000000000001", "protocol": fmt.Sprintf("AGR-2026-%06d", i), "serviceId": "svc",

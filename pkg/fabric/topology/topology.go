@@ -605,7 +605,7 @@ type queueSpec struct {
 // wins, so a tier declared with it could never be lengthened. The delay is
 // the tier's policy (message-ttl) and, first of all, the per-message
 // expiration the consumer gives each retry, which holds with or without
-// the policy (fabric.Consumer). Everything that decides whether a message
+// the policy (broker.Consumer). Everything that decides whether a message
 // can be lost stays an argument: the queue type, dead-lettering (arguments
 // win over policies for it) and its at-least-once strategy with
 // reject-publish overflow, and the delivery limits.

@@ -48,13 +48,13 @@ func TestHandlerReceivesAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	pub, err := fabric.NewPublisher(conn, reg, fabric.PublisherOptions{})
+	pub, err := broker.NewPublisher(conn, reg, broker.PublisherOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pub.Close()
 	got := make(chan recorded, 1)
-	c, err := fabric.NewConsumer(conn, pub, reg, spec, survey.Handler(func(_ context.Context, tenantID string, a survey.Answer) error {
+	c, err := broker.NewConsumer(conn, pub, reg, spec, survey.Handler(func(_ context.Context, tenantID string, a survey.Answer) error {
 		got <- recorded{tenantID, a}
 		return nil
 	}), fabric.ConsumerOptions{})
@@ -77,7 +77,7 @@ func TestHandlerReceivesAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reqConn.Close()
-	reqPub, err := fabric.NewPublisher(reqConn, reg, fabric.PublisherOptions{})
+	reqPub, err := broker.NewPublisher(reqConn, reg, broker.PublisherOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

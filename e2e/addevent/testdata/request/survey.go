@@ -5,7 +5,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 )
 
@@ -20,7 +20,7 @@ type Answer struct {
 
 // Publish sends a citizen's answer for tenantID and waits for the broker's
 // confirm. The publisher checks it against the catalog's schema first.
-func Publish(ctx context.Context, pub *fabric.Publisher, tenantID string, a Answer) error {
+func Publish(ctx context.Context, pub *broker.Publisher, tenantID string, a Answer) error {
 	e, err := envelope.New(Type, tenantID, "request", a)
 	if err != nil {
 		return fmt.Errorf("survey: %w", err)

@@ -10,7 +10,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/agora-platform/agora/deploy/deploytest"
-	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
@@ -47,7 +46,7 @@ func TestPublishReachesTheAnalyticsQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, err := fabric.NewPublisher(conn, reg, fabric.PublisherOptions{})
+	pub, err := broker.NewPublisher(conn, reg, broker.PublisherOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

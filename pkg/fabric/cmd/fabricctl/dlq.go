@@ -13,7 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/internal/dlq"
 	"github.com/agora-platform/agora/pkg/fabric/internal/progress"
@@ -194,7 +193,7 @@ func openOps(ctx context.Context, getenv func(string) string, auditSchema string
 	if err != nil {
 		return nil, nil, err
 	}
-	pub, err := fabric.NewPublisher(conn, reg, fabric.PublisherOptions{})
+	pub, err := broker.NewPublisher(conn, reg, broker.PublisherOptions{})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -13,7 +13,7 @@ import (
 // (camelCase, package envelope), keyed by its type on the exchange of its
 // kind, with the x-tenant-id, x-correlation-id and CloudEvents headers.
 // It writes exactly what a publisher without a codec writes
-// (fabric.EnvelopeMessage) and reads what a consumer without one reads,
+// (broker.EnvelopeMessage) and reads what a consumer without one reads,
 // but for one thing: a body in another system's format (no id, no type)
 // is refused as not an agora envelope, naming that format, where a
 // consumer without a codec reports an unknown type.

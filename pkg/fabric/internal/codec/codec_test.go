@@ -15,6 +15,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/internal/codec"
 	"github.com/agora-platform/agora/pkg/fabric/internal/systems/car"
@@ -206,7 +207,7 @@ func TestFixedTenantAndCausation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := fabric.EncodeEnvelope(reg, c, "car.events", child)
+	m, err := broker.EncodeEnvelope(reg, c, "car.events", child)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +223,7 @@ func TestFixedTenantAndCausation(t *testing.T) {
 	}
 	other := child
 	other.TenantID = "org-a"
-	if _, err := fabric.EncodeEnvelope(reg, c, "car.events", other); err == nil || !strings.Contains(err.Error(), "carries no tenant") {
+	if _, err := broker.EncodeEnvelope(reg, c, "car.events", other); err == nil || !strings.Contains(err.Error(), "carries no tenant") {
 		t.Errorf("EncodeEnvelope(tenant org-a) = %v, want a refusal", err)
 	}
 }
@@ -239,11 +240,11 @@ func TestAgoraIsTheBuiltInEnvelope(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := fabric.EnvelopeMessage(reg, e)
+	want, err := broker.EnvelopeMessage(reg, e)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := fabric.EncodeEnvelope(reg, codec.Agora{}, "", e)
+	got, err := broker.EncodeEnvelope(reg, codec.Agora{}, "", e)
 	if err != nil {
 		t.Fatal(err)
 	}

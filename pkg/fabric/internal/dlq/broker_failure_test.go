@@ -10,7 +10,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
 )
 
 // A broker that is down or dropped the connection is a 503 with
@@ -22,12 +22,12 @@ func TestBrokerFailureStatus(t *testing.T) {
 		want int
 	}{
 		{"connection closed", fmt.Errorf("get: %w", amqp.ErrClosed), http.StatusServiceUnavailable},
-		{"channel closed before confirm", fmt.Errorf("replay: %w", fabric.ErrConnectionLost), http.StatusServiceUnavailable},
-		{"confirm timed out", fabric.ErrConfirmTimeout, http.StatusServiceUnavailable},
-		{"broker shutting down", fmt.Errorf("%w: %w", fabric.ErrConnectionLost, &amqp.Error{Code: amqp.ConnectionForced, Reason: "CONNECTION_FORCED - broker forced connection closure"}), http.StatusServiceUnavailable},
+		{"channel closed before confirm", fmt.Errorf("replay: %w", broker.ErrConnectionLost), http.StatusServiceUnavailable},
+		{"confirm timed out", broker.ErrConfirmTimeout, http.StatusServiceUnavailable},
+		{"broker shutting down", fmt.Errorf("%w: %w", broker.ErrConnectionLost, &amqp.Error{Code: amqp.ConnectionForced, Reason: "CONNECTION_FORCED - broker forced connection closure"}), http.StatusServiceUnavailable},
 		{"recoverable channel error", &amqp.Error{Code: amqp.ResourceError, Recover: true}, http.StatusServiceUnavailable},
 		{"deadline waiting for the broker", fmt.Errorf("channel: %w", context.DeadlineExceeded), http.StatusServiceUnavailable},
-		{"access refused", fmt.Errorf("%w: %w", fabric.ErrConnectionLost, &amqp.Error{Code: amqp.AccessRefused, Reason: "ACCESS_REFUSED"}), http.StatusBadGateway},
+		{"access refused", fmt.Errorf("%w: %w", broker.ErrConnectionLost, &amqp.Error{Code: amqp.AccessRefused, Reason: "ACCESS_REFUSED"}), http.StatusBadGateway},
 		{"queue missing", &amqp.Error{Code: amqp.NotFound, Reason: "NOT_FOUND - no queue"}, http.StatusBadGateway},
 		{"something else", errors.New("unexpected"), http.StatusBadGateway},
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
@@ -142,7 +141,7 @@ type Report struct {
 // Ops performs DLQ operations. Audit rows go to <auditSchema>.dlq_audit.
 type Ops struct {
 	conn        *broker.Conn
-	pub         *fabric.Publisher
+	pub         *broker.Publisher
 	reg         *registry.Registry
 	audit       *pgxpool.Pool
 	auditSchema string
@@ -154,7 +153,7 @@ type Ops struct {
 
 // New returns Ops over a broker connection, a publisher for replays and an
 // audit database (its schema must have the fabric migrations).
-func New(conn *broker.Conn, pub *fabric.Publisher, reg *registry.Registry, audit *pgxpool.Pool, auditSchema string) *Ops {
+func New(conn *broker.Conn, pub *broker.Publisher, reg *registry.Registry, audit *pgxpool.Pool, auditSchema string) *Ops {
 	return &Ops{conn: conn, pub: pub, reg: reg, audit: audit, auditSchema: auditSchema, now: time.Now}
 }
 
@@ -405,7 +404,7 @@ func (o *Ops) Replay(ctx context.Context, r Request) (Report, error) {
 		h[wire.HeaderReplayedBy] = r.Operator
 		h[headerReplayWalk] = walk
 		h[wire.HeaderReplayedAt] = o.now().UTC().Format(time.RFC3339)
-		pd, err := o.pub.Send(ctx, fabric.Message{Exchange: o.spec(r.Queue).RetryExchange(), RoutingKey: r.Queue, Body: d.Body, MessageID: d.MessageId,
+		pd, err := o.pub.Send(ctx, broker.Message{Exchange: o.spec(r.Queue).RetryExchange(), RoutingKey: r.Queue, Body: d.Body, MessageID: d.MessageId,
 			CorrelationID: d.CorrelationId, Type: d.Type, Headers: h, Timestamp: d.Timestamp})
 		if err != nil {
 			return err

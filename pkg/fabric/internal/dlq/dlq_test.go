@@ -19,6 +19,7 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
@@ -161,7 +162,7 @@ func TestListReplayPurgeAreAuditedAndIdempotent(t *testing.T) {
 		t.Fatalf("DLQ holds %d, want 4", len(dups))
 	}
 	for _, d := range append(dups, dups...) {
-		p, err := r.f.Pub.Send(ctx, fabric.Message{Exchange: "", RoutingKey: spec.DLQ(), Body: d.Body, MessageID: d.MessageId, Type: d.Type, Headers: d.Headers})
+		p, err := r.f.Pub.Send(ctx, broker.Message{Exchange: "", RoutingKey: spec.DLQ(), Body: d.Body, MessageID: d.MessageId, Type: d.Type, Headers: d.Headers})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -350,7 +351,7 @@ func TestHTTPHandlerRequiresOperatorAndScopesTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw, _ := send.Encode()
-	p, err := r.f.Pub.Send(ctx, fabric.Message{Exchange: "", RoutingKey: spec.DLQ(), Body: raw, MessageID: send.ID, Type: send.Type,
+	p, err := r.f.Pub.Send(ctx, broker.Message{Exchange: "", RoutingKey: spec.DLQ(), Body: raw, MessageID: send.ID, Type: send.Type,
 		Headers: amqp.Table{wire.HeaderTenant: "org-a", wire.HeaderReason: wire.ReasonPermanent}})
 	if err != nil {
 		t.Fatal(err)
@@ -386,7 +387,7 @@ func TestReplayRefusesTypesThatAreNotReplayable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := r.f.Pub.Send(ctx, fabric.Message{Exchange: "", RoutingKey: spec.DLQ(), Body: body, MessageID: e.ID, Type: e.Type,
+		p, err := r.f.Pub.Send(ctx, broker.Message{Exchange: "", RoutingKey: spec.DLQ(), Body: body, MessageID: e.ID, Type: e.Type,
 			Headers: amqp.Table{wire.HeaderTenant: "org-a", wire.HeaderReason: wire.ReasonPermanent, wire.HeaderConsumer: spec.Queue}})
 		if err != nil {
 			t.Fatal(err)
@@ -518,7 +519,7 @@ func TestHTTPOperatorsSeeAndActOnTheirTenantOnly(t *testing.T) {
 	// such a message as a tenant mismatch; neither tenant may touch it.
 	forged := submitted(t, "org-b")
 	raw, _ := forged.Encode()
-	p, err := r.f.Pub.Send(ctx, fabric.Message{Exchange: "", RoutingKey: spec.DLQ(), Body: raw, MessageID: forged.ID, Type: forged.Type,
+	p, err := r.f.Pub.Send(ctx, broker.Message{Exchange: "", RoutingKey: spec.DLQ(), Body: raw, MessageID: forged.ID, Type: forged.Type,
 		Headers: amqp.Table{wire.HeaderTenant: "org-a", wire.HeaderReason: wire.ReasonTenantMismatch}})
 	if err != nil {
 		t.Fatal(err)

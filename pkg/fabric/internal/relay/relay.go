@@ -27,15 +27,15 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/telemetry"
 	"github.com/agora-platform/agora/pkg/fabric/text"
 )
 
-// Sender publishes a message with confirms; *fabric.Publisher satisfies it.
+// Sender publishes a message with confirms; *broker.Publisher satisfies it.
 type Sender interface {
-	Send(ctx context.Context, m fabric.Message) (*fabric.Pending, error)
+	Send(ctx context.Context, m broker.Message) (*broker.Pending, error)
 }
 
 // faults lets crash tests stop the relay at a named point; nil in
@@ -366,7 +366,7 @@ type row struct {
 	// the batch, on the aggregate's first row of the batch only (nil on
 	// the others): what the ordering check compares the batch with.
 	aggPending []int64
-	pending    *fabric.Pending
+	pending    *broker.Pending
 	span       trace.Span
 	err        error
 }
@@ -594,7 +594,7 @@ func inOrder(batch []*row) []*row {
 
 // send publishes one row inside a producer span that continues the trace
 // of the transaction that enqueued it; the caller ends the span.
-func (r *Relay) send(ctx context.Context, rw *row) (*fabric.Pending, trace.Span, error) {
+func (r *Relay) send(ctx context.Context, rw *row) (*broker.Pending, trace.Span, error) {
 	headers, err := storedHeaders(rw.headers)
 	if err != nil {
 		return nil, noop.Span{}, fmt.Errorf("outbox row %s: headers: %w", rw.id, err)
@@ -616,7 +616,7 @@ func (r *Relay) send(ctx context.Context, rw *row) (*fabric.Pending, trace.Span,
 			attribute.String("messaging.message.id", rw.id)))
 	delete(headers, "traceparent")
 	delete(headers, "tracestate")
-	pd, err := r.pub.Send(pctx, fabric.Message{
+	pd, err := r.pub.Send(pctx, broker.Message{
 		Exchange: rw.exchange, RoutingKey: rw.routingKey, Body: rw.body, MessageID: rw.id,
 		CorrelationID: correlationID, Type: typ, Headers: headers, Timestamp: rw.occurredAt,
 	})
@@ -696,4 +696,4 @@ func (r *Relay) Pending(ctx context.Context) (int64, error) {
 
 func (r *Relay) table() string { return pgx.Identifier{r.schema, "outbox_event"}.Sanitize() }
 
-var _ Sender = (*fabric.Publisher)(nil)
+var _ Sender = (*broker.Publisher)(nil)

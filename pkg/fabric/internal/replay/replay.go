@@ -38,6 +38,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
 	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
@@ -137,7 +138,7 @@ type Service struct {
 	schema    string
 	consumers map[string]topology.Consumer
 	reg       *registry.Registry
-	pub       *fabric.Publisher
+	pub       *broker.Publisher
 	history   History
 	handlers  map[string]inbox.TxHandler // the queues that may be simulated
 	now       func() time.Time
@@ -157,7 +158,7 @@ type Options struct {
 
 // New returns the replay service of the queues consumers, with jobs in
 // schema.
-func New(pool *pgxpool.Pool, schema string, consumers []topology.Consumer, reg *registry.Registry, pub *fabric.Publisher,
+func New(pool *pgxpool.Pool, schema string, consumers []topology.Consumer, reg *registry.Registry, pub *broker.Publisher,
 	history History, opts Options) *Service {
 	s := &Service{pool: pool, schema: schema, consumers: map[string]topology.Consumer{}, reg: reg, pub: pub, history: history,
 		handlers: opts.Simulatable, now: opts.Now, maxEvents: opts.MaxEvents}
@@ -574,7 +575,7 @@ func (s *Service) send(ctx context.Context, queue, by string, env envelope.Envel
 	h[wire.HeaderTenant] = env.TenantID
 	h[wire.HeaderReplayedBy] = by
 	h[wire.HeaderReplayedAt] = s.now().UTC().Format(time.RFC3339)
-	pd, err := s.pub.Send(ctx, fabric.Message{Exchange: topology.RetryExchange, RoutingKey: queue, Body: body, MessageID: env.ID,
+	pd, err := s.pub.Send(ctx, broker.Message{Exchange: topology.RetryExchange, RoutingKey: queue, Body: body, MessageID: env.ID,
 		CorrelationID: env.CorrelationID, Type: env.Type, Timestamp: env.OccurredAt, Headers: h})
 	if err != nil {
 		return fmt.Errorf("publish %s: %w", env.ID, err)

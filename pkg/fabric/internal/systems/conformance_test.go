@@ -20,6 +20,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/inbox"
@@ -73,7 +74,7 @@ func newSystem(t *testing.T, name string) *system {
 	}
 	vh := fabrictest.NewVhost(t, testEnv)
 	conn := vh.Dial(t, func(ctx context.Context, c *amqp.Connection) error { return topology.Apply(ctx, c, desc) })
-	pub, err := fabric.NewPublisher(conn, reg, fabric.PublisherOptions{Codec: c, Exchange: desc.Events})
+	pub, err := broker.NewPublisher(conn, reg, broker.PublisherOptions{Codec: c, Exchange: desc.Events})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ type stack struct {
 	s3       *minio.Client
 	bucket   string
 	conn     *broker.Conn
-	pub      *fabric.Publisher
+	pub      *broker.Publisher
 	keys     *auth.DevKeys
 
 	mu      sync.Mutex
@@ -107,7 +107,7 @@ func newStack(t testing.TB) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.pub, err = fabric.NewPublisher(s.conn, reg, fabric.PublisherOptions{}); err != nil {
+	if s.pub, err = broker.NewPublisher(s.conn, reg, broker.PublisherOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.pub.Close() })

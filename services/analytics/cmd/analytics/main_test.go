@@ -18,8 +18,8 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/agora-platform/agora/deploy/deploytest"
-	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
@@ -29,7 +29,7 @@ import (
 type stack struct {
 	url    string
 	keys   *auth.DevKeys
-	pub    *fabric.Publisher
+	pub    *broker.Publisher
 	vh     *fabrictest.Vhost
 	dbURL  string // the test database, as the superuser
 	schema string
@@ -92,7 +92,7 @@ func startStack(t testing.TB, extra ...string) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.pub, err = fabric.NewPublisher(vh.Dial(t), reg, fabric.PublisherOptions{}); err != nil {
+	if s.pub, err = broker.NewPublisher(vh.Dial(t), reg, broker.PublisherOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.pub.Close() })

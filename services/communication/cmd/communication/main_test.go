@@ -22,8 +22,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/agora-platform/agora/deploy/deploytest"
-	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
@@ -35,7 +35,7 @@ import (
 type stack struct {
 	url      string
 	keys     *auth.DevKeys
-	pub      *fabric.Publisher
+	pub      *broker.Publisher
 	mailDir  string
 	sentCh   *amqp.Channel // bound to communication.notification-sent.v1
 	sentQ    string
@@ -112,7 +112,7 @@ func startStack(t testing.TB, extra ...string) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.pub, err = fabric.NewPublisher(conn, reg, fabric.PublisherOptions{}); err != nil {
+	if s.pub, err = broker.NewPublisher(conn, reg, broker.PublisherOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.pub.Close() })

@@ -17,8 +17,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
@@ -110,7 +110,7 @@ func (s *stack) sendEvent(t *testing.T, reg *registry.Registry, e envelope.Envel
 	t.Helper()
 	bare := e
 	bare.Extensions = nil
-	m, err := fabric.EnvelopeMessage(reg, bare)
+	m, err := broker.EnvelopeMessage(reg, bare)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,8 +25,8 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/agora-platform/agora/deploy/deploytest"
-	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
@@ -60,7 +60,7 @@ type stack struct {
 	schema string
 	url    string
 	keys   *auth.DevKeys
-	pub    *fabric.Publisher
+	pub    *broker.Publisher
 	s3     *minio.Client
 	bucket string
 }
@@ -124,7 +124,7 @@ func startStack(t testing.TB, s3Endpoint string, extra ...string) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.pub, err = fabric.NewPublisher(vh.Dial(t), reg, fabric.PublisherOptions{}); err != nil {
+	if s.pub, err = broker.NewPublisher(vh.Dial(t), reg, broker.PublisherOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.pub.Close() })
@@ -356,7 +356,7 @@ func TestKeepsWhatANewerProducerAdded(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Sent as raw bytes: this build's own publisher would refuse them.
-	pd, err := s.pub.Send(context.Background(), fabric.Message{Exchange: "platform.events", RoutingKey: v1.Type, Body: body,
+	pd, err := s.pub.Send(context.Background(), broker.Message{Exchange: "platform.events", RoutingKey: v1.Type, Body: body,
 		MessageID: v1.ID, CorrelationID: v1.CorrelationID, Type: v1.Type, Headers: map[string]any{"x-tenant-id": "org-a"}})
 	if err != nil {
 		t.Fatal(err)

@@ -29,6 +29,7 @@ import (
 
 	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
@@ -48,7 +49,7 @@ type stack struct {
 	pool     *pgxpool.Pool
 	s3       *minio.Client
 	bucket   string
-	pub      *fabric.Publisher
+	pub      *broker.Publisher
 	conn     interface {
 		Channel(context.Context) (*amqp.Channel, error)
 	}
@@ -114,7 +115,7 @@ func newStack(t testing.TB) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.pub, err = fabric.NewPublisher(conn, reg, fabric.PublisherOptions{})
+	s.pub, err = broker.NewPublisher(conn, reg, broker.PublisherOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

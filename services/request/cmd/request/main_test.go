@@ -28,7 +28,6 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/agora-platform/agora/deploy/deploytest"
-	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
@@ -44,7 +43,7 @@ type testService struct {
 	env    fabrictest.Env
 	vhost  *fabrictest.Vhost
 	conn   *broker.Conn
-	pub    *fabric.Publisher
+	pub    *broker.Publisher
 	pool   *pgxpool.Pool // admin pool, search_path = the schema
 	keys   *auth.DevKeys
 	s3     *minio.Client
@@ -110,7 +109,7 @@ func start(t testing.TB, extra map[string]string) *testService {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.pub, err = fabric.NewPublisher(s.conn, reg, fabric.PublisherOptions{})
+	s.pub, err = broker.NewPublisher(s.conn, reg, broker.PublisherOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agora-platform/agora/deploy/deploytest"
-	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
@@ -34,7 +33,7 @@ type platform struct {
 	identity map[string]string
 	keys     *auth.DevKeys
 	conn     *broker.Conn
-	pub      *fabric.Publisher
+	pub      *broker.Publisher
 	pool     *pgxpool.Pool
 }
 
@@ -72,7 +71,7 @@ func newPlatform(t testing.TB) *platform {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.pub, err = fabric.NewPublisher(p.conn, reg, fabric.PublisherOptions{}); err != nil {
+	if p.pub, err = broker.NewPublisher(p.conn, reg, broker.PublisherOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.pub.Close() })

@@ -83,7 +83,7 @@ type Rig struct {
 	Conn   *broker.Conn
 	Pool   *pgxpool.Pool
 	Schema string
-	Pub    *fabric.Publisher
+	Pub    *broker.Publisher
 	Outbox *outbox.Outbox
 
 	out  io.Writer
@@ -134,7 +134,7 @@ func Open(ctx context.Context, cfg Config, out io.Writer) (*Rig, error) {
 		r.Close()
 		return nil, err
 	}
-	if r.Pub, err = fabric.NewPublisher(r.Conn, reg, fabric.PublisherOptions{Codec: c, Exchange: desc.Events}); err != nil {
+	if r.Pub, err = broker.NewPublisher(r.Conn, reg, broker.PublisherOptions{Codec: c, Exchange: desc.Events}); err != nil {
 		r.Close()
 		return nil, err
 	}
@@ -178,7 +178,7 @@ func (r *Rig) Consume(ctx context.Context, queue string, h Handler, opts fabric.
 	}
 	in := inbox.New(r.Pool, r.Schema, queue, inbox.Options{})
 	opts.Codec = r.Codec
-	c, err := fabric.NewConsumer(r.Conn, r.Pub, r.Reg, spec, in.Handler(inbox.TxHandler(h)), opts)
+	c, err := broker.NewConsumer(r.Conn, r.Pub, r.Reg, spec, in.Handler(inbox.TxHandler(h)), opts)
 	if err != nil {
 		return err
 	}

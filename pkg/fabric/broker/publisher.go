@@ -1,4 +1,4 @@
-package fabric
+package broker
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/agora-platform/agora/pkg/fabric/broker"
+	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
@@ -48,7 +48,7 @@ type PublisherOptions struct {
 	ConfirmTimeout time.Duration
 	// Codec writes envelopes in a wire format other than the platform's
 	// (package codec); nil publishes the platform's envelope.
-	Codec Codec
+	Codec fabric.Codec
 	// Exchange, when set, is where every envelope is published (a
 	// topology's events exchange, e.g. car.events); empty routes by kind
 	// to the platform's exchanges (Route).
@@ -63,7 +63,7 @@ type PublisherOptions struct {
 // A nil error from Publish or Pending.Wait means the broker confirmed the
 // message and routed it to at least one queue; any error means it did not.
 type Publisher struct {
-	conn    *broker.Conn
+	conn    *Conn
 	reg     *registry.Registry
 	opts    PublisherOptions
 	tracer  trace.Tracer
@@ -134,7 +134,7 @@ func (p *Pending) resolve(err error) {
 
 // NewPublisher returns a publisher on conn. reg validates envelopes before
 // they leave (unknown types and schema failures are refused).
-func NewPublisher(conn *broker.Conn, reg *registry.Registry, opts PublisherOptions) (*Publisher, error) {
+func NewPublisher(conn *Conn, reg *registry.Registry, opts PublisherOptions) (*Publisher, error) {
 	if opts.Window <= 0 {
 		opts.Window = 256
 	}
@@ -248,7 +248,7 @@ func (p *Publisher) send(ctx context.Context, m Message, onDone func(error)) (*P
 	case <-ctx.Done():
 		return nil, fmt.Errorf("publish %s: waiting for window: %w", m.MessageID, ctx.Err())
 	case <-p.done:
-		return nil, errClosed
+		return nil, errPublisherClosed
 	}
 	var once sync.Once
 	release := func() { once.Do(func() { <-p.window }) }
@@ -315,7 +315,7 @@ func (p *Publisher) channel(ctx context.Context) (*pubChannel, error) {
 		select {
 		case <-p.done:
 			p.chMu.Unlock()
-			return nil, errClosed
+			return nil, errPublisherClosed
 		default:
 		}
 		if p.cur != nil && !p.cur.isDead() {
@@ -347,7 +347,7 @@ func (p *Publisher) channel(ctx context.Context) (*pubChannel, error) {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("publisher: waiting for a channel: %w", ctx.Err())
 		case <-p.done:
-			return nil, errClosed
+			return nil, errPublisherClosed
 		}
 	}
 }
@@ -363,8 +363,8 @@ func (p *Publisher) useUnlessClosed(pc *pubChannel) (*pubChannel, error) {
 		}
 		p.chMu.Unlock()
 		pc.ch.Close()
-		pc.fail(errClosed, p.metrics)
-		return nil, errClosed
+		pc.fail(errPublisherClosed, p.metrics)
+		return nil, errPublisherClosed
 	default:
 		return pc, nil
 	}
@@ -556,9 +556,69 @@ func (p *Publisher) Close() error {
 		return nil
 	}
 	err := pc.ch.Close()
-	pc.fail(errClosed, p.metrics)
+	pc.fail(errPublisherClosed, p.metrics)
 	if err != nil && !errors.Is(err, amqp.ErrClosed) {
 		return fmt.Errorf("publisher close: %w", err)
 	}
 	return nil
 }
+
+// EncodeEnvelope validates e against the registry and builds its AMQP
+// message with codec c on exchange. A nil c is EnvelopeMessage (with
+// exchange, when set, in place of the one of the type's kind); with a
+// codec, the routing key, body, properties and headers are the codec's and
+// the exchange is exchange, or the kind's when empty.
+func EncodeEnvelope(reg *registry.Registry, c fabric.Codec, exchange string, e envelope.Envelope) (Message, error) {
+	if c == nil {
+		m, err := EnvelopeMessage(reg, e)
+		if err == nil && exchange != "" {
+			m.Exchange = exchange
+		}
+		return m, err
+	}
+	def, err := reg.Check(e)
+	if err != nil {
+		return Message{}, fmt.Errorf("publish %s %s: %w", e.Type, e.ID, err)
+	}
+	key, p, err := c.Encode(e)
+	if err != nil {
+		return Message{}, fmt.Errorf("publish %s %s: %w", e.Type, e.ID, err)
+	}
+	if exchange == "" {
+		exchange, _ = topology.Route(def)
+	}
+	h := p.Headers
+	if h == nil {
+		h = amqp.Table{}
+	}
+	return Message{
+		Exchange: exchange, RoutingKey: key, Body: p.Body, MessageID: p.MessageId,
+		CorrelationID: p.CorrelationId, Type: p.Type, Headers: h, Timestamp: p.Timestamp,
+	}, nil
+}
+
+// Publish errors. A publish that returns any error was not confirmed: the
+// caller must treat the message as not sent (and may send it again).
+var (
+	// ErrUnroutable: the broker returned the message (mandatory): no queue
+	// is bound for its routing key.
+	ErrUnroutable = errors.New("fabric: message unroutable (returned by broker)")
+	// errNacked: the broker refused the message.
+	errNacked = errors.New("fabric: message nacked by broker")
+	// ErrConnectionLost: the channel closed before the confirm arrived.
+	// Transient: the connection comes back (what the broker said when it
+	// closed the channel, wrapped beside it, may say otherwise).
+	ErrConnectionLost error = transientError("fabric: channel closed before confirm")
+	// ErrConfirmTimeout: no confirm within the publisher's timeout.
+	// Transient.
+	ErrConfirmTimeout error = transientError("fabric: confirm timed out")
+	// errClosed: the publisher was closed.
+	errPublisherClosed = errors.New("fabric: publisher closed")
+)
+
+// transientError is a publish error a retry may fix; problem.Transient
+// (the HTTP edge's 503) and anyone else can ask it through Transient().
+type transientError string
+
+func (e transientError) Error() string   { return string(e) }
+func (e transientError) Transient() bool { return true }

@@ -1,4 +1,4 @@
-package fabric
+package broker
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/agora-platform/agora/pkg/fabric/broker"
+	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/ratelimit"
@@ -34,90 +34,17 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 
-// Handler processes one validated envelope. ctx carries the tenant (see
-// package tenant) and the trace of the publisher. Returning nil acks the
-// message; an error is classified with ClassOf to retry or dead-letter it.
-type Handler func(ctx context.Context, env envelope.Envelope) error
-
-// Received is one admitted message of a batch: its envelope and the context
-// its effect must run under (tenant, the publisher's trace, its own span).
-type Received struct {
-	Ctx context.Context
-	Env envelope.Envelope
-}
-
-// BatchHandler processes the messages one handler goroutine took from the
-// queue at once (up to MaxBatch, never waiting for more) and returns one
-// error per message, in order: nil acks it, an error is classified with
-// ClassOf for that message alone. Nothing is acked before it returns, so a
-// handler that commits the batch in one transaction has committed before
-// any ack leaves.
-type BatchHandler func(ctx context.Context, batch []Received) []error
-
-// ConsumerOptions tune a Consumer. The zero value is usable.
-type ConsumerOptions struct {
-	// Prefetch is the broker-side window of unacked deliveries (default 32).
-	Prefetch int
-	// Concurrency is the number of handlers running at once (default 4).
-	Concurrency int
-	// MaxBatch is the most deliveries a BatchHandler gets at once (default
-	// 16). A batch takes what is already prefetched: it never waits to fill,
-	// so it adds no latency when the queue is quiet. Per-message consumers
-	// ignore it.
-	MaxBatch int
-	// UnknownRetries caps retries of unclassified errors (default 2; never
-	// more than the consumer's retry tiers).
-	UnknownRetries int
-	// MaxDepth is the reaction-depth limit (default 16).
-	MaxDepth int
-	// MaxSize is the largest envelope accepted (default 1 MiB).
-	MaxSize int
-	// ShutdownTimeout bounds how long Run waits for in-flight handlers after
-	// its context ends before cancelling theirs (default 30 s).
-	ShutdownTimeout time.Duration
-	// DepthInterval is how often the queue's depth is read for the
-	// fabric.consumer.queue_depth gauge (default 10 s).
-	DepthInterval time.Duration
-	// Pace, when set, is waited on before each handler call (package
-	// ratelimit): the consumer is paced, never dropping anything; a message
-	// waits in the prefetch window and the queue. Waits are recorded in
-	// fabric.consumer.pace_wait.
-	Pace pacer
-	// Simulatable declares that the handler's every effect is in its
-	// transaction (rows and outbox: no mail, no object storage, no call
-	// out), so a replay from history may run it in SIMULATION, inside a
-	// transaction that is rolled back (package replay; host.ConsumeTx).
-	// The consumer itself ignores it.
-	Simulatable bool
-	// Codec reads the wire format of the queue's messages into the
-	// envelope (package codec; codec.For(description)). Nil is the
-	// platform's own envelope: the body decoded as it is, and its tenant
-	// checked against the x-tenant-id header.
-	Codec Codec
-	// Tag names the consumer on the broker (default <queue>-<random>).
-	Tag     string
-	Tracer  trace.TracerProvider
-	Metrics *telemetry.Metrics
-	Logger  *slog.Logger
-}
-
-// pacer paces a consumer: Wait blocks until the next message may be
-// handled, or ctx ends (ratelimit.Local and ratelimit.Shared).
-type pacer interface {
-	Wait(ctx context.Context) error
-}
-
 // Consumer consumes one queue with manual acks. Several Consumers (in one
 // process or many) on the same queue compete for its messages.
 type Consumer struct {
-	conn    *broker.Conn
+	conn    *Conn
 	pub     *Publisher
 	reg     *registry.Registry
 	spec    topology.Consumer
 	tiers   []time.Duration
-	h       Handler
-	bh      BatchHandler
-	opts    ConsumerOptions
+	h       fabric.Handler
+	bh      fabric.BatchHandler
+	opts    fabric.ConsumerOptions
 	tracer  trace.Tracer
 	metrics *telemetry.Metrics
 	log     *slog.Logger
@@ -130,26 +57,26 @@ type Consumer struct {
 // transaction and one commit serve many messages while a quiet queue still
 // gets batches of one. pub sends retries and dead letters (with confirms)
 // before the original is acked.
-func NewConsumer[H handlerFunc](conn *broker.Conn, pub *Publisher, reg *registry.Registry, spec topology.Consumer, h H, opts ConsumerOptions) (*Consumer, error) {
+func NewConsumer[H handlerFunc](conn *Conn, pub *Publisher, reg *registry.Registry, spec topology.Consumer, h H, opts fabric.ConsumerOptions) (*Consumer, error) {
 	// H is one of two function shapes, under any name: convert it to the
 	// fabric's own type of that shape.
 	v := reflect.ValueOf(h)
 	if v.IsNil() {
 		return nil, errors.New("fabric: NewConsumer needs a handler")
 	}
-	if t := reflect.TypeFor[Handler](); v.Type().ConvertibleTo(t) {
-		return newConsumer(conn, pub, reg, spec, v.Convert(t).Interface().(Handler), nil, opts)
+	if t := reflect.TypeFor[fabric.Handler](); v.Type().ConvertibleTo(t) {
+		return newConsumer(conn, pub, reg, spec, v.Convert(t).Interface().(fabric.Handler), nil, opts)
 	}
-	return newConsumer(conn, pub, reg, spec, nil, v.Convert(reflect.TypeFor[BatchHandler]()).Interface().(BatchHandler), opts)
+	return newConsumer(conn, pub, reg, spec, nil, v.Convert(reflect.TypeFor[fabric.BatchHandler]()).Interface().(fabric.BatchHandler), opts)
 }
 
 // handlerFunc is what NewConsumer runs: a Handler or a BatchHandler, named
 // or written as a function literal.
 type handlerFunc interface {
-	~func(context.Context, envelope.Envelope) error | ~func(context.Context, []Received) []error
+	~func(context.Context, envelope.Envelope) error | ~func(context.Context, []fabric.Received) []error
 }
 
-func newConsumer(conn *broker.Conn, pub *Publisher, reg *registry.Registry, spec topology.Consumer, h Handler, bh BatchHandler, opts ConsumerOptions) (*Consumer, error) {
+func newConsumer(conn *Conn, pub *Publisher, reg *registry.Registry, spec topology.Consumer, h fabric.Handler, bh fabric.BatchHandler, opts fabric.ConsumerOptions) (*Consumer, error) {
 	if conn == nil || pub == nil || reg == nil {
 		return nil, errors.New("fabric: a consumer needs a connection, publisher and registry")
 	}
@@ -266,7 +193,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, broker.ErrClosed) {
+		if errors.Is(err, ErrClosed) {
 			return fmt.Errorf("consumer %s: %w", c.spec.Queue, err)
 		}
 		c.log.Warn("consumer session ended, resubscribing", "err", err)
@@ -379,7 +306,7 @@ func (c *Consumer) admit(d amqp.Delivery) (envelope.Envelope, *refusal) {
 
 // suppliesTenant reports whether c's format carries no tenant, so that c
 // supplies the topology's fixed one and no x-tenant-id header is expected.
-func suppliesTenant(c Codec) bool {
+func suppliesTenant(c fabric.Codec) bool {
 	fixed, ok := c.(interface{ FixedTenant() string })
 	return ok && fixed.FixedTenant() != ""
 }
@@ -465,8 +392,8 @@ func (c *Consumer) begin(ctx context.Context, d amqp.Delivery) *inFlight {
 		c.metrics.Lag.Record(ctx, max(0, start.Sub(d.Timestamp).Seconds()), telemetry.Attrs(c.spec.Queue, typ))
 	}
 	if ref != nil {
-		c.metrics.Failed.Add(ctx, 1, telemetry.Attrs(c.spec.Queue, typ, attribute.String("class", string(ClassInvalid))))
-		c.deadLetter(ctx, d, env.ID, ClassInvalid, ref.reason, ref.err)
+		c.metrics.Failed.Add(ctx, 1, telemetry.Attrs(c.spec.Queue, typ, attribute.String("class", string(fabric.ClassInvalid))))
+		c.deadLetter(ctx, d, env.ID, fabric.ClassInvalid, ref.reason, ref.err)
 		return nil
 	}
 	ctx = telemetry.Propagator().Extract(ctx, telemetry.HeaderCarrier(d.Headers))
@@ -544,17 +471,17 @@ func (c *Consumer) settle(m *inFlight, err error) {
 	}
 	m.span.RecordError(err)
 	m.span.SetStatus(codes.Error, err.Error())
-	class := ClassOf(err)
+	class := fabric.ClassOf(err)
 	c.metrics.Failed.Add(ctx, 1, telemetry.Attrs(c.spec.Queue, m.typ, attribute.String("class", string(class))))
 	attempts := wire.Attempts(d.Headers)
 	switch class {
-	case ClassInvalid:
-		c.deadLetter(ctx, d, env.ID, class, ReasonOf(err, wire.ReasonHandlerInvalid), err)
-	case ClassPermanent:
-		c.deadLetter(ctx, d, env.ID, class, ReasonOf(err, wire.ReasonPermanent), err)
+	case fabric.ClassInvalid:
+		c.deadLetter(ctx, d, env.ID, class, fabric.ReasonOf(err, wire.ReasonHandlerInvalid), err)
+	case fabric.ClassPermanent:
+		c.deadLetter(ctx, d, env.ID, class, fabric.ReasonOf(err, wire.ReasonPermanent), err)
 	default:
 		limit := len(c.tiers)
-		if class == ClassUnknown {
+		if class == fabric.ClassUnknown {
 			limit = min(limit, c.opts.UnknownRetries)
 		}
 		if attempts < limit {
@@ -569,9 +496,9 @@ func (c *Consumer) settle(m *inFlight, err error) {
 // length, becomes an unknown-class error for every message: none of them
 // is acked on a handler's word that cannot be trusted.
 func (c *Consumer) callBatch(ctx context.Context, batch []*inFlight) (errs []error) {
-	in := make([]Received, len(batch))
+	in := make([]fabric.Received, len(batch))
 	for i, m := range batch {
-		in[i] = Received{Ctx: m.ctx, Env: m.env}
+		in[i] = fabric.Received{Ctx: m.ctx, Env: m.env}
 	}
 	all := func(err error) []error {
 		out := make([]error, len(batch))
@@ -643,7 +570,7 @@ func (c *Consumer) forward(ctx context.Context, d amqp.Delivery, exchange, key s
 	return pd.Wait(wctx)
 }
 
-func (c *Consumer) retry(ctx context.Context, d amqp.Delivery, id string, attempt int, class Class, cause error) {
+func (c *Consumer) retry(ctx context.Context, d amqp.Delivery, id string, attempt int, class fabric.Class, cause error) {
 	h := forwardHeaders(d.Headers)
 	h[wire.HeaderAttempts] = int32(attempt)
 	h[wire.HeaderError] = text.Truncate(cause.Error(), 1000)
@@ -671,7 +598,7 @@ func (c *Consumer) retry(ctx context.Context, d amqp.Delivery, id string, attemp
 	}
 }
 
-func (c *Consumer) deadLetter(ctx context.Context, d amqp.Delivery, id string, class Class, reason string, cause error) {
+func (c *Consumer) deadLetter(ctx context.Context, d amqp.Delivery, id string, class fabric.Class, reason string, cause error) {
 	if id == "" {
 		id = d.MessageId
 	}
