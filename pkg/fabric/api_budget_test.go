@@ -23,7 +23,7 @@ import (
 // services import. Lower the ceilings whenever the count drops.
 const (
 	apiBudgetTotal         = 299
-	apiBudgetServiceFacing = 163
+	apiBudgetServiceFacing = 156
 )
 
 const fabricModule = "github.com/agora-platform/agora/pkg/fabric"

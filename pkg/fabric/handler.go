@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
@@ -15,6 +16,14 @@ import (
 // package tenant) and the trace of the publisher. Returning nil acks the
 // message; an error is classified with ClassOf to retry or dead-letter it.
 type Handler func(ctx context.Context, env envelope.Envelope) error
+
+// TxHandler applies one message's effect inside tx, the transaction in
+// which the consumer's inbox claims the envelope's id (package inbox; the
+// host's ConsumeTx): the effect and the claim commit together, so a
+// redelivered message has its effect once. tx is scoped to the envelope's
+// tenant for row-level security. Returning an error rolls both back; the
+// error is classified with ClassOf, as a Handler's is.
+type TxHandler func(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error
 
 // Received is one admitted message of a batch: its envelope and the context
 // its effect must run under (tenant, the publisher's trace, its own span).

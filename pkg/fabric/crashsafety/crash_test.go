@@ -322,7 +322,7 @@ func envInt(name string) (int, error) {
 
 // effect is the consumers' side effect: one row per handled event, with no
 // uniqueness, so a duplicate effect would be visible.
-func effect(consumer string, slow time.Duration) inbox.TxHandler {
+func effect(consumer string, slow time.Duration) fabric.TxHandler {
 	return func(ctx context.Context, tx pgx.Tx, e envelope.Envelope) error {
 		time.Sleep(slow)
 		_, err := tx.Exec(ctx, `INSERT INTO effect (consumer, event_id) VALUES ($1, $2)`, consumer, e.ID)
@@ -334,7 +334,7 @@ func effect(consumer string, slow time.Duration) inbox.TxHandler {
 // flight (pointHold) and every handler hangs inside its transaction, its
 // effect written but not committed and its message not acked, so the
 // parent's SIGKILL lands in the middle of a prefetched batch.
-func holdAfter(h inbox.TxHandler, n int, report string, running *inFlight) inbox.TxHandler {
+func holdAfter(h fabric.TxHandler, n int, report string, running *inFlight) fabric.TxHandler {
 	var written atomic.Int64
 	var once sync.Once
 	return func(ctx context.Context, tx pgx.Tx, e envelope.Envelope) error {

@@ -290,7 +290,7 @@ type host struct {
 	workers    []worker
 	// simulatable are the transactional handlers a replay may simulate
 	// (ConsumeTx with ConsumerOptions.Simulatable).
-	simulatable map[string]inbox.TxHandler
+	simulatable map[string]fabric.TxHandler
 	relay       *relay.Relay
 	closeOnce   sync.Once
 }
@@ -553,10 +553,10 @@ func (h *host) Consume(queue string, handler fabric.Handler, opts fabric.Consume
 // database: each batch of deliveries runs in one inbox transaction (a
 // savepoint per message, see inbox.BatchHandler), so under load one commit
 // serves many messages. It runs from Serve.
-func (h *host) ConsumeTx(queue string, handler inbox.TxHandler, opts fabric.ConsumerOptions) error {
+func (h *host) ConsumeTx(queue string, handler fabric.TxHandler, opts fabric.ConsumerOptions) error {
 	if opts.Simulatable {
 		if h.simulatable == nil {
-			h.simulatable = map[string]inbox.TxHandler{}
+			h.simulatable = map[string]fabric.TxHandler{}
 		}
 		h.simulatable[queue] = handler
 	}

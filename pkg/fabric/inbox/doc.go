@@ -5,7 +5,7 @@
 // that reuses a claimed id with another tenant or payload is not a
 // redelivery: it is refused and recorded as a security event.
 //
-// A TxHandler receives that transaction, scoped to the envelope's tenant
+// A fabric.TxHandler receives that transaction, scoped to the envelope's tenant
 // for row-level security; it writes its rows and enqueues any events it
 // causes (package outbox) in it. The service host wires it:
 // h.ConsumeTx(queue, handler, opts).

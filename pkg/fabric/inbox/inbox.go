@@ -25,10 +25,6 @@ import (
 // The message is dead-lettered (class invalid) and a security event kept.
 var errConflict = errors.New("inbox: event id reused with a different payload or tenant")
 
-// TxHandler applies a message's effect inside tx. Returning an error rolls
-// the effect and the claim back; classify it with fabric.Transient etc.
-type TxHandler func(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error
-
 // faults lets crash tests stop at a named point; nil in production.
 // Points: "inbox.after-claim", "inbox.after-commit".
 type faults interface {
@@ -180,7 +176,7 @@ func (in *Inbox) duplicate(ctx context.Context, tx pgx.Tx, env envelope.Envelope
 // (search_path = the schema, app.tenant_id = the envelope's tenant for
 // row-level security), claim the event, run h, commit — after which the
 // consumer acks. A duplicate commits nothing and is acked.
-func (in *Inbox) Handler(h TxHandler) fabric.Handler {
+func (in *Inbox) Handler(h fabric.TxHandler) fabric.Handler {
 	return func(ctx context.Context, env envelope.Envelope) error {
 		tx, err := pipetx.Begin(ctx, in.pool)
 		if err != nil {
@@ -229,7 +225,7 @@ func (in *Inbox) Handler(h TxHandler) fabric.Handler {
 // A handler may therefore run twice for one delivery, the first time in a
 // transaction that is rolled back: whatever it does outside the
 // transaction must bear that, as it must bear a redelivery.
-func (in *Inbox) BatchHandler(h TxHandler) fabric.BatchHandler {
+func (in *Inbox) BatchHandler(h fabric.TxHandler) fabric.BatchHandler {
 	single := in.Handler(h)
 	return func(ctx context.Context, batch []fabric.Received) []error {
 		if len(batch) == 1 {
@@ -263,7 +259,7 @@ func all(n int, err error) []error {
 // that writes, which every commit and snapshot then carries. ok is false
 // when a handler failed or an id was reused: everything is rolled back
 // and the caller runs the batch again one message at a time.
-func (in *Inbox) together(ctx context.Context, batch []fabric.Received, h TxHandler) (errs []error, ok bool) {
+func (in *Inbox) together(ctx context.Context, batch []fabric.Received, h fabric.TxHandler) (errs []error, ok bool) {
 	tx, err := pipetx.Begin(ctx, in.pool)
 	if err != nil {
 		return all(len(batch), fabric.Transient(fmt.Errorf("inbox: begin: %w", err))), true
@@ -405,7 +401,7 @@ func sameTenant(a, b *string) bool {
 }
 
 // oneByOne runs batch in one transaction with a savepoint per message.
-func (in *Inbox) oneByOne(ctx context.Context, batch []fabric.Received, h TxHandler) []error {
+func (in *Inbox) oneByOne(ctx context.Context, batch []fabric.Received, h fabric.TxHandler) []error {
 	errs := make([]error, len(batch))
 	fail := func(from int, err error) []error {
 		for i := from; i < len(errs); i++ {

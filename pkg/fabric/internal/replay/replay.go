@@ -40,7 +40,6 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
-	"github.com/agora-platform/agora/pkg/fabric/inbox"
 	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
@@ -140,7 +139,7 @@ type Service struct {
 	reg       *registry.Registry
 	pub       *broker.Publisher
 	history   History
-	handlers  map[string]inbox.TxHandler // the queues that may be simulated
+	handlers  map[string]fabric.TxHandler // the queues that may be simulated
 	now       func() time.Time
 	maxEvents int
 }
@@ -150,7 +149,7 @@ type Options struct {
 	// Simulatable maps a queue to its handler when every effect of that
 	// handler is in its transaction (rows, outbox): only those queues may
 	// be replayed in SIMULATION.
-	Simulatable map[string]inbox.TxHandler
+	Simulatable map[string]fabric.TxHandler
 	// MaxEvents caps a job's selection (default DefaultMaxEvents).
 	MaxEvents int
 	Now       func() time.Time
@@ -528,7 +527,7 @@ func (s *Service) one(ctx context.Context, c topology.Consumer, mode Mode, tenan
 
 // simulate runs h on env in a transaction that is always rolled back, set
 // up as the inbox would (the tenant), and reports what it would do.
-func (s *Service) simulate(ctx context.Context, h inbox.TxHandler, env envelope.Envelope, handled bool) (string, string, error) {
+func (s *Service) simulate(ctx context.Context, h fabric.TxHandler, env envelope.Envelope, handled bool) (string, string, error) {
 	if h == nil {
 		return Refused, "the queue's handler cannot be simulated", nil
 	}

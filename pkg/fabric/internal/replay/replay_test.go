@@ -218,7 +218,7 @@ func TestReplayModes(t *testing.T) {
 
 	hist := replay.HTTPHistory{BaseURL: history(t, events)}
 	svc := replay.New(s.Pool, s.Name, []topology.Consumer{spec}, f.Reg, f.Pub, hist,
-		replay.Options{Simulatable: map[string]inbox.TxHandler{spec.Queue: handler}})
+		replay.Options{Simulatable: map[string]fabric.TxHandler{spec.Queue: handler}})
 	admin := replay.Actor{Subject: "olga", TenantID: "org-a", Elevated: true, BearerToken: "the-operators-token"}
 	operator := admin
 	operator.Elevated = false

@@ -50,7 +50,7 @@ func NewHandler(prep Preparer, w Writer, out Enqueuer, log *slog.Logger) *Handle
 	return &Handler{prep: prep, w: w, out: out, log: log}
 }
 
-// Index is the inbox effect for one index command (an inbox.TxHandler).
+// Index is the inbox effect for one index command (an fabric.TxHandler).
 // The tenant written is always the envelope's (from ctx), never anything
 // the payload says.
 func (h *Handler) Index(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {

@@ -34,7 +34,7 @@ type Projector struct {
 // New returns a Projector writing to store.
 func New(store Store) *Projector { return &Projector{store: store} }
 
-// Handle is an inbox.TxHandler. Unknown request event types are acked
+// Handle is an fabric.TxHandler. Unknown request event types are acked
 // without effect: the queue takes request.#, and new types must not jam it.
 func (p *Projector) Handle(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
 	tenantID, err := tenant.From(ctx)

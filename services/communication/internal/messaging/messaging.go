@@ -87,7 +87,7 @@ type job struct {
 }
 
 // HandleSubmitted sends the confirmation of a submitted request on the
-// citizen's preferred channel. It is an inbox.TxHandler.
+// citizen's preferred channel. It is an fabric.TxHandler.
 func (d *Deliverer) HandleSubmitted(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
 	var p payload.RequestSubmitted
 	if err := json.Unmarshal(env.Payload, &p); err != nil {
@@ -101,7 +101,7 @@ func (d *Deliverer) HandleSubmitted(ctx context.Context, tx pgx.Tx, env envelope
 // changed (request.status-changed.v1), once per event, on their preferred
 // channel. An event from a producer that does not name the citizen yet
 // (citizenId was added compatibly) is acked without a notice: there is
-// nobody to address it to. It is an inbox.TxHandler.
+// nobody to address it to. It is an fabric.TxHandler.
 func (d *Deliverer) HandleStatusChanged(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
 	var p payload.RequestStatusChanged
 	if err := json.Unmarshal(env.Payload, &p); err != nil {
@@ -117,7 +117,7 @@ func (d *Deliverer) HandleStatusChanged(ctx context.Context, tx pgx.Tx, env enve
 
 // HandleSend executes a communication.send.v1 command: recipientRef is the
 // citizen id, resolved through the contact table like any other message.
-// It is an inbox.TxHandler.
+// It is an fabric.TxHandler.
 func (d *Deliverer) HandleSend(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
 	var c payload.Send
 	if err := json.Unmarshal(env.Payload, &c); err != nil {

@@ -56,7 +56,7 @@ func NewHandler(proc Processor, rec Recorder, out Enqueuer, log *slog.Logger) *H
 	return &Handler{proc: proc, rec: rec, out: out, log: log}
 }
 
-// Uploaded is the inbox effect for one upload event (an inbox.TxHandler).
+// Uploaded is the inbox effect for one upload event (an fabric.TxHandler).
 func (h *Handler) Uploaded(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
 	tenantID, p, err := fabric.Decode[payload.DocumentUploaded](ctx, env)
 	if err != nil {
@@ -73,7 +73,7 @@ func (h *Handler) Uploaded(ctx context.Context, tx pgx.Tx, env envelope.Envelope
 }
 
 // Reprocess is the inbox effect of a document.process.v1 command (an
-// inbox.TxHandler): the document is read again from where its upload put
+// fabric.TxHandler): the document is read again from where its upload put
 // it, checked against the checksum it was announced with, and its text
 // stored, announced and indexed again as after the upload.
 func (h *Handler) Reprocess(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
-	"github.com/agora-platform/agora/pkg/fabric/inbox"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/services/request/internal/request"
 )
@@ -26,7 +25,7 @@ type Applier interface {
 // events are acknowledged and ignored.
 // An event about a request the tenant does not have is a permanent failure
 // (dead-lettered, never retried).
-func WorkflowEvents(a Applier) inbox.TxHandler {
+func WorkflowEvents(a Applier) fabric.TxHandler {
 	return func(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
 		tenantID, err := tenant.From(ctx)
 		if err != nil {

@@ -11,7 +11,6 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/catalog/payload"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
-	"github.com/agora-platform/agora/pkg/fabric/inbox"
 	"github.com/agora-platform/agora/services/workflow/internal/process"
 )
 
@@ -22,7 +21,7 @@ type Starter interface {
 
 // RequestSubmitted handles queue workflow.request-submitted: each
 // request.submitted.v1 starts one process instance.
-func RequestSubmitted(s Starter) inbox.TxHandler {
+func RequestSubmitted(s Starter) fabric.TxHandler {
 	return func(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
 		if env.Type != process.TypeRequestSubmitted {
 			return fabric.Invalid(fmt.Errorf("unexpected %s %s on workflow.request-submitted", env.Type, env.ID))
@@ -46,7 +45,7 @@ func RequestSubmitted(s Starter) inbox.TxHandler {
 // starts nothing, and a cancelled request's tombstone keeps it from
 // starting. A serviceId no definition lists takes the default definition,
 // as for a submission. Without a citizenId no citizen sees the process.
-func StartCommand(s Starter) inbox.TxHandler {
+func StartCommand(s Starter) fabric.TxHandler {
 	return func(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
 		if env.Type != process.TypeStart {
 			return fabric.Invalid(fmt.Errorf("unexpected %s %s on workflow.start-commands", env.Type, env.ID))
@@ -70,7 +69,7 @@ type Canceller interface {
 // RequestCancelled handles queue workflow.request-cancelled: each
 // request.cancelled.v1 stops its request's process (or, arriving first,
 // keeps one from starting).
-func RequestCancelled(s Canceller) inbox.TxHandler {
+func RequestCancelled(s Canceller) fabric.TxHandler {
 	return func(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
 		if env.Type != process.TypeRequestCancelled {
 			return fabric.Invalid(fmt.Errorf("unexpected %s %s on workflow.request-cancelled", env.Type, env.ID))
@@ -96,7 +95,7 @@ type Reactor interface {
 // fabric receives is evaluated against the tenant's active subscriptions,
 // each decision recorded in the transaction that claims the event, so an
 // event is decided once.
-func Reactions(r Reactor) inbox.TxHandler {
+func Reactions(r Reactor) fabric.TxHandler {
 	return func(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
 		if env.TenantID == "" {
 			return fabric.Invalid(fmt.Errorf("%s %s: a reaction needs the event's tenant", env.Type, env.ID))

@@ -178,7 +178,7 @@ func (r *Rig) Consume(ctx context.Context, queue string, h Handler, opts fabric.
 	}
 	in := inbox.New(r.Pool, r.Schema, queue, inbox.Options{})
 	opts.Codec = r.Codec
-	c, err := broker.NewConsumer(r.Conn, r.Pub, r.Reg, spec, in.Handler(inbox.TxHandler(h)), opts)
+	c, err := broker.NewConsumer(r.Conn, r.Pub, r.Reg, spec, in.Handler(fabric.TxHandler(h)), opts)
 	if err != nil {
 		return err
 	}
