@@ -13,6 +13,7 @@ import (
 	"github.com/agora-platform/agora/e2e/harness"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/gateway"
+	"github.com/agora-platform/agora/pkg/fabric/gateway/signature"
 )
 
 // TestServiceChangeBehindTheBlastRadius is seed 004 §88's second slice
@@ -53,8 +54,8 @@ func TestServiceChangeBehindTheBlastRadius(t *testing.T) {
 		"type": "catalog.service-updated.v1", "data": map[string]any{"serviceId": "alvara-funcionamento", "change": "requires-document",
 			"requiredDocument": "laudo do corpo de bombeiros"}})
 	req, _ := http.NewRequest(http.MethodPost, h.URL("request")+gateway.Path, bytes.NewReader(body))
-	req.Header.Set("Content-Type", gateway.ContentType)
-	req.Header.Set(gateway.SignatureHeader, gateway.Sign(secret, time.Now(), body))
+	req.Header.Set("Content-Type", signature.ContentType)
+	req.Header.Set(signature.Header, signature.Sign(secret, time.Now(), body))
 	status, data := do(t, req, "")
 	var accepted struct{ EventID string }
 	if status != http.StatusAccepted || json.Unmarshal(data, &accepted) != nil || accepted.EventID == "" {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric/gateway"
+	"github.com/agora-platform/agora/pkg/fabric/gateway/signature"
 	"github.com/agora-platform/agora/services/document-worker/doctest"
 )
 
@@ -312,7 +313,7 @@ func (d *demo) serviceChanged(ctx context.Context, sourcesFile string) (string, 
 		EventID string `json:"eventId"`
 	}
 	if _, err := d.callH(ctx, "POST", "request", gateway.Path, "", bytes.NewReader(body), map[string]string{
-		"Content-Type": gateway.ContentType, gateway.SignatureHeader: gateway.Sign(src.Secret, time.Now(), body)}, &accepted); err != nil {
+		"Content-Type": signature.ContentType, signature.Header: signature.Sign(src.Secret, time.Now(), body)}, &accepted); err != nil {
 		return "", fmt.Errorf("gateway: %w", err)
 	}
 	return accepted.EventID, nil

@@ -21,9 +21,6 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,13 +30,13 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/gateway/signature"
 	"github.com/agora-platform/agora/pkg/fabric/httpjson"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
@@ -49,13 +46,6 @@ import (
 
 // Path is where a service mounts the gateway.
 const Path = "/v1/external-events"
-
-// SignatureHeader carries "t=<unix seconds>,v1=<hex HMAC-SHA256 of
-// '<t>.<body>'>" computed with the source's secret.
-const SignatureHeader = "Agora-Signature"
-
-// ContentType is the CloudEvents structured-mode media type.
-const ContentType = "application/cloudevents+json"
 
 // defaultWindow is how far a signature's timestamp may be from the
 // gateway's clock.
@@ -110,21 +100,6 @@ func LoadSources(path string, reg *registry.Registry) ([]Source, error) {
 		}
 	}
 	return sources, nil
-}
-
-// Sign returns the signature header value of body sent at t with secret:
-// what a source computes (exported for sources written in Go, and tests).
-func Sign(secret string, t time.Time, body []byte) string {
-	ts := strconv.FormatInt(t.Unix(), 10)
-	return "t=" + ts + ",v1=" + mac(secret, ts, body)
-}
-
-func mac(secret, ts string, body []byte) string {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte(ts))
-	m.Write([]byte{'.'})
-	m.Write(body)
-	return hex.EncodeToString(m.Sum(nil))
 }
 
 // beginner starts transactions; *pgxpool.Pool does.
@@ -195,8 +170,8 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		problem.Error(w, r, http.StatusMethodNotAllowed, "POST a CloudEvent")
 		return
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != ContentType {
-		problem.Error(w, r, http.StatusUnsupportedMediaType, "the body must be a CloudEvent in structured mode ("+ContentType+")")
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != signature.ContentType {
+		problem.Error(w, r, http.StatusUnsupportedMediaType, "the body must be a CloudEvent in structured mode ("+signature.ContentType+")")
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
@@ -219,7 +194,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.refuse(w, r, http.StatusUnauthorized, "unknown source", ce)
 		return
 	}
-	if err := g.verify(src, r.Header.Get(SignatureHeader), body); err != nil {
+	if err := g.verify(src, r.Header.Get(signature.Header), body); err != nil {
 		g.refuse(w, r, http.StatusUnauthorized, err.Error(), ce)
 		return
 	}
@@ -299,29 +274,11 @@ func (ce cloudEvent) missing() []string {
 // verify checks header, "t=<unix>,v1=<hex>", against body and src's
 // secret, and that t is within the window.
 func (g *gateway) verify(src Source, header string, body []byte) error {
-	var ts, sig string
-	for _, part := range strings.Split(header, ",") {
-		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
-		switch k {
-		case "t":
-			ts = v
-		case "v1":
-			sig = v
-		}
-	}
-	if ts == "" || sig == "" {
-		return fmt.Errorf("missing or malformed %s header (t=<unix>,v1=<hmac>)", SignatureHeader)
-	}
-	// The signature first: an unsigned request learns nothing of the
-	// clock.
-	if !hmac.Equal([]byte(sig), []byte(mac(src.Secret, ts, body))) {
-		return errors.New("bad signature")
-	}
-	sec, err := strconv.ParseInt(ts, 10, 64)
+	at, err := signature.Check(src.Secret, header, body)
 	if err != nil {
-		return errors.New("bad signature timestamp")
+		return err
 	}
-	if d := g.now().Sub(time.Unix(sec, 0)); d > g.window || d < -g.window {
+	if d := g.now().Sub(at); d > g.window || d < -g.window {
 		return fmt.Errorf("stale signature: its timestamp is %s from the gateway's clock, beyond %s", d.Round(time.Second), g.window)
 	}
 	return nil

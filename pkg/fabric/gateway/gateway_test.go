@@ -18,6 +18,7 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/gateway"
+	"github.com/agora-platform/agora/pkg/fabric/gateway/signature"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 )
@@ -67,11 +68,11 @@ func (s *stack) send(t *testing.T, ev map[string]any, key string, signedAt time.
 		t.Fatal(err)
 	}
 	req, _ := http.NewRequest(http.MethodPost, s.srv.URL, bytes.NewReader(body))
-	req.Header.Set("Content-Type", gateway.ContentType)
+	req.Header.Set("Content-Type", signature.ContentType)
 	if sig == "" {
-		sig = gateway.Sign(key, signedAt, body)
+		sig = signature.Sign(key, signedAt, body)
 	}
-	req.Header.Set(gateway.SignatureHeader, sig)
+	req.Header.Set(signature.Header, sig)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/gateway"
+	"github.com/agora-platform/agora/pkg/fabric/gateway/signature"
 )
 
 // POST /v1/external-events: a registered source's signed CloudEvent is
@@ -34,10 +35,10 @@ func TestExternalEventGateway(t *testing.T) {
 		"type": "appointment.scheduled.v1", "data": map[string]any{"appointmentId": appointment, "citizenId": "citizen-1", "at": "2026-12-03T14:00:00Z"}})
 	post := func(sig string) response {
 		return s.do(t, http.MethodPost, gateway.Path, "", bytes.NewReader(body),
-			map[string]string{"Content-Type": gateway.ContentType, gateway.SignatureHeader: sig})
+			map[string]string{"Content-Type": signature.ContentType, signature.Header: sig})
 	}
 	expectProblem(t, post("t=1,v1=00"), http.StatusUnauthorized)
-	resp := post(gateway.Sign(secret, time.Now(), body))
+	resp := post(signature.Sign(secret, time.Now(), body))
 	if resp.status != http.StatusAccepted {
 		t.Fatalf("signed event = %d %s, want 202", resp.status, resp.body)
 	}
@@ -47,5 +48,5 @@ func TestExternalEventGateway(t *testing.T) {
 	if e.TenantID != "org-a" || e.Producer != "gateway/scheduling" {
 		t.Errorf("published %s of tenant %q by %q, want org-a by gateway/scheduling", e.Type, e.TenantID, e.Producer)
 	}
-	expectProblem(t, post(gateway.Sign(secret, time.Now(), body)), http.StatusConflict)
+	expectProblem(t, post(signature.Sign(secret, time.Now(), body)), http.StatusConflict)
 }
