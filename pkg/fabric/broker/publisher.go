@@ -616,7 +616,7 @@ var (
 	errPublisherClosed = errors.New("fabric: publisher closed")
 )
 
-// transientError is a publish error a retry may fix; problem.Transient
+// transientError is a publish error a retry may fix; retryable.Is
 // (the HTTP edge's 503) and anyone else can ask it through Transient().
 type transientError string
 

@@ -6,17 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/agora-platform/agora/pkg/fabric/internal/retryable"
 )
 
 // Details is an RFC 9457 problem object.
@@ -102,7 +98,7 @@ const statusClientClosed = 499
 // Unexpected answers an error no handler case covers: 429 with Retry-After
 // for work over a rate limit (an error with Throttled() time.Duration);
 // 503 with Retry-After
-// when a dependency failed in a way a retry can fix (see Transient), so a
+// when a dependency failed in a way a retry can fix (internal/retryable), so a
 // client can tell "try again" (safe with the same Idempotency-Key) from a
 // bug; 500 otherwise. The caller logs err; the body does not carry it.
 func Unexpected(w http.ResponseWriter, r *http.Request, err error) {
@@ -113,62 +109,10 @@ func Unexpected(w http.ResponseWriter, r *http.Request, err error) {
 		Error(w, r, http.StatusTooManyRequests, "over a publish rate limit of the platform; retry after Retry-After seconds")
 		return
 	}
-	if Transient(err) {
+	if retryable.Is(err) {
 		w.Header().Set("Retry-After", "1")
 		Error(w, r, http.StatusServiceUnavailable, "a service the platform depends on is briefly unavailable; retry (with the same Idempotency-Key, if any)")
 		return
 	}
 	Error(w, r, http.StatusInternalServerError, "internal error")
-}
-
-// transientCodes are PostgreSQL conditions that pass: the connection was
-// lost or refused, the server is shutting down or starting, or the
-// transaction lost a race it can win on retry.
-var transientCodes = map[string]bool{
-	"57P01": true, // admin_shutdown: the backend was terminated
-	"57P02": true, // crash_shutdown
-	"57P03": true, // cannot_connect_now: starting up or recovering
-	"53300": true, // too_many_connections
-	"40001": true, // serialization_failure
-	"40P01": true, // deadlock_detected
-}
-
-// Transient reports whether err is a dependency failure a retry may fix:
-// a PostgreSQL connection that could not be made, was lost or timed out,
-// one of transientCodes (or any code of class 08, connection exception);
-// a broker connection that is closed, or a broker error it may recover
-// from (a refusal such as ACCESS_REFUSED is not); an error that says so
-// itself (Transient() bool, as the publisher's lost-confirm errors do); or
-// a deadline that ran out waiting for a dependency.
-func Transient(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, amqp.ErrClosed) { // no connection at all (itself an *amqp.Error)
-		return true
-	}
-	var amqpErr *amqp.Error
-	if errors.As(err, &amqpErr) {
-		// What the broker said decides, even under a lost confirm: a 403
-		// closes the channel too. 320 connection-forced (a broker shutting
-		// down) passes, though the library does not mark it recoverable.
-		return amqpErr.Recover || amqpErr.Code == amqp.ConnectionForced
-	}
-	var says interface{ Transient() bool }
-	if errors.As(err, &says) {
-		return says.Transient()
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return transientCodes[pgErr.Code] || strings.HasPrefix(pgErr.Code, "08")
-	}
-	var connErr *pgconn.ConnectError
-	if errors.As(err, &connErr) {
-		return true
-	}
-	if pgconn.Timeout(err) || pgconn.SafeToRetry(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return true
-	}
-	var netErr net.Error
-	return errors.As(err, &netErr)
 }

@@ -14,36 +14,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 )
-
-func TestTransient(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		err  error
-		want bool
-	}{
-		{"nil", nil, false},
-		{"backend terminated", &pgconn.PgError{Code: "57P01"}, true},
-		{"connection exception class", fmt.Errorf("query: %w", &pgconn.PgError{Code: "08006"}), true},
-		{"serialization failure", &pgconn.PgError{Code: "40001"}, true},
-		{"unique violation", &pgconn.PgError{Code: "23505"}, false},
-		{"invalid text", &pgconn.PgError{Code: "22021"}, false},
-		{"deadline waiting for the pool", fmt.Errorf("acquire: %w", context.DeadlineExceeded), true},
-		{"a bug", errors.New("nil map"), false},
-		{"cancelled by the client", context.Canceled, false},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			if got := problem.Transient(c.err); got != c.want {
-				t.Errorf("Transient(%v) = %v, want %v", c.err, got, c.want)
-			}
-		})
-	}
-}
 
 // The two real ways the database goes away under a request: the server
 // refuses the connection, and the backend is terminated mid-transaction

@@ -10,6 +10,8 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/httpjson"
+	"github.com/agora-platform/agora/pkg/fabric/internal/edge"
+	"github.com/agora-platform/agora/pkg/fabric/internal/retryable"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 )
 
@@ -142,7 +144,7 @@ func Handler(ops *Ops, queues []string) http.Handler {
 	}
 	mux.HandleFunc("POST "+PathPrefix+"{queue}/replay", act(func(o *Ops, r *http.Request, req Request) (Report, error) { return o.Replay(r.Context(), req) }))
 	mux.HandleFunc("POST "+PathPrefix+"{queue}/purge", act(func(o *Ops, r *http.Request, req Request) (Report, error) { return o.Purge(r.Context(), req) }))
-	return problem.Routes(mux)
+	return edge.Routes(mux)
 }
 
 // answer writes the outcome of a replay or purge.
@@ -193,7 +195,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // refusal (a permission, a precondition) does not: 502 with the broker's
 // reason.
 func brokerFailure(w http.ResponseWriter, r *http.Request, err error) {
-	if problem.Transient(err) {
+	if retryable.Is(err) {
 		w.Header().Set("Retry-After", "1")
 		problem.Error(w, r, http.StatusServiceUnavailable, "the message broker is briefly unavailable; retry")
 		return

@@ -21,6 +21,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/httpjson"
 	"github.com/agora-platform/agora/pkg/fabric/internal/dlq"
+	"github.com/agora-platform/agora/pkg/fabric/internal/edge"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 )
 
@@ -264,7 +265,7 @@ func Handler(s Service) http.Handler {
 		}
 		httpjson.Write(w, http.StatusOK, j)
 	})
-	return problem.Routes(mux)
+	return edge.Routes(mux)
 }
 
 // Serves reports whether the handler has anything to show for s.

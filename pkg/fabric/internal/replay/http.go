@@ -9,6 +9,7 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/httpjson"
+	"github.com/agora-platform/agora/pkg/fabric/internal/edge"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 )
 
@@ -97,7 +98,7 @@ func Handler(s *Service) http.Handler {
 		}
 		return s.Items(r.Context(), tenantID, r.PathValue("id"), after, limit)
 	})
-	return problem.Routes(mux)
+	return edge.Routes(mux)
 }
 
 // errBadQuery: the items' paging parameters are not numbers in range.

@@ -1,9 +1,13 @@
-package problem
+package edge
 
-import "net/http"
+import (
+	"net/http"
 
-// Routes answers what no pattern of mux serves with a problem, as every
-// service's own routes do: 405 (keeping the mux's Allow header) for a
+	"github.com/agora-platform/agora/pkg/fabric/problem"
+)
+
+// Routes answers what no pattern of the fabric's own APIs' mux serves
+// with a problem, as every service's own routes do: 405 (keeping the mux's Allow header) for a
 // known path and another method, 404 otherwise. The mux's own answers are
 // plain text.
 func Routes(mux *http.ServeMux) http.Handler {
@@ -19,10 +23,10 @@ func Routes(mux *http.ServeMux) http.Handler {
 			if allow := rec.header.Get("Allow"); allow != "" {
 				w.Header().Set("Allow", allow)
 			}
-			MethodNotAllowed(w, r)
+			problem.MethodNotAllowed(w, r)
 			return
 		}
-		NoRoute(w, r)
+		problem.NoRoute(w, r)
 	})
 }
 
