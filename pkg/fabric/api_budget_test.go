@@ -23,8 +23,8 @@ import (
 // Target (issue "one fact, one place"): 300 in all, 150 in the packages
 // services import. Lower the ceilings whenever the count drops.
 const (
-	apiBudgetTotal         = 298
-	apiBudgetServiceFacing = 151
+	apiBudgetTotal         = 297
+	apiBudgetServiceFacing = 150
 )
 
 const fabricModule = "github.com/agora-platform/agora/pkg/fabric"

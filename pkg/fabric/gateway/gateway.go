@@ -220,7 +220,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	env, err := envelope.New(ce.Type, src.TenantID, "gateway/"+src.ID, ce.Data)
 	if err != nil {
 		g.log.ErrorContext(r.Context(), "external event", "err", err)
-		problem.Unexpected(w, r, err)
+		problem.Fail(w, r, nil, err)
 		return
 	}
 	if ce.Time != nil {
@@ -243,7 +243,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case err != nil:
 		g.log.ErrorContext(r.Context(), "external event", "err", err)
-		problem.Unexpected(w, r, err)
+		problem.Fail(w, r, nil, err)
 		return
 	}
 	g.log.InfoContext(r.Context(), "external event accepted", "source", src.ID, "id", ce.ID, "type", ce.Type, "event", env.ID)

@@ -35,7 +35,7 @@ var ErrThrottled = errors.New("over its publish limit")
 // ThrottledError names the limit an envelope is over. Enqueue returns it
 // marked transient (fabric.Transient): a consumer's handler that enqueues
 // is retried after its retry tier, and an HTTP handler answers 429 with
-// Retry-After (problem.Unexpected reads Throttled).
+// Retry-After (problem.Fail reads Throttled).
 type ThrottledError struct {
 	Limit, Key string
 	RetryAfter time.Duration

@@ -67,7 +67,7 @@ func MethodNotAllowed(w http.ResponseWriter, r *http.Request) {
 //     ErrInvalid, ErrConflict) with its status and err's text as the
 //     detail, which the kinds' wrappers write for the client;
 //   - a request its client gave up on with 499, which nobody reads;
-//   - anything else as Unexpected does, logged first to log unless it is
+//   - anything else as unexpected does, logged first to log unless it is
 //     nil (a 5xx is the service's to explain, and its body does not carry
 //     err).
 //
@@ -87,7 +87,7 @@ func Fail(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 		if log != nil {
 			log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		}
-		Unexpected(w, r, err)
+		unexpected(w, r, err)
 	}
 }
 
@@ -95,13 +95,13 @@ func Fail(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 // (nginx's 499; net/http names none).
 const statusClientClosed = 499
 
-// Unexpected answers an error no handler case covers: 429 with Retry-After
+// unexpected answers an error no case of Fail covers: 429 with Retry-After
 // for work over a rate limit (an error with Throttled() time.Duration);
 // 503 with Retry-After
 // when a dependency failed in a way a retry can fix (internal/retryable), so a
 // client can tell "try again" (safe with the same Idempotency-Key) from a
 // bug; 500 otherwise. The caller logs err; the body does not carry it.
-func Unexpected(w http.ResponseWriter, r *http.Request, err error) {
+func unexpected(w http.ResponseWriter, r *http.Request, err error) {
 	// Work over a rate limit (outbox.ThrottledError): the caller slows down.
 	var throttled interface{ Throttled() time.Duration }
 	if errors.As(err, &throttled) {

@@ -24,7 +24,7 @@ import (
 // refuses the connection, and the backend is terminated mid-transaction
 // (pg_terminate_backend, a failover). Both answer 503 with Retry-After;
 // a constraint violation stays a 500.
-func TestUnexpectedAnswers503ForRealDatabaseOutages(t *testing.T) {
+func TestFailAnswers503ForRealDatabaseOutages(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	env := fabrictest.EnvFrom(os.Getenv)
@@ -67,7 +67,7 @@ func TestUnexpectedAnswers503ForRealDatabaseOutages(t *testing.T) {
 				t.Fatal("the database gave no error")
 			}
 			rec := httptest.NewRecorder()
-			problem.Unexpected(rec, httptest.NewRequest(http.MethodPost, "/v1/requests", nil), c.err)
+			problem.Fail(rec, httptest.NewRequest(http.MethodPost, "/v1/requests", nil), nil, c.err)
 			if rec.Code != c.status {
 				t.Fatalf("%v: status %d, want %d", c.err, rec.Code, c.status)
 			}
@@ -117,16 +117,16 @@ func (d throttled) Error() string            { return "over the limit" }
 func (d throttled) Throttled() time.Duration { return time.Duration(d) }
 func (d throttled) Transient() bool          { return true }
 
-// TestUnexpectedAnswers429ForThrottledWork: work over a rate limit is the
+// TestFailAnswers429ForThrottledWork: work over a rate limit is the
 // caller's to slow down (429, Retry-After rounded up to whole seconds),
 // even when it also says it is transient and comes wrapped.
-func TestUnexpectedAnswers429ForThrottledWork(t *testing.T) {
+func TestFailAnswers429ForThrottledWork(t *testing.T) {
 	for _, c := range []struct {
 		wait  time.Duration
 		retry string
 	}{{200 * time.Millisecond, "1"}, {2500 * time.Millisecond, "3"}} {
 		rec := httptest.NewRecorder()
-		problem.Unexpected(rec, httptest.NewRequest(http.MethodPost, "/v1/requests", nil), fmt.Errorf("enqueue: %w", throttled(c.wait)))
+		problem.Fail(rec, httptest.NewRequest(http.MethodPost, "/v1/requests", nil), nil, fmt.Errorf("enqueue: %w", throttled(c.wait)))
 		if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != c.retry {
 			t.Errorf("wait %s: %d Retry-After %q, want 429 and %s", c.wait, rec.Code, rec.Header().Get("Retry-After"), c.retry)
 		}

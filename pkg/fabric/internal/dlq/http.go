@@ -62,7 +62,7 @@ func Handler(ops *Ops, queues []string) http.Handler {
 		}
 		entries, err := ops.TenantAudit(r.Context(), c.TenantID, queues, 100)
 		if err != nil {
-			problem.Unexpected(w, r, err)
+			problem.Fail(w, r, nil, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, entries)
@@ -191,7 +191,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // brokerFailure answers a failed broker operation. A broker that is
 // unreachable, restarting or dropped the connection mid-operation passes:
-// 503 with Retry-After, as for a database outage (problem.Unexpected). A
+// 503 with Retry-After, as for a database outage (problem.Fail). A
 // refusal (a permission, a precondition) does not: 502 with the broker's
 // reason.
 func brokerFailure(w http.ResponseWriter, r *http.Request, err error) {

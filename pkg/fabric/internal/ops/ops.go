@@ -243,7 +243,7 @@ func Handler(s Service) http.Handler {
 		}
 		st, err := s.Status(r.Context(), t)
 		if err != nil {
-			problem.Unexpected(w, r, err)
+			problem.Fail(w, r, nil, err)
 			return
 		}
 		httpjson.Write(w, http.StatusOK, st)
@@ -260,7 +260,7 @@ func Handler(s Service) http.Handler {
 		}
 		j, err := s.Journey(r.Context(), t, id)
 		if err != nil {
-			problem.Unexpected(w, r, err)
+			problem.Fail(w, r, nil, err)
 			return
 		}
 		httpjson.Write(w, http.StatusOK, j)

@@ -1,6 +1,6 @@
 // Package retryable tells a dependency failure a retry may fix (a database
 // or broker briefly away) from one it cannot (a refusal, a bug): the HTTP
-// edge answers the first with 503 and Retry-After (problem.Unexpected), the
+// edge answers the first with 503 and Retry-After (problem.Fail), the
 // fabric's own APIs likewise.
 package retryable
 

@@ -50,7 +50,7 @@ func handleRequests(store Store, log *slog.Logger) http.HandlerFunc {
 		rows, err := store.Counts(r.Context(), claims.TenantID, rng)
 		if err != nil {
 			log.Error("analytics query", "err", err)
-			problem.Unexpected(w, r, err)
+			problem.Fail(w, r, nil, err)
 			return
 		}
 		httpjson.Write(w, http.StatusOK, projection.NewReport(rng, rows))

@@ -55,7 +55,7 @@ func handleHistory(hist History, log *slog.Logger) http.HandlerFunc {
 		page, err := hist.Page(r.Context(), claims.TenantID, q)
 		if err != nil {
 			log.Error("history page", "tenant", claims.TenantID, "err", err)
-			problem.Unexpected(w, r, err)
+			problem.Fail(w, r, nil, err)
 			return
 		}
 		body := historyPage{Events: make([]json.RawMessage, 0, len(page.Events))}
@@ -63,7 +63,7 @@ func handleHistory(hist History, log *slog.Logger) http.HandlerFunc {
 			b, err := e.Encode()
 			if err != nil {
 				log.Error("history page: encode envelope", "tenant", claims.TenantID, "event", e.ID, "err", err)
-				problem.Unexpected(w, r, err)
+				problem.Fail(w, r, nil, err)
 				return
 			}
 			body.Events = append(body.Events, b)
