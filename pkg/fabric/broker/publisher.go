@@ -450,12 +450,29 @@ func (pc *pubChannel) dropID(id string, seq uint64) {
 }
 
 func (pc *pubChannel) listen(confirms <-chan amqp.Confirmation, returns <-chan amqp.Return, closed <-chan *amqp.Error, m *telemetry.Metrics) {
+	// lost is the error of publishes the channel closed under. The library
+	// hands the broker's reason to closed (buffered) before it closes
+	// confirms and returns, so when either is seen closed the reason, if
+	// any, is already there: a 403 (ACCESS_REFUSED) must not read as a
+	// network fault because the select took the other case first.
+	lost := func(err *amqp.Error) error {
+		if err == nil {
+			select {
+			case err = <-closed:
+			default:
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrConnectionLost, err)
+		}
+		return ErrConnectionLost
+	}
 	for {
 		select {
 		case r, ok := <-returns:
 			if !ok {
 				pc.drain(confirms, m)
-				pc.fail(ErrConnectionLost, m)
+				pc.fail(lost(nil), m)
 				return
 			}
 			pc.mu.Lock()
@@ -471,17 +488,13 @@ func (pc *pubChannel) listen(confirms <-chan amqp.Confirmation, returns <-chan a
 			pc.mu.Unlock()
 		case c, ok := <-confirms:
 			if !ok {
-				pc.fail(ErrConnectionLost, m)
+				pc.fail(lost(nil), m)
 				return
 			}
 			pc.confirm(c, m)
 		case err := <-closed:
-			cause := error(ErrConnectionLost)
-			if err != nil {
-				cause = fmt.Errorf("%w: %w", ErrConnectionLost, err) // both: a 403 (ACCESS_REFUSED) is not a network fault
-			}
 			pc.drain(confirms, m)
-			pc.fail(cause, m)
+			pc.fail(lost(err), m)
 			return
 		}
 	}
