@@ -161,6 +161,12 @@ func TestMalformedMessagesAreDeadLetteredBeforeTheHandler(t *testing.T) {
 	schemaBad := submitted(t, "org-a", "ok")
 	schemaBad.Payload = []byte(`{"requestId":1}`)
 	noTenant := submitted(t, "", "ok")
+	// A type the catalog knows, under another type's routing key: what a
+	// publisher allowed only request.submitted.v1 could send.
+	relabelled, err := envelope.New("citizen.updated.v1", "org-a", "request", map[string]any{"citizenId": "c-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	raw := func(e envelope.Envelope, tenantHeader string) broker.Message {
 		b, _ := e.Encode()
@@ -182,6 +188,7 @@ func TestMalformedMessagesAreDeadLetteredBeforeTheHandler(t *testing.T) {
 		{"tenant mismatch", raw(submitted(t, "org-a", "ok"), "org-b"), wire.ReasonTenantMismatch},
 		{"depth", raw(deep, "org-a"), wire.ReasonDepth},
 		{"cycle", raw(cyclic, "org-a"), wire.ReasonCycle},
+		{"type not its routing key", raw(relabelled, "org-a"), wire.ReasonTypeNotRouted},
 	}
 	for _, c := range cases {
 		p, err := s.Pub.Send(context.Background(), c.msg)

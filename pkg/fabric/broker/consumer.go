@@ -287,6 +287,9 @@ func (c *Consumer) admit(d amqp.Delivery) (envelope.Envelope, *refusal) {
 	if _, err := c.reg.CheckIncoming(env); err != nil {
 		return env, &refusal{checkReason(err), err}
 	}
+	if err := routedAsTyped(d, env, c.opts.Codec); err != nil {
+		return env, &refusal{wire.ReasonTypeNotRouted, err}
+	}
 	if h := headerString(d.Headers, wire.HeaderTenant); h != env.TenantID && !suppliesTenant(c.opts.Codec) {
 		return env, &refusal{wire.ReasonTenantMismatch,
 			fmt.Errorf("header %s=%q, envelope tenantId=%q", wire.HeaderTenant, h, env.TenantID)}
@@ -302,6 +305,31 @@ func (c *Consumer) admit(d amqp.Delivery) (envelope.Envelope, *refusal) {
 		}
 	}
 	return env, nil
+}
+
+// routedAsTyped checks the envelope's type against what the broker
+// authorised: on the platform's exchanges a message's routing key is its
+// type (topology.Route), and each service's topic permissions allow it
+// only the keys of the types it publishes. A body that claims another type
+// was labelled by a publisher not allowed to send it. A retry or replay
+// arrives through the retry exchange with the key of its queue; its first
+// delivery's exchange and key, kept in its headers by the consumer, are
+// checked instead. Other wire formats (a codec) key by their own rules.
+func routedAsTyped(d amqp.Delivery, env envelope.Envelope, codec fabric.Codec) error {
+	if codec != nil {
+		return nil
+	}
+	exchange, key := d.Exchange, d.RoutingKey
+	if orig := headerString(d.Headers, wire.HeaderOrigExchange); orig != "" {
+		exchange, key = orig, headerString(d.Headers, wire.HeaderOrigRouting)
+	}
+	switch exchange {
+	case topology.EventsExchange, topology.CommandsExchange, topology.WorkExchange:
+		if key != env.Type {
+			return fmt.Errorf("the body says %s, the broker routed it as %s on %s", env.Type, key, exchange)
+		}
+	}
+	return nil
 }
 
 // suppliesTenant reports whether c's format carries no tenant, so that c

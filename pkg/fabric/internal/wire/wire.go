@@ -33,11 +33,14 @@ const (
 
 // Dead-letter reasons recorded in HeaderReason.
 const (
-	ReasonInvalidEnvelope  = "INVALID_ENVELOPE"
-	ReasonUnknownType      = "UNKNOWN_TYPE"
-	ReasonSchema           = "SCHEMA_INVALID"
-	ReasonTenantMissing    = "TENANT_MISSING"
-	ReasonTenantMismatch   = "TENANT_MISMATCH"
+	ReasonInvalidEnvelope = "INVALID_ENVELOPE"
+	ReasonUnknownType     = "UNKNOWN_TYPE"
+	ReasonSchema          = "SCHEMA_INVALID"
+	ReasonTenantMissing   = "TENANT_MISSING"
+	ReasonTenantMismatch  = "TENANT_MISMATCH"
+	// ReasonTypeNotRouted: the body claims a type other than the routing
+	// key the broker authorised the publisher for (a forged label).
+	ReasonTypeNotRouted    = "TYPE_NOT_ROUTED"
 	ReasonDepth            = "REACTION_DEPTH_EXCEEDED"
 	ReasonCycle            = "CAUSATION_CYCLE"
 	ReasonHandlerInvalid   = "HANDLER_INVALID"
