@@ -177,14 +177,20 @@ func base(typ string) string {
 // kept in Extensions rather than refused. It is strict about the document
 // itself: a known field of the wrong JSON type, a field named twice (two
 // parsers could disagree on which one counts), trailing data and oversize
-// documents are ErrMalformed or ErrTooLarge. It does not validate; call
-// Validate or ValidateIncoming.
+// documents are ErrMalformed or ErrTooLarge. What it keeps is bounded: a
+// document nested deeper than maxNesting, or with more than maxExtensions
+// unknown fields, is ErrMalformed, so a consumer never stores (nor hands a
+// parser) a value built to exhaust it. It does not validate; call Validate
+// or ValidateIncoming.
 func Decode(data []byte, maxSize int) (Envelope, error) {
 	if maxSize <= 0 {
 		maxSize = DefaultMaxSize
 	}
 	if len(data) > maxSize {
 		return Envelope{}, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(data), maxSize)
+	}
+	if n := nesting(data); n > maxNesting {
+		return Envelope{}, fmt.Errorf("%w: nested %d deep, limit %d", ErrMalformed, n, maxNesting)
 	}
 	e, err := decode(data)
 	if err != nil {
@@ -256,6 +262,9 @@ func decodeField(dec *json.Decoder, e *Envelope, key string) error {
 	}
 	if e.Extensions == nil {
 		e.Extensions = make(map[string]json.RawMessage, 2)
+	}
+	if len(e.Extensions) == maxExtensions {
+		return fmt.Errorf("more than %d fields the envelope does not define", maxExtensions)
 	}
 	e.Extensions[key] = raw
 	return nil
@@ -428,4 +437,36 @@ func (e Envelope) CheckCausation(maxDepth int) error {
 		return fmt.Errorf("%w: causationChain ends in %s, causationId is %s", ErrInvalidField, last.ID, e.CausationID)
 	}
 	return nil
+}
+
+// Bounds on what the tolerant reader keeps. An envelope nests a few
+// levels (the payload's own, inside "payload") and a compatible producer
+// adds a field or two; these leave room for both and none for a document
+// built to exhaust a parser or the store.
+const (
+	maxNesting    = 64
+	maxExtensions = 32
+)
+
+// nesting returns how deep data's arrays and objects nest, outside its
+// strings; malformed input is the decoder's to refuse.
+func nesting(data []byte) int {
+	depth, deepest, inString, escaped := 0, 0, false, false
+	for _, b := range data {
+		switch {
+		case inString && escaped:
+			escaped = false
+		case inString && b == '\\':
+			escaped = true
+		case b == '"':
+			inString = !inString
+		case inString:
+		case b == '{' || b == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case b == '}' || b == ']':
+			depth--
+		}
+	}
+	return deepest
 }

@@ -3,6 +3,7 @@ package envelope
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -80,6 +81,11 @@ func TestDecode(t *testing.T) {
 		{"not json", `not json`, 0, ErrMalformed},
 		{"too large", string(good), 10, ErrTooLarge},
 		{"bad time", strings.Replace(string(good), `"occurredAt":"`, `"occurredAt":"x`, 1), 0, ErrMalformed},
+		{"an added field nested 5,000 deep", strings.Replace(string(good), `"id"`, `"extra":`+strings.Repeat("[", 5000)+strings.Repeat("]", 5000)+`,"id"`, 1), 0, ErrMalformed},
+		{"an added field nested 60 deep is kept", strings.Replace(string(good), `"id"`, `"extra":`+strings.Repeat("[", 60)+strings.Repeat("]", 60)+`,"id"`, 1), 0, nil},
+		{"brackets inside a string do not nest", strings.Replace(string(good), `"id"`, `"extra":"`+strings.Repeat("[{", 100)+`\\\"[","id"`, 1), 0, nil},
+		{"33 added fields", strings.Replace(string(good), `"id"`, manyFields(33)+`"id"`, 1), 0, ErrMalformed},
+		{"32 added fields are kept", strings.Replace(string(good), `"id"`, manyFields(32)+`"id"`, 1), 0, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -364,4 +370,13 @@ func TestEncodeMatchesEncodingJSON(t *testing.T) {
 	if _, err := bad.Encode(); err == nil {
 		t.Error("Encode with invalid payload = nil error")
 	}
+}
+
+// manyFields is n fields the envelope does not define, each followed by a comma.
+func manyFields(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, `"x%d":%d,`, i, i)
+	}
+	return b.String()
 }
