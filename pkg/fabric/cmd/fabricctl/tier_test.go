@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -425,6 +426,7 @@ func TestTopologyApplyUpgradesLegacyRetryTiers(t *testing.T) {
 	// Retries keep coming during the upgrade, each routed and confirmed.
 	stop := make(chan struct{})
 	var during []string
+	var published atomic.Int64 // how many of during are confirmed so far
 	var pubErr error
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -443,14 +445,18 @@ func TestTopologyApplyUpgradesLegacyRetryTiers(t *testing.T) {
 				return
 			}
 			during = append(during, id)
-			time.Sleep(2 * time.Millisecond)
+			published.Add(1)
+			time.Sleep(2 * time.Millisecond) // a stream's pace, not a wait
 		}
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// The stream is flowing before the upgrade starts, and goes on after
+	// it ends: some retries land on each side of it.
+	fabrictest.Eventually(t, 10*time.Second, "retries published before the upgrade", func() bool { return published.Load() >= 20 })
 	c := collect(t, vh)
 	t0 := time.Now()
 	out := fabricctl(t, getenv, "topology", "apply", "--file", file)
-	time.Sleep(200 * time.Millisecond)
+	after := published.Load()
+	fabrictest.Eventually(t, 10*time.Second, "retries published after the upgrade", func() bool { return published.Load() >= after+20 })
 	close(stop)
 	wg.Wait()
 	if pubErr != nil {
