@@ -111,54 +111,18 @@ func bindingOf(reg *registry.Registry, key string) (Binding, error) {
 // Load of the result declares what d declares. Priority lanes are written
 // as their parent's priority keys, which Load turns back into lanes.
 func (d Description) YAML(header string) ([]byte, error) {
-	type binding struct {
-		Exchange string `yaml:"exchange"`
-		Key      string `yaml:"key"`
-	}
-	type consumer struct {
-		Queue         string     `yaml:"queue"`
-		Service       string     `yaml:"service"`
-		Bindings      []binding  `yaml:"bindings"`
-		Priority      []binding  `yaml:"priority,omitempty"`
-		RetryTiers    []Duration `yaml:"retryTiers,omitempty,flow"`
-		DeliveryLimit int        `yaml:"deliveryLimit,omitempty"`
-		Prefetch      int        `yaml:"prefetch,omitempty"`
-		Pace          *pace      `yaml:"pace,omitempty"`
-	}
-	type file struct {
-		Name       string     `yaml:"name,omitempty"`
-		Codec      string     `yaml:"codec,omitempty"`
-		Tenant     string     `yaml:"tenant,omitempty"`
-		Events     string     `yaml:"events,omitempty"`
-		DeadLetter deadLetter `yaml:"deadLetter,omitempty"`
-		Retry      struct {
-			Exchange string     `yaml:"exchange,omitempty"`
-			Tiers    []Duration `yaml:"tiers,omitempty,flow"`
-		} `yaml:"retry,omitempty"`
-		Exchanges []Exchange `yaml:"exchanges"`
-		Consumers []consumer `yaml:"consumers"`
-	}
-	bindings := func(bs []Binding) []binding {
-		var out []binding
-		for _, b := range bs {
-			out = append(out, binding(b))
-		}
-		return out
-	}
 	lanes := map[string]bool{}
 	for _, c := range d.Consumers {
 		if lane, ok := c.lane(); ok {
 			lanes[lane.Queue] = true
 		}
 	}
-	f := file{Name: d.Name, Codec: d.Codec, Tenant: d.Tenant, Events: d.Events, DeadLetter: d.DeadLetter, Exchanges: d.Exchanges}
-	f.Retry.Exchange, f.Retry.Tiers = d.Retry.Exchange, d.Retry.Tiers
+	f := d
+	f.Consumers = nil
 	for _, c := range d.Consumers {
-		if lanes[c.Queue] {
-			continue
+		if !lanes[c.Queue] {
+			f.Consumers = append(f.Consumers, c)
 		}
-		f.Consumers = append(f.Consumers, consumer{Queue: c.Queue, Service: c.Service, Bindings: bindings(c.Bindings),
-			Priority: bindings(c.Priority), RetryTiers: c.RetryTiers, DeliveryLimit: c.DeliveryLimit, Prefetch: c.Prefetch, Pace: c.Pace})
 	}
 	var doc yaml.Node
 	if err := doc.Encode(f); err != nil {

@@ -134,8 +134,8 @@ type Consumer struct {
 	// own (the weight). No binding of Q may also match a priority key, or
 	// the message would come twice. Description.WithLanes adds the lanes.
 	Priority      []Binding  `yaml:"priority,omitempty"`
-	RetryTiers    []Duration `yaml:"retryTiers"`
-	DeliveryLimit int        `yaml:"deliveryLimit"`
+	RetryTiers    []Duration `yaml:"retryTiers,omitempty"`
+	DeliveryLimit int        `yaml:"deliveryLimit,omitempty"`
 	// Prefetch is the consumer's window of unacked deliveries when its
 	// ConsumerOptions name none (a paced queue takes 1: what waits, waits
 	// in the queue, where every instance can take it).
