@@ -3,6 +3,7 @@
 //
 //	deploy/topologies/platform.yaml    the platform topology derived from the catalog (topology.Platform)
 //	docs/asyncapi.json                 the AsyncAPI document of the catalog and topology (fabricctl)
+//	docs/openapi/<service>.json        each service's OpenAPI document as it serves it at /openapi.json
 //	deploy/rabbitmq/definitions.json   users, permissions, topic permissions, topology (local dev)
 //	deploy/postgres/roles.sql          one role per service schema (local dev passwords)
 //	deploy/helm/agora/files/acl.json   the same permissions and topology, passwords left to values
@@ -26,6 +27,8 @@ import (
 	"github.com/agora-platform/agora/deploy/acl"
 	"github.com/agora-platform/agora/deploy/observability"
 	"github.com/agora-platform/agora/deploy/postgres"
+	"github.com/agora-platform/agora/pkg/fabric/openapi"
+	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 
@@ -52,6 +55,11 @@ func run(args []string, stdout io.Writer) error {
 		return err
 	}
 	files = append(files, File{Path: "docs/asyncapi.json", Data: doc})
+	apis, err := openAPIDocuments(*root)
+	if err != nil {
+		return err
+	}
+	files = append(files, apis...)
 	for _, f := range files {
 		path := filepath.Join(*root, f.Path)
 		old, _ := os.ReadFile(path)
@@ -121,4 +129,41 @@ func asyncAPI(root string) ([]byte, error) {
 		return nil, fmt.Errorf("asyncapi: fabricctl catalog asyncapi: %w: %s", err, errb.String())
 	}
 	return out.Bytes(), nil
+}
+
+// openAPIDocuments renders docs/openapi/<service>.json for every service the
+// catalog declares: the service's own document
+// (services/<service>/internal/httpapi/openapi.yaml, which the service embeds)
+// merged with the host's routes by openapi.Document, as the host does at start,
+// so that what `make api-lint` lints is what GET /openapi.json serves. The
+// host's part follows from the catalog, as the host's does at run time: the
+// DLQ API and replays for the service's queues (the catalog's, priority lanes
+// included), the operations views for a service that consumes or publishes
+// (it runs a relay). Each service's TestOpenAPIServed compares what it serves
+// with the same merge.
+func openAPIDocuments(root string) ([]File, error) {
+	reg, err := registry.Default()
+	if err != nil {
+		return nil, err
+	}
+	platform := topology.Platform()
+	var files []File
+	for _, s := range reg.Services() {
+		own, err := os.ReadFile(filepath.Join(root, "services", s.Name, "internal", "httpapi", "openapi.yaml"))
+		if err != nil {
+			return nil, fmt.Errorf("openapi: %w", err)
+		}
+		var queues []string
+		for _, c := range platform.Consumers {
+			if c.Service == s.Name {
+				queues = append(queues, c.Queue)
+			}
+		}
+		doc, err := openapi.Document(own, openapi.Host{Queues: queues, Ops: len(queues) > 0 || len(s.Publishes) > 0})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.Name, err)
+		}
+		files = append(files, File{Path: "docs/openapi/" + s.Name + ".json", Data: doc})
+	}
+	return files, nil
 }
