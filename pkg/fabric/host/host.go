@@ -239,13 +239,12 @@ const defaultPoolSize = 10
 
 // Options describe what a service needs from the host.
 type Options struct {
-	// Queues name the service's own queues in the platform topology
-	// (topology.Platform, derived from the catalog's services:); a name
-	// the catalog does not declare for any service is an error at start.
-	// They are declared with the platform exchanges on every connect.
-	Queues []string
 	// Consumers are queues of a topology other than the platform's (a
-	// test's, another system's), declared as given beside Queues.
+	// test's, another system's), declared as given beside the service's
+	// own: those the catalog (services: in pkg/fabric/catalog/catalog.yaml)
+	// declares for Config.Service, with their priority lanes, which the
+	// host looks up in topology.Platform and declares with the platform
+	// exchanges on every connect.
 	Consumers []topology.Consumer
 	// Migrations are the service's goose migrations (applied after the
 	// fabric's, tracked in <schema>.service_migrations).
@@ -303,13 +302,7 @@ type worker struct {
 // New connects everything. It returns an error naming the dependency that
 // failed; ctx bounds the start-up (the broker is retried until then).
 func New(ctx context.Context, cfg Config, opts Options, logOut io.Writer) (*host, error) {
-	if len(opts.Queues) > 0 {
-		specs, err := topology.Platform().Lookup(opts.Queues...)
-		if err != nil {
-			return nil, fmt.Errorf("host: %w (declare it under services: in pkg/fabric/catalog/catalog.yaml)", err)
-		}
-		opts.Consumers = append(slices.Clone(opts.Consumers), specs...)
-	}
+	opts.Consumers = append(slices.Clone(opts.Consumers), catalogQueues(cfg.Service)...)
 	if len(cfg.RetryTiers) > 0 {
 		consumers := make([]topology.Consumer, len(opts.Consumers))
 		for i, c := range opts.Consumers {
@@ -531,6 +524,18 @@ func (h *host) initBroker(ctx context.Context) error {
 	return err
 }
 
+// catalogQueues are the platform queues of service, priority lanes
+// included, in the catalog's order.
+func catalogQueues(service string) []topology.Consumer {
+	var out []topology.Consumer
+	for _, c := range topology.Platform().Consumers {
+		if c.Service == service {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // Consumer returns the service's topology entry for queue.
 func (h *host) Consumer(queue string) (topology.Consumer, error) {
 	for _, c := range h.opts.Consumers {
@@ -538,7 +543,7 @@ func (h *host) Consumer(queue string) (topology.Consumer, error) {
 			return c, nil
 		}
 	}
-	return topology.Consumer{}, fmt.Errorf("host: %s is not one of this service's queues", queue)
+	return topology.Consumer{}, fmt.Errorf("host: %s is not one of the %s service's queues (declare it under services: in pkg/fabric/catalog/catalog.yaml)", queue, h.Cfg.Service)
 }
 
 // Consume registers a consumer of queue; it runs from Serve. Handlers that

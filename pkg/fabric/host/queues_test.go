@@ -1,20 +1,34 @@
-package host_test
+package host
 
 import (
-	"context"
-	"io"
+	"slices"
 	"strings"
 	"testing"
-
-	"github.com/agora-platform/agora/pkg/fabric/host"
 )
 
-// A service names its queues; one the catalog does not declare stops the
-// start before anything is dialled, with the fix in the message.
-func TestNewRefusesAQueueTheCatalogDoesNotDeclare(t *testing.T) {
-	_, err := host.New(context.Background(), host.Config{Service: "analytics"},
-		host.Options{Queues: []string{"analytics.request-events", "analytics.no-such-queue"}}, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "analytics.no-such-queue") || !strings.Contains(err.Error(), "catalog.yaml") {
-		t.Fatalf("New = %v, want an error naming analytics.no-such-queue and the catalog", err)
+// A service's queues come from the catalog, lanes included; attaching a
+// handler to a queue the catalog does not give the service is an error
+// that names the fix.
+func TestTheServiceQueuesAreTheCatalogs(t *testing.T) {
+	var names []string
+	for _, c := range catalogQueues("request") {
+		if c.Service != "request" {
+			t.Errorf("%s belongs to %s", c.Queue, c.Service)
+		}
+		names = append(names, c.Queue)
+	}
+	if want := []string{"request.workflow-events", "request.workflow-events.priority"}; !slices.Equal(names, want) {
+		t.Errorf("request's queues = %v, want %v", names, want)
+	}
+	if q := catalogQueues("no-such-service"); len(q) != 0 {
+		t.Errorf("an undeclared service has queues %v", q)
+	}
+	h := &host{Cfg: Config{Service: "analytics"}, opts: Options{Consumers: catalogQueues("analytics")}}
+	if _, err := h.Consumer("analytics.request-events"); err != nil {
+		t.Errorf("Consumer(analytics.request-events) = %v", err)
+	}
+	_, err := h.Consumer("request.workflow-events")
+	if err == nil || !strings.Contains(err.Error(), "catalog.yaml") {
+		t.Errorf("Consumer of another service's queue = %v, want an error naming the catalog", err)
 	}
 }

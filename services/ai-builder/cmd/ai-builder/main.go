@@ -99,7 +99,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	h, err := host.New(ctx, cfg.host, host.Options{
-		Queues: []string{queue}, Migrations: migrations.FS, NeedsAuth: true, Relay: true,
+		Migrations: migrations.FS, NeedsAuth: true, Relay: true,
 		OpenAPI: httpapi.OpenAPI,
 	}, stdout)
 	if err != nil {

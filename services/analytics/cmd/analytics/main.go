@@ -90,7 +90,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		return err
 	}
 	// The relay publishes the export jobs the API enqueues.
-	h, err := host.New(ctx, cfg.host, host.Options{Queues: []string{queue, exportQueue}, Migrations: migrations.FS(), NeedsAuth: true, Relay: true, OpenAPI: httpapi.OpenAPI}, stdout)
+	h, err := host.New(ctx, cfg.host, host.Options{Migrations: migrations.FS(), NeedsAuth: true, Relay: true, OpenAPI: httpapi.OpenAPI}, stdout)
 	if err != nil {
 		return err
 	}

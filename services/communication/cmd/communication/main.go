@@ -93,7 +93,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	if err != nil {
 		return err
 	}
-	h, err := host.New(ctx, cfg.host, host.Options{Queues: []string{submittedQueue, statusQueue, commandQueue}, Migrations: migrations.FS(), NeedsAuth: true, Relay: true, OpenAPI: httpapi.OpenAPI}, stdout)
+	h, err := host.New(ctx, cfg.host, host.Options{Migrations: migrations.FS(), NeedsAuth: true, Relay: true, OpenAPI: httpapi.OpenAPI}, stdout)
 	if err != nil {
 		return err
 	}

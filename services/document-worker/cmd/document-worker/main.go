@@ -77,7 +77,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	h, err := host.New(ctx, cfg.host, host.Options{
-		Queues:     []string{queue, reprocessQueue},
 		Migrations: migrations.FS,
 		Relay:      true,
 		OpenAPI:    httpapi.OpenAPI,

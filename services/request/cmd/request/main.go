@@ -121,7 +121,7 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 		return err
 	}
 	h, err := host.New(ctx, cfg.Config, host.Options{
-		Queues: []string{workflowEventsQueue, workflowAlertsQueue}, Migrations: migrations.FS(), NeedsAuth: true, Relay: true,
+		Migrations: migrations.FS(), NeedsAuth: true, Relay: true,
 		// Row-level security with FORCE (migration 00001): cleaned tenant
 		// by tenant, the tenants kept by migration 00002's trigger.
 		Retain:  []retention.Table{{Name: "idempotency_key", Column: "created_at", Age: cfg.IdempotencyRetention, TenantScoped: true}},

@@ -131,7 +131,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	// The SEI queue is declared even when registration is off, so the
 	// commands approvals enqueue are routed and wait there.
 	h, err := host.New(ctx, cfg.Config, host.Options{
-		Queues: []string{requestSubmittedQueue, requestCancelledQueue, startCommandsQueue, seiRegisterQueue, reactionsQueue}, Migrations: migrations.FS(), NeedsAuth: true, Relay: true,
+		Migrations: migrations.FS(), NeedsAuth: true, Relay: true,
 		OpenAPI: httpapi.OpenAPI,
 	}, stdout)
 	if err != nil {
