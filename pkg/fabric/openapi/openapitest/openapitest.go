@@ -76,7 +76,8 @@ type Validator struct {
 
 // New builds a validator for doc (JSON or YAML). It fails unless doc is an
 // OpenAPI 3.1 document whose model builds without errors (every $ref
-// resolves) and that is valid against the OpenAPI 3.1 schema, with a
+// resolves), that is valid against the OpenAPI 3.1 schema, whose objects
+// hold no key OpenAPI 3.1 does not define (see strayKeys), and that has a
 // components.schemas.Problem.
 func New(doc []byte) (*Validator, error) {
 	cfg := datamodel.NewDocumentConfiguration()
@@ -98,6 +99,12 @@ func New(doc []byte) (*Validator, error) {
 	}
 	if ok, verrs := v.ValidateDocument(); !ok {
 		return nil, fmt.Errorf("openapitest: the document is not valid OpenAPI 3.1:\n%s", describe(verrs))
+	}
+	if stray, err := strayKeys(doc); err != nil {
+		return nil, fmt.Errorf("openapitest: read the document: %w", err)
+	} else if len(stray) > 0 {
+		return nil, fmt.Errorf("openapitest: keys OpenAPI 3.1 does not define (a flow-style YAML description cut at a comma?):\n  %s",
+			strings.Join(stray, "\n  "))
 	}
 	var problem *base.Schema
 	if m.Model.Components != nil && m.Model.Components.Schemas != nil {

@@ -259,6 +259,10 @@ func TestNewRefuses(t *testing.T) {
 		{"an unresolved $ref", strings.Replace(service, "#/components/schemas/Thing'}\n        '400'", "#/components/schemas/Nothing'}\n        '400'", 1), "Nothing"},
 		{"a response without a description", strings.Replace(service, "          description: a thing\n", "", 1), "description"},
 		{"no Problem schema", `{"openapi":"3.1.0","info":{"title":"x","version":"1"},"paths":{}}`, "Problem"},
+		// A flow mapping's plain description ends at a comma: "The id" and a key "else the name.".
+		{"a description cut at a comma", strings.Replace(service, "id: {type: string}", "id: {type: string, description: The id, else the name.}", 1),
+			`/components/schemas/Thing/properties/id: "else the name."`},
+		{"a key an operation does not define", strings.Replace(service, "    get:\n", "    get:\n      summry: a thing\n", 1), "summry"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			doc := []byte(tc.doc)
