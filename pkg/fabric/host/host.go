@@ -302,7 +302,7 @@ type worker struct {
 // New connects everything. It returns an error naming the dependency that
 // failed; ctx bounds the start-up (the broker is retried until then).
 func New(ctx context.Context, cfg Config, opts Options, logOut io.Writer) (*host, error) {
-	opts.Consumers = append(slices.Clone(opts.Consumers), catalogQueues(cfg.Service)...)
+	opts.Consumers = append(slices.Clone(opts.Consumers), topology.Platform().ConsumersOf(cfg.Service)...)
 	if len(cfg.RetryTiers) > 0 {
 		consumers := make([]topology.Consumer, len(opts.Consumers))
 		for i, c := range opts.Consumers {
@@ -522,18 +522,6 @@ func (h *host) initBroker(ctx context.Context) error {
 	}
 	h.Pub, err = broker.NewPublisher(h.Conn, h.Reg, broker.PublisherOptions{Tracer: h.Tracer, Metrics: h.Metrics, Logger: h.Log})
 	return err
-}
-
-// catalogQueues are the platform queues of service, priority lanes
-// included, in the catalog's order.
-func catalogQueues(service string) []topology.Consumer {
-	var out []topology.Consumer
-	for _, c := range topology.Platform().Consumers {
-		if c.Service == service {
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // Consumer returns the service's topology entry for queue.

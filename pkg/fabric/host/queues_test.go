@@ -1,6 +1,7 @@
 package host
 
 import (
+	"github.com/agora-platform/agora/pkg/fabric/topology"
 	"slices"
 	"strings"
 	"testing"
@@ -11,7 +12,7 @@ import (
 // that names the fix.
 func TestTheServiceQueuesAreTheCatalogs(t *testing.T) {
 	var names []string
-	for _, c := range catalogQueues("request") {
+	for _, c := range topology.Platform().ConsumersOf("request") {
 		if c.Service != "request" {
 			t.Errorf("%s belongs to %s", c.Queue, c.Service)
 		}
@@ -20,10 +21,10 @@ func TestTheServiceQueuesAreTheCatalogs(t *testing.T) {
 	if want := []string{"request.workflow-events", "request.workflow-events.priority"}; !slices.Equal(names, want) {
 		t.Errorf("request's queues = %v, want %v", names, want)
 	}
-	if q := catalogQueues("no-such-service"); len(q) != 0 {
+	if q := topology.Platform().ConsumersOf("no-such-service"); len(q) != 0 {
 		t.Errorf("an undeclared service has queues %v", q)
 	}
-	h := &host{Cfg: Config{Service: "analytics"}, opts: Options{Consumers: catalogQueues("analytics")}}
+	h := &host{Cfg: Config{Service: "analytics"}, opts: Options{Consumers: topology.Platform().ConsumersOf("analytics")}}
 	if _, err := h.Consumer("analytics.request-events"); err != nil {
 		t.Errorf("Consumer(analytics.request-events) = %v", err)
 	}

@@ -314,19 +314,16 @@ func (d Description) Consumer(queue string) (Consumer, bool) {
 	return Consumer{}, false
 }
 
-// Lookup returns the consumers named queues, in that order: the queues
-// a service declares at start-up. A queue the description lacks is an
-// error naming it, since a service must not start without its queue.
-func (d Description) Lookup(queues ...string) ([]Consumer, error) {
-	out := make([]Consumer, 0, len(queues))
-	for _, q := range queues {
-		c, ok := d.Consumer(q)
-		if !ok {
-			return nil, fmt.Errorf("topology has no queue %s", q)
+// ConsumersOf returns the consumers of service, priority lanes included, in
+// the description's order: the queues the host declares for it.
+func (d Description) ConsumersOf(service string) []Consumer {
+	var out []Consumer
+	for _, c := range d.Consumers {
+		if c.Service == service {
+			out = append(out, c)
 		}
-		out = append(out, c)
 	}
-	return out, nil
+	return out
 }
 
 // PlatformExchanges are the five exchanges every topology has.
