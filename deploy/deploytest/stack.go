@@ -3,6 +3,8 @@ package deploytest
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"maps"
@@ -18,7 +20,10 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/pkg/fabric/openapi"
+	"github.com/agora-platform/agora/pkg/fabric/openapi/openapitest"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
+	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 
 // Stack is the one test stack of every service's end-to-end tests: a fresh
@@ -179,4 +184,27 @@ func Do(t testing.TB, method, url, token string, body any, header map[string]str
 		t.Fatal(err)
 	}
 	return Response{Status: resp.StatusCode, Header: resp.Header, Body: data}
+}
+
+// Unique returns prefix followed by eight random hex digits: a tenant, a
+// bucket or a role no other test run uses.
+func Unique(prefix string) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b) // never fails (crypto/rand, Go 1.24+)
+	return prefix + hex.EncodeToString(b)
+}
+
+// CheckOpenAPI checks that the instance at url serves at /openapi.json doc,
+// the service's own OpenAPI document, merged with the host's routes for the
+// service's queues (as the catalog declares them), and that every
+// operation of it is served.
+func (s *Stack) CheckOpenAPI(t testing.TB, url string, doc []byte) {
+	t.Helper()
+	var queues []string
+	for _, c := range topology.Platform().ConsumersOf(s.Service) {
+		queues = append(queues, c.Queue)
+	}
+	if err := openapitest.CheckServed(context.Background(), http.DefaultClient, url, doc, openapi.Host{Queues: queues, Ops: true}); err != nil {
+		t.Error(err)
+	}
 }
