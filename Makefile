@@ -225,15 +225,18 @@ images:
 	$(need_engine)
 	bash deploy/docker/local/build.sh
 
-# Builds the service images, starts everything and waits until every service is healthy
-# and every one-shot job has completed.
+# Compiles the images' binaries on the host (one go build), builds the service images around
+# them (service.Dockerfile, BINARIES=prebuilt), starts everything and waits until every
+# service is healthy and every one-shot job has completed.
 compose-up:
 	$(need_engine)
-	@if [ "$(COMPOSE_ENV)" = "$(CURDIR)/deploy/docker/local/local.env" ]; then bash deploy/docker/local/build.sh check; fi
+	@if [ "$(COMPOSE_ENV)" = "$(CURDIR)/deploy/docker/local/local.env" ]; then AGORA_BINARIES=prebuilt bash deploy/docker/local/build.sh check; fi
 	@echo "==> development JWT keys in .data/jwt (the services read jwks.json)"
 	@test -f $(JWT_DIR)/jwks.json || $(GO) run ./pkg/fabric/cmd/fabricctl token --keys-dir $(JWT_DIR) >/dev/null
-	@echo "==> docker compose build ($(if $(COMPOSE_ENV),$(COMPOSE_ENV),public images))"
-	cd deploy/compose && $(COMPOSE) build
+	@echo "==> service binaries, compiled once on the host (deploy/docker/binaries.sh)"
+	GO=$(GO) bash deploy/docker/binaries.sh
+	@echo "==> docker compose build ($(if $(COMPOSE_ENV),$(COMPOSE_ENV),public images); the images copy those binaries)"
+	cd deploy/compose && AGORA_BINARIES=prebuilt $(COMPOSE) build
 	@echo "==> docker compose up --wait (at most $(COMPOSE_WAIT) s)"
 	cd deploy/compose && $(COMPOSE) up -d --wait --wait-timeout $(COMPOSE_WAIT) \
 		|| { $(COMPOSE) ps -a; echo "!!! compose up failed: see 'cd deploy/compose && $(COMPOSE) logs SERVICE'" >&2; exit 1; }

@@ -2,7 +2,8 @@
 # make compose-test: the platform in containers, proved by the e2e suites.
 #
 #   1. build the local stand-in images (deploy/docker/local/build.sh; seconds when warm)
-#   2. build the service images and `docker compose up --wait` with the e2e layer
+#   2. compile the images' binaries once on the host (deploy/docker/binaries.sh), build the
+#      service images around them (AGORA_BINARIES=prebuilt) and `docker compose up --wait` with the e2e layer
 #      (deploy/compose/e2e.yml: spans and mails written to host directories), and of the
 #      observability profile Prometheus alone
 #   3. run the request-flow and document-flow suites against the published ports
@@ -45,6 +46,12 @@ if [[ -n "$COMPOSE_ENV" ]]; then
   fi
 fi
 
+# The images' binaries: one go build on the host, with its module and build caches (after
+# `make test`, the modules are there); the images only copy them (service.Dockerfile, prebuilt),
+# and the Go builder stand-in is not needed. AGORA_BINARIES=build compiles them inside the Go
+# image instead, as a plain `docker compose build` does.
+export AGORA_BINARIES=${AGORA_BINARIES:-prebuilt}
+
 compose=(docker compose -f docker-compose.yml -f e2e.yml)
 [[ -n "$COMPOSE_ENV" ]] && compose+=(--env-file "$COMPOSE_ENV")
 
@@ -86,7 +93,11 @@ mapfile -t services < <(cd deploy/compose && "${compose[@]}" config --services)
 services+=(prometheus)
 compose+=(--profile observability)
 
-step "docker compose build"
+if [[ "$AGORA_BINARIES" == prebuilt ]]; then
+  step "service binaries on the host (deploy/docker/binaries.sh)"
+  GO=$GO bash deploy/docker/binaries.sh
+fi
+step "docker compose build (BINARIES=$AGORA_BINARIES)"
 (cd deploy/compose && "${compose[@]}" build)
 step "docker compose up --wait (at most $WAIT s)"
 if ! (cd deploy/compose && "${compose[@]}" up -d --wait --wait-timeout "$WAIT" "${services[@]}"); then

@@ -1,16 +1,22 @@
 // Package docker_test checks the shared service Dockerfile without a Docker
-// engine: its structure (stages, non-root user, health check, static build)
-// and that the binaries it builds really are static when built the same way.
+// engine: its structure (stages, where the binaries come from, non-root user,
+// health check), and that the binaries the images run, compiled on the host
+// by binaries.sh exactly as the images get them, are static and are every
+// binary the compose file's builds name.
 package docker_test
 
 import (
+	"context"
 	"debug/elf"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/compose-spec/compose-go/v2/cli"
 )
 
 func TestDockerfilePattern(t *testing.T) {
@@ -24,86 +30,203 @@ func TestDockerfilePattern(t *testing.T) {
 		t.Errorf("Dockerfile has a # syntax= line")
 	}
 	// Bases are global ARGs (a machine without registry access passes stand-ins)
-	// whose defaults are pinned public images.
+	// whose defaults are pinned public images; BINARIES names the stage the
+	// binaries come from.
 	preamble, _, _ := strings.Cut(df, "\nFROM ")
 	args := map[string]string{}
 	for _, m := range regexp.MustCompile(`(?m)^ARG\s+(\w+)=(\S+)\s*$`).FindAllStringSubmatch(preamble, -1) {
 		args[m[1]] = m[2]
 	}
 	stages := regexp.MustCompile(`(?m)^FROM\s+(\S+)\s+AS\s+(\S+)`).FindAllStringSubmatch(df, -1)
-	names := map[string]string{}
+	var order []string
+	bases := map[string]string{}
 	for _, s := range stages {
+		name := s[2]
+		order = append(order, name)
+		switch name {
+		case "prebuilt":
+			// Only files: nothing from a registry, no shell.
+			if s[1] != "scratch" {
+				t.Errorf("stage prebuilt: FROM %s, want scratch", s[1])
+			}
+			continue
+		case "binaries":
+			if s[1] != "${BINARIES}" {
+				t.Errorf("stage binaries: FROM %s, want FROM ${BINARIES}", s[1])
+			}
+			continue
+		}
 		v := regexp.MustCompile(`^\$\{(\w+)\}$`).FindStringSubmatch(s[1])
 		if v == nil || args[v[1]] == "" {
-			t.Errorf("stage %s: FROM %s, want FROM ${NAME} with a global ARG NAME=<pinned image>", s[2], s[1])
+			t.Errorf("stage %s: FROM %s, want FROM ${NAME} with a global ARG NAME=<pinned image>", name, s[1])
 			continue
 		}
 		if !pinned(args[v[1]]) {
-			t.Errorf("stage %s: default base %s is not pinned", s[2], args[v[1]])
+			t.Errorf("stage %s: default base %s is not pinned", name, args[v[1]])
 		}
-		names[s[2]] = args[v[1]]
+		bases[name] = args[v[1]]
 	}
-	if len(stages) != 3 || names["build"] == "" || names["service"] == "" || names["service-ocr"] == "" {
-		t.Fatalf("stages = %v, want build, service-ocr, service", names)
+	if want := []string{"build", "prebuilt", "binaries", "service-ocr", "service"}; !slices.Equal(order, want) {
+		t.Fatalf("stages %v, want %v (the last, service, is the default target)", order, want)
 	}
-	if last := stages[len(stages)-1][2]; last != "service" {
-		t.Errorf("last stage (the default target) is %s, want service", last)
+	// The published pattern needs nothing but the tree: it compiles unless told otherwise.
+	if args["BINARIES"] != "build" {
+		t.Errorf("ARG BINARIES=%q, want the default build (compile in the Go image)", args["BINARIES"])
 	}
-	if !strings.HasPrefix(names["service"], "gcr.io/distroless/static") {
-		t.Errorf("runtime base %s, want distroless static", names["service"])
+	if !strings.HasPrefix(bases["service"], "gcr.io/distroless/static") {
+		t.Errorf("runtime base %s, want distroless static", bases["service"])
 	}
-	if !strings.HasPrefix(names["build"], "golang:") || !strings.HasPrefix(names["service-ocr"], "debian:") {
-		t.Errorf("build base %s, OCR base %s: want golang and debian", names["build"], names["service-ocr"])
+	if !strings.HasPrefix(bases["build"], "golang:") || !strings.HasPrefix(bases["service-ocr"], "debian:") {
+		t.Errorf("build base %s, OCR base %s: want golang and debian", bases["build"], bases["service-ocr"])
 	}
-	for _, want := range []string{"CGO_ENABLED=0", "ARG SERVICE", "./deploy/cmd/probe"} {
-		if !strings.Contains(df, want) {
-			t.Errorf("Dockerfile lacks %q", want)
+	for _, want := range []string{"CGO_ENABLED=0", "GOFLAGS=-trimpath", `-ldflags="-s -w"`, "ARG SERVICE", "./deploy/cmd/probe"} {
+		if !strings.Contains(stage(df, "build"), want) {
+			t.Errorf("build stage lacks %q", want)
 		}
 	}
-	// Every runtime stage: non-root user, health check, entrypoint.
-	for _, stage := range strings.Split(df, "\nFROM ")[1:] {
-		name := strings.Fields(stage)[2]
-		if name == "build" {
-			continue
-		}
-		for _, want := range []string{"USER 65532:65532", "HEALTHCHECK ", `CMD ["/usr/local/bin/probe"]`, "ENTRYPOINT ["} {
-			if !strings.Contains(stage, want) {
+	// prebuilt copies the two files binaries.sh writes, and nothing else.
+	var copied []string
+	for _, m := range regexp.MustCompile(`(?m)^(COPY|ADD|RUN)\s+(.*)$`).FindAllStringSubmatch(stage(df, "prebuilt"), -1) {
+		copied = append(copied, m[1]+" "+m[2])
+	}
+	if want := []string{"COPY .data/bin/images/${SERVICE} /out/app", "COPY .data/bin/images/probe /out/probe"}; !slices.Equal(copied, want) {
+		t.Errorf("prebuilt stage does %q, want %q", copied, want)
+	}
+	// Every runtime stage: its binaries from the chosen stage, non-root user, health check, entrypoint.
+	for _, name := range []string{"service-ocr", "service"} {
+		st := stage(df, name)
+		for _, want := range []string{"COPY --from=binaries /out/app /usr/local/bin/service", "COPY --from=binaries /out/probe /usr/local/bin/probe",
+			"USER 65532:65532", "HEALTHCHECK ", `CMD ["/usr/local/bin/probe"]`, `ENTRYPOINT ["/usr/local/bin/service"]`} {
+			if !strings.Contains(st, want) {
 				t.Errorf("stage %s lacks %q", name, want)
 			}
 		}
+		if strings.Contains(st, "--from=build") || strings.Contains(st, "--from=prebuilt") {
+			t.Errorf("stage %s copies from build or prebuilt directly, not from the chosen stage (binaries)", name)
+		}
+		// The last instruction that sets the user leaves it non-root.
+		if users := regexp.MustCompile(`(?m)^USER\s+(\S+)`).FindAllStringSubmatch(st, -1); len(users) == 0 || users[len(users)-1][1] != "65532:65532" {
+			t.Errorf("stage %s: USER %v, want 65532:65532 last", name, users)
+		}
 	}
-	if _, err := os.Stat("service.Dockerfile.dockerignore"); err != nil {
-		t.Errorf("build context filter: %v", err)
+
+	// The build context leaves .data out but for the binaries binaries.sh writes there.
+	ignore, err := os.ReadFile("service.Dockerfile.dockerignore")
+	if err != nil {
+		t.Fatalf("build context filter: %v", err)
+	}
+	lines := strings.Fields(string(regexp.MustCompile(`(?m)^#.*$`).ReplaceAll(ignore, nil)))
+	if i, j := slices.Index(lines, ".data"), slices.Index(lines, "!.data/bin/images"); i < 0 || j < i {
+		t.Errorf("dockerignore %q: want .data, then !.data/bin/images", lines)
+	}
+	script, err := os.ReadFile("binaries.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(script), "out=${1:-$root/.data/bin/images}") {
+		t.Errorf("binaries.sh does not write to .data/bin/images by default, where the prebuilt stage copies from")
 	}
 }
 
-// The image's binaries, built as the Dockerfile builds them, have no ELF
-// interpreter and no dynamic section: they run on distroless/static or scratch.
-func TestBinariesAreStatic(t *testing.T) {
-	out := t.TempDir()
-	// A service too: its dependencies (pgx, the S3 client, OpenTelemetry)
-	// are what could pull in cgo, not the two small tools.
-	for _, pkg := range []string{"./deploy/cmd/probe", "./deploy/cmd/devcerts", "./services/request/cmd/request", "./services/document-worker/cmd/document-worker"} {
-		bin := filepath.Join(out, filepath.Base(pkg))
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, pkg)
-		cmd.Dir = "../.."
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+// stage returns the text of the Dockerfile's stage name, from its FROM line to the next.
+func stage(df, name string) string {
+	for _, s := range strings.Split(df, "\nFROM ")[1:] {
+		if f := strings.Fields(s); len(f) >= 3 && f[2] == name {
+			return s
 		}
-		f, err := elf.Open(bin)
+	}
+	return ""
+}
+
+// The images' binaries as binaries.sh compiles them on the host (the prebuilt stage copies
+// them): one for every build of the compose file, plus the probe; none with an ELF
+// interpreter or a dynamic section, so they run on distroless/static or scratch. The
+// services are what could pull in cgo (pgx, the S3 client, OpenTelemetry), not the tools.
+// They are built where the images take them from, .data/bin/images: the binaries checked
+// here are the ones the next `make compose-up` or `make compose-test` ships, and its go build
+// finds them up to date.
+func TestBinariesAreStatic(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	listed, err := exec.Command("bash", "binaries.sh", "--list").Output()
+	if err != nil {
+		t.Fatalf("binaries.sh --list: %v", err)
+	}
+	names := strings.Fields(string(listed))
+	for _, name := range append([]string{"probe"}, composeBuilds(t)...) {
+		if !slices.Contains(names, name) {
+			t.Errorf("the compose file builds an image of %s, but binaries.sh does not compile it (it lists %v)", name, names)
+		}
+	}
+	out, err := filepath.Abs(filepath.Join("..", "..", ".data", "bin", "images"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.Command("bash", "binaries.sh").CombinedOutput(); err != nil {
+		t.Fatalf("binaries.sh: %v\n%s", err, b)
+	} else {
+		t.Logf("%s", b)
+	}
+	for _, name := range names {
+		f, err := elf.Open(filepath.Join(out, name))
 		if err != nil {
-			t.Fatal(err)
+			t.Errorf("%s: %v", name, err)
+			continue
 		}
 		for _, p := range f.Progs {
 			if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
-				t.Errorf("%s is dynamically linked (%v)", pkg, p.Type)
+				t.Errorf("%s is dynamically linked (%v)", name, p.Type)
 			}
 		}
+		if f.Section(".symtab") != nil {
+			t.Errorf("%s has a symbol table: not built with -ldflags '-s -w'", name)
+		}
 		f.Close()
-		st, _ := os.Stat(bin)
-		t.Logf("%s: static, %.1f MiB", pkg, float64(st.Size())/(1<<20))
+		st, _ := os.Stat(filepath.Join(out, name))
+		t.Logf("%s: static, %.1f MiB", name, float64(st.Size())/(1<<20))
 	}
+}
+
+// composeBuilds returns the SERVICE build argument of every image the compose file builds
+// (observability profile included), after checking that a TARGET, where one is given, is a
+// command of that name: the file binaries.sh writes for a package is its directory's name.
+func composeBuilds(t *testing.T) []string {
+	t.Helper()
+	wd, err := filepath.Abs("../compose")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := cli.NewProjectOptions([]string{filepath.Join(wd, "docker-compose.yml")},
+		cli.WithWorkingDirectory(wd), cli.WithName("agora"), cli.WithProfiles([]string{"observability"}), cli.WithEnv([]string{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := opts.LoadProject(context.Background())
+	if err != nil {
+		t.Fatalf("load docker-compose.yml: %v", err)
+	}
+	var names []string
+	for _, s := range p.Services {
+		if s.Build == nil {
+			continue
+		}
+		svc := s.Build.Args["SERVICE"]
+		if svc == nil || *svc == "" {
+			t.Errorf("service %s: build without a SERVICE argument", s.Name)
+			continue
+		}
+		if target := s.Build.Args["TARGET"]; target != nil && filepath.Base(*target) != *svc {
+			t.Errorf("service %s: TARGET %s is not a command named %s", s.Name, *target, *svc)
+		}
+		if !slices.Contains(names, *svc) {
+			names = append(names, *svc)
+		}
+	}
+	if len(names) < 7 {
+		t.Errorf("the compose file builds %v: fewer than the seven services", names)
+	}
+	return names
 }
 
 // pinned reports whether an image reference names a fixed release: a digest, or a
