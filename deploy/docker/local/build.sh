@@ -6,6 +6,7 @@
 #   bash deploy/docker/local/build.sh [build]  # build what is missing or out of date
 #   bash deploy/docker/local/build.sh check    # fail unless every stand-in exists
 #   bash deploy/docker/local/build.sh list     # names and sizes
+#   AGORA_BINARIES=prebuilt bash ...           # all but the Go builder (not used then)
 #
 # Everything starts from Debian bookworm (debootstrap --variant=minbase) imported as
 # agora-local/debian:bookworm. The other names are in local.env, which compose reads too.
@@ -23,7 +24,8 @@ WORK_DIR="$REPO_ROOT/.data/local-images"   # gitignored: build contexts, deboots
 LOG_DIR="$REPO_ROOT/.data/logs"
 LOG="$LOG_DIR/images.log"
 FORCE="${FORCE:-0}"
-INFRA_GO_BUILD_P="${INFRA_GO_BUILD_P:-1}"
+# go install parallelism (-p) for mc (and MinIO when make infra has not built it): every core.
+INFRA_GO_BUILD_P="${INFRA_GO_BUILD_P:-$(nproc)}"
 LABEL="agora.local.inputs"
 
 SUITE=bookworm
@@ -41,6 +43,15 @@ MINIO_MODULE="github.com/minio/minio"
 # shellcheck source=local.env
 . "$SCRIPT_DIR/local.env"
 IMAGES=("$BASE_IMAGE" "$DEBIAN_IMAGE" "$GO_IMAGE" "$RUNTIME_IMAGE" "$RABBITMQ_IMAGE" "$POSTGRES_IMAGE" "$MINIO_IMAGE" "$MC_IMAGE" "$PROMETHEUS_IMAGE")
+# The Go builder is only for service images that compile inside it (service.Dockerfile,
+# BINARIES=build). `make compose-up` and `make compose-test` compile on the host and set
+# AGORA_BINARIES=prebuilt: then it is neither built nor required (minutes saved on a cold run).
+NEED_GO_IMAGE=1
+if [[ "${AGORA_BINARIES:-build}" == prebuilt ]]; then
+  NEED_GO_IMAGE=0
+  IMAGES=("${IMAGES[@]/"$GO_IMAGE"}")
+  mapfile -t IMAGES < <(printf '%s\n' "${IMAGES[@]}" | grep .)
+fi
 
 export DEBIAN_FRONTEND=noninteractive
 if ! command -v go >/dev/null && [[ -x /usr/local/go/bin/go ]]; then PATH="/usr/local/go/bin:$PATH"; fi
@@ -321,7 +332,7 @@ build_minio() {
       info "go install $MINIO_MODULE@$pin (several minutes; log $LOG)"
       t0=$SECONDS
       run_logged images env CGO_ENABLED=0 GOTOOLCHAIN=local GOBIN="$bin_dir" GOFLAGS="${GOFLAGS:-} -p=$INFRA_GO_BUILD_P" \
-        nice -n 10 go install "$MINIO_MODULE@$pin" || die "go install $MINIO_MODULE@$pin failed"
+        nice -n 10 go install -ldflags="-s -w" "$MINIO_MODULE@$pin" || die "go install $MINIO_MODULE@$pin failed"
       info "built in $((SECONDS - t0)) s"
     fi
   fi
@@ -332,7 +343,7 @@ build_minio() {
     info "go install $MC_MODULE@$MC_VERSION (a few minutes the first time; log $LOG)"
     t0=$SECONDS
     run_logged images env CGO_ENABLED=0 GOTOOLCHAIN=local GOBIN="$bin_dir" GOFLAGS="${GOFLAGS:-} -p=$INFRA_GO_BUILD_P" \
-      nice -n 10 go install "$MC_MODULE@$MC_VERSION" || die "go install $MC_MODULE@$MC_VERSION failed"
+      nice -n 10 go install -ldflags="-s -w" "$MC_MODULE@$MC_VERSION" || die "go install $MC_MODULE@$MC_VERSION failed"
     [[ "$(bin_version "$mc" "$MC_MODULE")" == "$MC_VERSION" ]] || die "$mc does not report $MC_VERSION"
     info "built in $((SECONDS - t0)) s"
   fi
@@ -414,7 +425,11 @@ cmd_build() {
   mkdir -p "$WORK_DIR" "$LOG_DIR"
   check_engine
   build_base
-  build_golang
+  if ((NEED_GO_IMAGE)); then
+    build_golang
+  else
+    step "Go builder: $GO_IMAGE: not needed (AGORA_BINARIES=prebuilt: the service images copy binaries compiled on the host)"
+  fi
   build_runtime
   build_rabbitmq
   build_postgres
@@ -430,6 +445,6 @@ case "${1:-build}" in
   build) cmd_build ;;
   check) cmd_check ;;
   list) list ;;
-  -h|--help|help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' ;;
+  -h|--help|help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) echo "usage: $0 [build|check|list]" >&2; exit 2 ;;
 esac
