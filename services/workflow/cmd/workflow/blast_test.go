@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 )
@@ -25,7 +26,7 @@ func TestBlastRadiusGate(t *testing.T) {
 	extra := map[string]string{"REACTION_JOB_INTERVAL": "100ms", "REACTION_JOB_BATCH": "500"}
 	url := p.start(t, extra)
 	p.start(t, extra)
-	author, approver := p.token(t, "org-a", "ana", "attendant"), p.token(t, "org-a", "olga", "operator")
+	author, approver := p.Token(t, "org-a", "ana", "attendant"), p.Token(t, "org-a", "olga", "operator")
 	ctx := context.Background()
 	// The open requests, written directly: 5,000 processes of street-lighting
 	// in org-a (1,000 citizens), 3 in org-b, 10 of a small service in org-a.
@@ -34,7 +35,7 @@ func TestBlastRadiusGate(t *testing.T) {
 		n, citizens     int
 	}{{"org-a", "street-lighting", 5000, 1000}, {"org-b", "street-lighting", 3, 3}, {"org-a", "small-service", 10, 10},
 		{"org-a", "at-the-limit", 1000, 100}, {"org-a", "one-over-the-limit", 1001, 100}} {
-		if _, err := p.pool.Exec(ctx, `INSERT INTO `+p.schema+`.process_instance
+		if _, err := p.Pool.Exec(ctx, `INSERT INTO `+p.Schema+`.process_instance
 			(id, tenant_id, request_id, citizen_id, service_id, definition_id, correlation_id, started_at)
 			SELECT gen_random_uuid(), $1, gen_random_uuid(), 'citizen-' || (i % $4), $2, 'standard-review', gen_random_uuid(), now()
 			FROM generate_series(1, $3) AS i`, seed.tenant, seed.service, seed.n, seed.citizens); err != nil {
@@ -50,22 +51,22 @@ func TestBlastRadiusGate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.publish(t, e)
+		p.Publish(t, e)
 		return e
 	}
 	decision := func(e envelope.Envelope) decisionView {
 		t.Helper()
 		var got []decisionView
 		fabrictest.Eventually(t, 20*time.Second, "the decision on "+e.ID, func() bool {
-			do(t, http.MethodGet, url+"/v1/decisions?eventId="+e.ID, author, nil, nil).json(t, &got)
+			do(t, http.MethodGet, url+"/v1/decisions?eventId="+e.ID, author, nil, nil).JSON(t, &got)
 			return len(got) == 1
 		})
 		return got[0]
 	}
 	reviewed := func(e envelope.Envelope) (int, int) {
 		var n, distinct int
-		if err := p.pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT r.request_id) FROM `+p.schema+`.reaction_review r
-			JOIN `+p.schema+`.reaction_decision d ON d.id = r.decision_id WHERE d.event_id = $1 AND r.request_id IS NOT NULL`, e.ID).Scan(&n, &distinct); err != nil {
+		if err := p.Pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT r.request_id) FROM `+p.Schema+`.reaction_review r
+			JOIN `+p.Schema+`.reaction_decision d ON d.id = r.decision_id WHERE d.event_id = $1 AND r.request_id IS NOT NULL`, e.ID).Scan(&n, &distinct); err != nil {
 			t.Fatal(err)
 		}
 		return n, distinct
@@ -82,8 +83,8 @@ func TestBlastRadiusGate(t *testing.T) {
 	if n, _ := reviewed(big); n != 0 {
 		t.Fatalf("%d requests reviewed before the approval", n)
 	}
-	if resp := post(t, url, approver, "/v1/reviews/"+d.ReviewID+"/resolve", `{"approve":true,"reason":"the new document applies to all"}`); resp.status != http.StatusOK {
-		t.Fatalf("approve = %d %s", resp.status, resp.body)
+	if resp := post(t, url, approver, "/v1/reviews/"+d.ReviewID+"/resolve", `{"approve":true,"reason":"the new document applies to all"}`); resp.Status != http.StatusOK {
+		t.Fatalf("approve = %d %s", resp.Status, resp.Body)
 	}
 	fabrictest.Eventually(t, 60*time.Second, "the mass reaction done", func() bool {
 		d = decision(big)
@@ -112,7 +113,7 @@ func TestBlastRadiusGate(t *testing.T) {
 	}
 }
 
-func post(t *testing.T, url, token, path, body string) response {
+func post(t *testing.T, url, token, path, body string) deploytest.Response {
 	t.Helper()
 	return do(t, http.MethodPost, url+path, token, strings.NewReader(body), map[string]string{"Content-Type": "application/json"})
 }

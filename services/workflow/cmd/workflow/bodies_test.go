@@ -11,5 +11,5 @@ import (
 // status and problem type (see httpfuzz.CheckMalformedBodies).
 func TestMalformedBodies(t *testing.T) {
 	p := newPlatform(t)
-	httpfuzz.New(t, p.start(t, map[string]string{"LOG_LEVEL": "warn"}), p.keys).CheckMalformedBodies(t)
+	httpfuzz.New(t, p.start(t, map[string]string{"LOG_LEVEL": "warn"}), p.Keys).CheckMalformedBodies(t)
 }

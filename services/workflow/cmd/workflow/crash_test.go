@@ -58,8 +58,8 @@ func (p *platform) spawn(t *testing.T, extra map[string]string) *child {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	vars := map[string]string{"JWT_KEYS": p.keys.JWKSPath, "HTTP_ADDR": addr, "LOG_LEVEL": "info", envChild: "1"}
-	maps.Copy(vars, p.identity)
+	vars := map[string]string{"JWT_KEYS": p.Keys.JWKSPath, "HTTP_ADDR": addr, "LOG_LEVEL": "info", envChild: "1"}
+	maps.Copy(vars, p.Vars)
 	maps.Copy(vars, extra)
 	c := &child{url: "http://" + addr}
 	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
@@ -110,9 +110,9 @@ func TestMassReactionResumesAfterACrash(t *testing.T) {
 	p := newPlatform(t)
 	// This instance decides and approves; its job sweep never ticks.
 	base := p.start(t, map[string]string{"REACTION_JOB_INTERVAL": "1h"})
-	author, approver := p.token(t, "org-a", "ana", "attendant"), p.token(t, "org-a", "olga", "operator")
+	author, approver := p.Token(t, "org-a", "ana", "attendant"), p.Token(t, "org-a", "olga", "operator")
 	ctx := context.Background()
-	if _, err := p.pool.Exec(ctx, `INSERT INTO `+p.schema+`.process_instance
+	if _, err := p.Pool.Exec(ctx, `INSERT INTO `+p.Schema+`.process_instance
 		(id, tenant_id, request_id, citizen_id, service_id, definition_id, correlation_id, started_at)
 		SELECT gen_random_uuid(), 'org-a', gen_random_uuid(), 'citizen-' || (i % 700), 'street-lighting', 'standard-review', gen_random_uuid(), now()
 		FROM generate_series(1, $1) AS i`, total); err != nil {
@@ -126,11 +126,11 @@ func TestMassReactionResumesAfterACrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.publish(t, e)
+	p.Publish(t, e)
 	var d decisionView
 	fabrictest.Eventually(t, 20*time.Second, "the gated decision", func() bool {
 		var got []decisionView
-		do(t, http.MethodGet, base+"/v1/decisions?eventId="+e.ID, author, nil, nil).json(t, &got)
+		do(t, http.MethodGet, base+"/v1/decisions?eventId="+e.ID, author, nil, nil).JSON(t, &got)
 		if len(got) == 1 {
 			d = got[0]
 		}
@@ -139,14 +139,14 @@ func TestMassReactionResumesAfterACrash(t *testing.T) {
 	if d.Status != "pending-approval" || d.Job == nil || d.Job.Total != total {
 		t.Fatalf("decision %+v, want the gate with %d requests", d, total)
 	}
-	if resp := post(t, base, approver, "/v1/reviews/"+d.ReviewID+"/resolve", `{"approve":true,"reason":"applies to all"}`); resp.status != http.StatusOK {
-		t.Fatalf("approve = %d %s", resp.status, resp.body)
+	if resp := post(t, base, approver, "/v1/reviews/"+d.ReviewID+"/resolve", `{"approve":true,"reason":"applies to all"}`); resp.Status != http.StatusOK {
+		t.Fatalf("approve = %d %s", resp.Status, resp.Body)
 	}
 	progress := func() (done, reviews int, status string) {
 		t.Helper()
-		if err := p.pool.QueryRow(ctx, `SELECT j.done, j.status,
-			(SELECT count(*) FROM `+p.schema+`.reaction_review r WHERE r.decision_id = j.decision_id AND r.request_id IS NOT NULL)
-			FROM `+p.schema+`.reaction_job j JOIN `+p.schema+`.reaction_decision x ON x.id = j.decision_id
+		if err := p.Pool.QueryRow(ctx, `SELECT j.done, j.Status,
+			(SELECT count(*) FROM `+p.Schema+`.reaction_review r WHERE r.decision_id = j.decision_id AND r.request_id IS NOT NULL)
+			FROM `+p.Schema+`.reaction_job j JOIN `+p.Schema+`.reaction_decision x ON x.id = j.decision_id
 			WHERE x.event_id = $1`, e.ID).Scan(&done, &status, &reviews); err != nil {
 			t.Fatal(err)
 		}
@@ -163,7 +163,7 @@ func TestMassReactionResumesAfterACrash(t *testing.T) {
 			return false
 		}
 		var open int
-		if err := p.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+		if err := p.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
 			AND pid <> pg_backend_pid() AND xact_start IS NOT NULL AND query ILIKE '%reaction_review%'`).Scan(&open); err != nil {
 			t.Fatal(err)
 		}
@@ -189,8 +189,8 @@ func TestMassReactionResumesAfterACrash(t *testing.T) {
 		return status == "done"
 	})
 	var n, distinct int
-	if err := p.pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT request_id) FROM `+p.schema+`.reaction_review
-		WHERE request_id IS NOT NULL AND decision_id = (SELECT id FROM `+p.schema+`.reaction_decision WHERE event_id = $1)`, e.ID).Scan(&n, &distinct); err != nil {
+	if err := p.Pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT request_id) FROM `+p.Schema+`.reaction_review
+		WHERE request_id IS NOT NULL AND decision_id = (SELECT id FROM `+p.Schema+`.reaction_decision WHERE event_id = $1)`, e.ID).Scan(&n, &distinct); err != nil {
 		t.Fatal(err)
 	}
 	if done, _, _ := progress(); n != total || distinct != total || done != total {

@@ -29,7 +29,7 @@ import (
 func FuzzHTTP(f *testing.F) {
 	p := newPlatform(f)
 	url := p.start(f, map[string]string{"LOG_LEVEL": "warn"})
-	ft := httpfuzz.New(f, url, p.keys)
+	ft := httpfuzz.New(f, url, p.Keys)
 	// A process of the fuzz tenant (building-permit: several steps, for
 	// attendants and operators), so the fuzzer starts from paths that
 	// reach the database.
@@ -43,7 +43,7 @@ func FuzzHTTP(f *testing.F) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := p.pub.Publish(ctx, sub); err != nil {
+	if err := p.Pub.Publish(ctx, sub); err != nil {
 		f.Fatalf("publish %s: %v", sub.Type, err)
 	}
 	ft.Routes = []string{"/v1/processes"}
@@ -68,14 +68,14 @@ func FuzzHTTP(f *testing.F) {
 		"/v1/tasks/",
 		"/v1/tasks/" + taskID + "/complete",
 		"/v1/dlq/",
-		"/v1/dlq/" + requestSubmittedQueue,
+		"/v1/dlq/workflow.request-submitted",
 		"/healthz", "/readyz", "/metrics", "/",
 		"/v1/tasks",
 		"/v1/tasks/" + taskID + "/claim",
 		"/v1/tasks/" + taskID + "/release",
 		// Appended, so the route indices of saved inputs keep their meaning.
-		"/v1/dlq/" + startCommandsQueue,
-		"/v1/dlq/" + seiRegisterQueue,
+		"/v1/dlq/workflow.start-commands",
+		"/v1/dlq/workflow.sei-register",
 	}
 	const (
 		rProcesses = iota

@@ -1,81 +1,24 @@
 package main
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"io"
-	"maps"
-	"net/http"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/agora-platform/agora/deploy/deploytest"
-	"github.com/agora-platform/agora/pkg/fabric/auth"
-	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
-	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
-	"github.com/agora-platform/agora/pkg/fabric/registry"
 )
 
-// platform is one test's corner of the real infrastructure: a vhost, a
-// schema, dev keys, a publisher and an admin pool.
+// platform is one test's corner of the real infrastructure: the shared
+// test stack (deploytest.Stack) of the workflow service.
 type platform struct {
-	env    fabrictest.Env
-	vhost  *fabrictest.Vhost
-	schema string
-	// identity is the service's own broker user and database roles.
-	identity map[string]string
-	keys     *auth.DevKeys
-	conn     *broker.Conn
-	pub      *broker.Publisher
-	pool     *pgxpool.Pool
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
+	*deploytest.Stack
 }
 
 func newPlatform(t testing.TB) *platform {
 	t.Helper()
-	p := &platform{env: fabrictest.EnvFrom(os.Getenv), schema: "t_" + randHex(4)}
-	p.vhost = fabrictest.NewVhost(t, p.env)
-	p.identity = deploytest.Service(t, p.vhost, p.env.DatabaseURL, "workflow", p.schema)
-	keys, err := auth.LoadOrCreateDevKeys(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.keys = keys
-	pc, err := pgxpool.ParseConfig(p.env.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc.ConnConfig.RuntimeParams["search_path"] = p.schema
-	if p.pool, err = pgxpool.NewWithConfig(context.Background(), pc); err != nil {
-		t.Fatalf("postgres (run `make infra`): %v", err)
-	}
-	// Registered first, so it runs after the services stop.
-	t.Cleanup(func() {
-		_, _ = p.pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{p.schema}.Sanitize()+" CASCADE")
-		p.pool.Close()
-	})
-	p.conn = p.vhost.Dial(t)
-	reg, err := registry.Default()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.pub, err = broker.NewPublisher(p.conn, reg, broker.PublisherOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.pub.Close() })
-	return p
+	return &platform{deploytest.NewStack(t, "workflow")}
 }
 
 // start runs the service on p (several calls share its schema and vhost,
@@ -83,23 +26,9 @@ func newPlatform(t testing.TB) *platform {
 // at cleanup and fails the test if run does not return nil.
 func (p *platform) start(t testing.TB, extra map[string]string) string {
 	t.Helper()
-	vars := map[string]string{"JWT_KEYS": p.keys.JWKSPath}
-	maps.Copy(vars, p.identity)
-	for k, v := range extra {
-		vars[k] = v
-	}
-	url := fabrictest.StartService(t, run, vars).URL
+	url := p.Start(t, run, extra).URL
 	checkAPI(t, url)
 	return url
-}
-
-func (p *platform) token(t *testing.T, tenant, sub string, roles ...string) string {
-	t.Helper()
-	tok, err := p.keys.Mint(auth.Claims{Subject: sub, TenantID: tenant, Roles: roles}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
 }
 
 func newUUID(t *testing.T) string {
@@ -121,17 +50,8 @@ func (p *platform) submitted(t *testing.T, tenant, citizen, serviceID string) en
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.publish(t, env)
+	p.Publish(t, env)
 	return env
-}
-
-func (p *platform) publish(t *testing.T, env envelope.Envelope) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := p.pub.Publish(ctx, env); err != nil {
-		t.Fatalf("publish %s: %v", env.Type, err)
-	}
 }
 
 func requestIDOf(t *testing.T, env envelope.Envelope) string {
@@ -155,57 +75,25 @@ func about(typ, requestID string) func(envelope.Envelope) bool {
 	}
 }
 
-type response struct {
-	status int
-	header http.Header
-	body   []byte
+func do(t *testing.T, method, url, token string, body io.Reader, header map[string]string) deploytest.Response {
+	t.Helper()
+	return deploytest.Do(t, method, url, token, body, header)
 }
 
-func (r response) json(t *testing.T, v any) {
+func expectProblem(t *testing.T, resp deploytest.Response, status int) {
 	t.Helper()
-	if err := json.Unmarshal(r.body, v); err != nil {
-		t.Fatalf("decode %s: %v", r.body, err)
+	if resp.Status != status {
+		t.Fatalf("status = %d (%s), want %d", resp.Status, resp.Body, status)
 	}
-}
-
-func do(t *testing.T, method, url, token string, body io.Reader, header map[string]string) response {
-	t.Helper()
-	req, err := http.NewRequest(method, url, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return response{status: resp.StatusCode, header: resp.Header, body: data}
-}
-
-func expectProblem(t *testing.T, resp response, status int) {
-	t.Helper()
-	if resp.status != status {
-		t.Fatalf("status = %d (%s), want %d", resp.status, resp.body, status)
-	}
-	if ct := resp.header.Get("Content-Type"); ct != "application/problem+json" {
+	if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
 		t.Errorf("Content-Type = %q, want application/problem+json", ct)
 	}
 	var p struct {
 		Status int    `json:"status"`
 		Title  string `json:"title"`
 	}
-	resp.json(t, &p)
+	resp.JSON(t, &p)
 	if p.Status != status || p.Title == "" {
-		t.Errorf("problem = %s, want status %d and a title", resp.body, status)
+		t.Errorf("problem = %s, want status %d and a title", resp.Body, status)
 	}
 }

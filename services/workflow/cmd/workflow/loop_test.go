@@ -29,7 +29,7 @@ func TestReactionLoopIsStopped(t *testing.T) {
 	}
 	p := newPlatform(t)
 	url := p.start(t, map[string]string{"WORKFLOW_DEFINITIONS": defs})
-	author, approver := p.token(t, "org-a", "ana", "attendant"), p.token(t, "org-a", "olga", "operator")
+	author, approver := p.Token(t, "org-a", "ana", "attendant"), p.Token(t, "org-a", "olga", "operator")
 	activate(t, url, author, approver, `{"name":"readable documents","eventTypes":["document.processed.v1"],
 		"filter":"payload.characters > 0","policy":{"default":"ALLOW"},"reaction":{"kind":"resume-workflow"}}`)
 	sub := p.submitted(t, "org-a", "citizen-1", "svc")
@@ -62,7 +62,7 @@ func TestReactionLoopIsStopped(t *testing.T) {
 		t.Helper()
 		var got []decisionView
 		fabrictest.Eventually(t, 20*time.Second, "a decision on "+e.ID, func() bool {
-			do(t, http.MethodGet, url+"/v1/decisions?eventId="+e.ID, author, nil, nil).json(t, &got)
+			do(t, http.MethodGet, url+"/v1/decisions?eventId="+e.ID, author, nil, nil).JSON(t, &got)
 			return len(got) == 1
 		})
 		return got[0]
@@ -70,7 +70,7 @@ func TestReactionLoopIsStopped(t *testing.T) {
 	metrics := url + "/metrics"
 
 	atLimit := processedAt(envelope.DefaultMaxDepth)
-	p.publish(t, atLimit)
+	p.Publish(t, atLimit)
 	if d := decisionOf(atLimit); d.Outcome != "DENY" || d.Status != "loop-stopped" {
 		t.Fatalf("decision at the depth limit: %s/%s (%s), want DENY/loop-stopped", d.Outcome, d.Status, d.Detail)
 	}
@@ -83,12 +83,12 @@ func TestReactionLoopIsStopped(t *testing.T) {
 	}
 
 	beyond := processedAt(envelope.DefaultMaxDepth + 1)
-	p.publish(t, beyond)
+	p.Publish(t, beyond)
 	fabrictest.WaitCounter(t, 20*time.Second, metrics, "fabric_consumer_dead_lettered_total",
-		map[string]string{"consumer": reactionsQueue, "reason": "REACTION_DEPTH_EXCEEDED"}, 1)
+		map[string]string{"consumer": "workflow.reactions", "reason": "REACTION_DEPTH_EXCEEDED"}, 1)
 
 	shallow := processedAt(0)
-	p.publish(t, shallow)
+	p.Publish(t, shallow)
 	if d := decisionOf(shallow); d.Outcome != "ALLOW" || d.Status != "executed" {
 		t.Fatalf("decision on a shallow event: %s/%s (%s), want ALLOW/executed", d.Outcome, d.Status, d.Detail)
 	}

@@ -11,10 +11,10 @@ import (
 	"os"
 	"strconv"
 	"time"
+
 	// Schedules name IANA time zones: the image may have no zoneinfo.
 	_ "time/tzdata"
 
-	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/host"
 	"github.com/agora-platform/agora/services/workflow/internal/httpapi"
 	"github.com/agora-platform/agora/services/workflow/internal/messaging"
@@ -25,18 +25,6 @@ import (
 )
 
 func main() { host.Main("workflow", run) }
-
-const (
-	requestSubmittedQueue = "workflow.request-submitted"
-	// requestCancelledQueue stops the processes of cancelled requests.
-	requestCancelledQueue = "workflow.request-cancelled"
-	// startCommandsQueue starts processes integrations ask for.
-	startCommandsQueue = "workflow.start-commands"
-	// seiRegisterQueue registers approved requests in SEI.
-	seiRegisterQueue = "workflow.sei-register"
-	// reactionsQueue brings the events subscriptions may react to.
-	reactionsQueue = "workflow.reactions"
-)
 
 type config struct {
 	host.Config
@@ -128,8 +116,6 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	// The SEI queue is declared even when registration is off, so the
-	// commands approvals enqueue are routed and wait there.
 	h, err := host.New(ctx, cfg.Config, host.Options{
 		Migrations: migrations.FS(), NeedsAuth: true, Relay: true,
 		OpenAPI: httpapi.OpenAPI,
@@ -138,47 +124,20 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		return err
 	}
 	defer h.Close() // Serve closes it too; Close is idempotent
-	store := postgres.NewStore(h.Pool, h.Outbox, cfg.Catalog, time.Now, cfg.DueSoon, cfg.StuckAfter)
-	// Every transactional handler here writes only rows and outbox
-	// events: a replay from history may simulate it (Simulatable).
-	if err := h.ConsumeTx(requestSubmittedQueue, messaging.RequestSubmitted(store),
-		fabric.ConsumerOptions{Simulatable: true}); err != nil {
-		return err
-	}
-	if err := h.ConsumeTx(requestCancelledQueue, messaging.RequestCancelled(store), fabric.ConsumerOptions{Simulatable: true}); err != nil {
-		return err
-	}
-	if err := h.ConsumeTx(startCommandsQueue, messaging.StartCommand(store), fabric.ConsumerOptions{Simulatable: true}); err != nil {
-		return err
-	}
-	if cfg.SEI != nil {
-		// One message per handler, outside any transaction: each waits on
-		// SEI for up to SEI_TIMEOUT.
-		if err := h.Consume(seiRegisterQueue, messaging.RegisterInSEI(store, cfg.SEI, h.Log), fabric.ConsumerOptions{}); err != nil {
-			return err
-		}
-	} else {
-		// Off rather than a refusal to start: nothing is lost. Approvals
-		// still record a pending registration and enqueue its command,
-		// which waits in the queue until an instance with SEI_URL drains
-		// it.
-		h.Log.Warn("SEI registration is off (SEI_URL is unset): approved requests wait, pending, in queue " + seiRegisterQueue)
-	}
-	// The reactive fabric: subscriptions may name the types the reactions
-	// queue receives, and no other.
-	reactions, err := h.Consumer(reactionsQueue)
+	store := postgres.New(h.Pool, h.Outbox, cfg.Catalog, time.Now, cfg.DueSoon, cfg.StuckAfter)
+	reactable, err := messaging.Reactable(h)
 	if err != nil {
 		return err
-	}
-	var reactable []string
-	for _, b := range reactions.Bindings {
-		reactable = append(reactable, b.Key)
 	}
 	subs, err := store.Subscriptions(h.Reg, reactable, h.Metrics.Meter)
 	if err != nil {
 		return err
 	}
-	if err := h.ConsumeTx(reactionsQueue, messaging.Reactions(subs), fabric.ConsumerOptions{Simulatable: true}); err != nil {
+	var registrar messaging.SEI
+	if cfg.SEI != nil {
+		registrar = cfg.SEI
+	}
+	if err := messaging.Attach(h, messaging.Deps{Store: store, Reactions: subs, SEI: registrar, Log: h.Log}); err != nil {
 		return err
 	}
 	routes := httpapi.NewHandler(httpapi.Deps{Auth: h.Verifier, Processes: store, Schedules: store,

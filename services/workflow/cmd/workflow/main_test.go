@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 )
@@ -53,11 +54,11 @@ type seiView struct {
 func processes(t *testing.T, url, token, requestID string) []processView {
 	t.Helper()
 	resp := do(t, http.MethodGet, url+"/v1/processes?requestId="+requestID, token, nil, nil)
-	if resp.status != http.StatusOK {
-		t.Fatalf("GET /v1/processes = %d %s", resp.status, resp.body)
+	if resp.Status != http.StatusOK {
+		t.Fatalf("GET /v1/processes = %d %s", resp.Status, resp.Body)
 	}
 	var body struct{ Processes []processView }
-	resp.json(t, &body)
+	resp.JSON(t, &body)
 	return body.Processes
 }
 
@@ -72,7 +73,7 @@ func waitProcess(t *testing.T, url, token, requestID string) processView {
 	return list[0]
 }
 
-func complete(t *testing.T, url, token, taskID, body string) response {
+func complete(t *testing.T, url, token, taskID, body string) deploytest.Response {
 	t.Helper()
 	h := map[string]string{}
 	if body != "" {
@@ -98,8 +99,8 @@ func wantReason(t *testing.T, body string) string {
 func TestRequestSubmittedStartsProcess(t *testing.T) {
 	p := newPlatform(t)
 	url := p.start(t, nil)
-	obs := fabrictest.Observe(t, p.conn, "workflow.#")
-	attendant := p.token(t, "org-a", "attendant-1", "attendant")
+	obs := fabrictest.Observe(t, p.Conn, "workflow.#")
+	attendant := p.Token(t, "org-a", "attendant-1", "attendant")
 	tests := []struct {
 		serviceID, definition, firstStep, role string
 		sla                                    time.Duration
@@ -135,12 +136,12 @@ func TestRequestSubmittedStartsProcess(t *testing.T) {
 			}
 
 			// A redelivery and a second event for the same request start nothing new.
-			p.publish(t, sub)
+			p.Publish(t, sub)
 			again, err := envelope.New(sub.Type, sub.TenantID, sub.Producer, sub.Payload)
 			if err != nil {
 				t.Fatal(err)
 			}
-			p.publish(t, again)
+			p.Publish(t, again)
 			marker := p.submitted(t, "org-a", "citizen-1", tc.serviceID)
 			queued += 3
 			waitHandled(t, p, url, queued, marker)
@@ -163,18 +164,18 @@ func TestRequestSubmittedStartsProcess(t *testing.T) {
 // which follow the commits.
 func waitHandled(t *testing.T, p *platform, url string, queued int, marker envelope.Envelope) {
 	t.Helper()
-	waitProcess(t, url, p.token(t, marker.TenantID, "attendant-1", "attendant"), requestIDOf(t, marker))
+	waitProcess(t, url, p.Token(t, marker.TenantID, "attendant-1", "attendant"), requestIDOf(t, marker))
 	fabrictest.WaitCounter(t, 20*time.Second, url+"/metrics", "fabric_consumer_processed_total",
-		map[string]string{"consumer": requestSubmittedQueue}, float64(queued))
-	fabrictest.WaitOutboxPublished(t, p.pool, "workflow.process-started.v1", "")
+		map[string]string{"consumer": "workflow.request-submitted"}, float64(queued))
+	fabrictest.WaitOutboxPublished(t, p.Pool, "workflow.process-started.v1", "")
 }
 
 func TestTaskCompletionChain(t *testing.T) {
 	p := newPlatform(t)
 	url := p.start(t, nil)
-	obs := fabrictest.Observe(t, p.conn, "workflow.#")
-	attendant := p.token(t, "org-a", "attendant-1", "attendant")
-	operator := p.token(t, "org-a", "operator-1", "operator")
+	obs := fabrictest.Observe(t, p.Conn, "workflow.#")
+	attendant := p.Token(t, "org-a", "attendant-1", "attendant")
+	operator := p.Token(t, "org-a", "operator-1", "operator")
 	tests := []struct {
 		name      string
 		serviceID string
@@ -204,10 +205,10 @@ func TestTaskCompletionChain(t *testing.T) {
 					token = operator
 				}
 				resp := complete(t, url, token, open.ID, body)
-				if resp.status != http.StatusOK {
-					t.Fatalf("complete %s = %d %s", open.Step, resp.status, resp.body)
+				if resp.Status != http.StatusOK {
+					t.Fatalf("complete %s = %d %s", open.Step, resp.Status, resp.Body)
 				}
-				resp.json(t, &proc)
+				resp.JSON(t, &proc)
 			}
 			if proc.Status != "completed" || proc.Outcome != tc.outcome || len(proc.Tasks) != len(tc.steps) {
 				t.Errorf("process = %+v, want completed %s with %d tasks", proc, tc.outcome, len(tc.steps))
@@ -250,17 +251,17 @@ func TestTaskCompletionChain(t *testing.T) {
 func TestCompleteTaskRejects(t *testing.T) {
 	p := newPlatform(t)
 	url := p.start(t, nil)
-	attendant := p.token(t, "org-a", "attendant-1", "attendant")
+	attendant := p.Token(t, "org-a", "attendant-1", "attendant")
 	sub := p.submitted(t, "org-a", "citizen-1", "building-permit")
 	proc := waitProcess(t, url, attendant, requestIDOf(t, sub))
 	first := proc.Tasks[0].ID
-	if resp := complete(t, url, attendant, first, ""); resp.status != http.StatusOK {
-		t.Fatalf("complete first task = %d %s", resp.status, resp.body)
+	if resp := complete(t, url, attendant, first, ""); resp.Status != http.StatusOK {
+		t.Fatalf("complete first task = %d %s", resp.Status, resp.Body)
 	}
 	proc = processes(t, url, attendant, requestIDOf(t, sub))[0]
 	operatorStep := proc.Tasks[1].ID // technical-review, assigned to operators
 
-	operator := p.token(t, "org-a", "operator-1", "operator")
+	operator := p.Token(t, "org-a", "operator-1", "operator")
 	tests := []struct {
 		name   string
 		token  string
@@ -270,9 +271,9 @@ func TestCompleteTaskRejects(t *testing.T) {
 		status int
 	}{
 		{"no token", "", operatorStep, "", "", 401},
-		{"citizen", p.token(t, "org-a", "citizen-1", "citizen"), operatorStep, "", "", 403},
+		{"citizen", p.Token(t, "org-a", "citizen-1", "citizen"), operatorStep, "", "", 403},
 		{"attendant on an operator step", attendant, operatorStep, "", "", 403},
-		{"another tenant", p.token(t, "org-b", "operator-1", "operator"), operatorStep, "", "", 404},
+		{"another tenant", p.Token(t, "org-b", "operator-1", "operator"), operatorStep, "", "", 404},
 		{"not a task id", attendant, "nope", "", "", 404},
 		{"unknown task", attendant, newUUID(t), "", "", 404},
 		{"already completed", attendant, first, "", "", 409},
@@ -297,9 +298,9 @@ func TestCompleteTaskRejects(t *testing.T) {
 				var p struct {
 					Errors map[string]string `json:"errors"`
 				}
-				resp.json(t, &p)
+				resp.JSON(t, &p)
 				if p.Errors["reason"] == "" {
-					t.Errorf("problem %s does not name the reason", resp.body)
+					t.Errorf("problem %s does not name the reason", resp.Body)
 				}
 			}
 		})
@@ -314,17 +315,17 @@ func TestProcessesVisibility(t *testing.T) {
 	url := p.start(t, nil)
 	sub := p.submitted(t, "org-a", "citizen-1", "building-permit")
 	requestID := requestIDOf(t, sub)
-	waitProcess(t, url, p.token(t, "org-a", "attendant-1", "attendant"), requestID)
+	waitProcess(t, url, p.Token(t, "org-a", "attendant-1", "attendant"), requestID)
 	tests := []struct {
 		name  string
 		token string
 		want  int
 	}{
-		{"attendant of the tenant", p.token(t, "org-a", "attendant-1", "attendant"), 1},
-		{"operator of the tenant", p.token(t, "org-a", "operator-1", "operator"), 1},
-		{"the citizen who submitted", p.token(t, "org-a", "citizen-1", "citizen"), 1},
-		{"another citizen", p.token(t, "org-a", "citizen-2", "citizen"), 0},
-		{"attendant of another tenant", p.token(t, "org-b", "attendant-1", "attendant"), 0},
+		{"attendant of the tenant", p.Token(t, "org-a", "attendant-1", "attendant"), 1},
+		{"operator of the tenant", p.Token(t, "org-a", "operator-1", "operator"), 1},
+		{"the citizen who submitted", p.Token(t, "org-a", "citizen-1", "citizen"), 1},
+		{"another citizen", p.Token(t, "org-a", "citizen-2", "citizen"), 0},
+		{"attendant of another tenant", p.Token(t, "org-b", "attendant-1", "attendant"), 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -334,7 +335,7 @@ func TestProcessesVisibility(t *testing.T) {
 		})
 	}
 	t.Run("requestId missing", func(t *testing.T) {
-		expectProblem(t, do(t, http.MethodGet, url+"/v1/processes", p.token(t, "org-a", "attendant-1", "attendant"), nil, nil), 400)
+		expectProblem(t, do(t, http.MethodGet, url+"/v1/processes", p.Token(t, "org-a", "attendant-1", "attendant"), nil, nil), 400)
 	})
 	t.Run("no token", func(t *testing.T) {
 		expectProblem(t, do(t, http.MethodGet, url+"/v1/processes?requestId="+requestID, "", nil, nil), 401)
@@ -354,14 +355,14 @@ func TestSLABreachReportedOnceAcrossInstances(t *testing.T) {
 	extra := map[string]string{"WORKFLOW_DEFINITIONS": defs, "SLA_CHECK_INTERVAL": "100ms", "SLA_BATCH": "3"}
 	url := p.start(t, extra)
 	p.start(t, extra)
-	obs := fabrictest.Observe(t, p.conn, "task.#")
-	attendant := p.token(t, "org-a", "attendant-1", "attendant")
+	obs := fabrictest.Observe(t, p.Conn, "task.#")
+	attendant := p.Token(t, "org-a", "attendant-1", "attendant")
 
 	// Completed well within its two seconds: never breached.
 	inTime := requestIDOf(t, p.submitted(t, "org-a", "citizen-1", "svc"))
 	proc := waitProcess(t, url, attendant, inTime)
-	if resp := complete(t, url, attendant, proc.Tasks[0].ID, ""); resp.status != http.StatusOK {
-		t.Fatalf("complete in time = %d %s", resp.status, resp.body)
+	if resp := complete(t, url, attendant, proc.Tasks[0].ID, ""); resp.Status != http.StatusOK {
+		t.Fatalf("complete in time = %d %s", resp.Status, resp.Body)
 	}
 
 	const overdue = 8
@@ -380,7 +381,7 @@ func TestSLABreachReportedOnceAcrossInstances(t *testing.T) {
 	// those sweeps reported is in the observer's queue.
 	marker := requestIDOf(t, p.submitted(t, "org-a", "citizen-1", "svc"))
 	markerBreach := obs.Next(t, "the marker task's breach", about("task.sla-breached.v1", marker))
-	fabrictest.WaitOutboxPublished(t, p.pool, "task.sla-breached.v1", markerBreach.ID)
+	fabrictest.WaitOutboxPublished(t, p.Pool, "task.sla-breached.v1", markerBreach.ID)
 	breaches = obs.Matching(t, func(e envelope.Envelope) bool {
 		return e.Type == "task.sla-breached.v1" && !about("task.sla-breached.v1", marker)(e)
 	})
@@ -421,34 +422,34 @@ func TestRowLevelSecurity(t *testing.T) {
 	p := newPlatform(t)
 	url := p.start(t, nil)
 	requestID := requestIDOf(t, p.submitted(t, "org-a", "citizen-1", "svc"))
-	attendant := p.token(t, "org-a", "attendant-1", "attendant")
+	attendant := p.Token(t, "org-a", "attendant-1", "attendant")
 	// Approved through both steps of standard-review: an SEI registration
 	// row too (pending: SEI is off here).
 	for _, body := range []string{``, `{"outcome":"approved"}`} {
 		proc := waitProcess(t, url, attendant, requestID)
-		if resp := complete(t, url, attendant, proc.Tasks[len(proc.Tasks)-1].ID, body); resp.status != http.StatusOK {
-			t.Fatalf("complete = %d %s", resp.status, resp.body)
+		if resp := complete(t, url, attendant, proc.Tasks[len(proc.Tasks)-1].ID, body); resp.Status != http.StatusOK {
+			t.Fatalf("complete = %d %s", resp.Status, resp.Body)
 		}
 	}
 	if sei := processes(t, url, attendant, requestID)[0].SEI; sei == nil || sei.Status != "pending" {
 		t.Fatalf("SEI registration after the approval = %+v, want pending", sei)
 	}
 	ctx := context.Background()
-	role := "rls_probe_" + randHex(4)
-	schema := pgx.Identifier{p.schema}.Sanitize()
+	role := deploytest.Unique("rls_probe_")
+	schema := pgx.Identifier{p.Schema}.Sanitize()
 	for _, stmt := range []string{
 		"CREATE ROLE " + role + " NOLOGIN",
 		"GRANT USAGE ON SCHEMA " + schema + " TO " + role,
 		"GRANT SELECT ON ALL TABLES IN SCHEMA " + schema + " TO " + role,
 	} {
-		if _, err := p.pool.Exec(ctx, stmt); err != nil {
+		if _, err := p.Pool.Exec(ctx, stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
 		}
 	}
 	t.Cleanup(func() {
-		_, _ = p.pool.Exec(ctx, "REVOKE ALL ON ALL TABLES IN SCHEMA "+schema+" FROM "+role)
-		_, _ = p.pool.Exec(ctx, "REVOKE ALL ON SCHEMA "+schema+" FROM "+role)
-		_, _ = p.pool.Exec(ctx, "DROP ROLE "+role)
+		_, _ = p.Pool.Exec(ctx, "REVOKE ALL ON ALL TABLES IN SCHEMA "+schema+" FROM "+role)
+		_, _ = p.Pool.Exec(ctx, "REVOKE ALL ON SCHEMA "+schema+" FROM "+role)
+		_, _ = p.Pool.Exec(ctx, "DROP ROLE "+role)
 	})
 	tests := []struct {
 		tenant              string
@@ -456,7 +457,7 @@ func TestRowLevelSecurity(t *testing.T) {
 	}{{"org-a", 1, 2, 1}, {"org-b", 0, 0, 0}, {"", 0, 0, 0}}
 	for _, tc := range tests {
 		t.Run("tenant="+tc.tenant, func(t *testing.T) {
-			tx, err := p.pool.Begin(ctx)
+			tx, err := p.Pool.Begin(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -504,14 +505,14 @@ func cancelledEvent(t *testing.T, submitted envelope.Envelope) envelope.Envelope
 func TestCancelledRequestStopsItsProcess(t *testing.T) {
 	p := newPlatform(t)
 	url := p.start(t, nil)
-	attendant := p.token(t, "org-a", "attendant-1", "attendant")
+	attendant := p.Token(t, "org-a", "attendant-1", "attendant")
 
 	running := p.submitted(t, "org-a", "citizen-1", "building-permit")
 	before := waitProcess(t, url, attendant, requestIDOf(t, running))
 	if before.Status != "running" || len(before.Tasks) != 1 || before.Tasks[0].Status != "open" {
 		t.Fatalf("process before the cancellation = %+v, want running with one open task", before)
 	}
-	p.publish(t, cancelledEvent(t, running))
+	p.Publish(t, cancelledEvent(t, running))
 	var after processView
 	fabrictest.Eventually(t, 20*time.Second, "the process cancelled", func() bool {
 		after = processes(t, url, attendant, requestIDOf(t, running))[0]
@@ -521,7 +522,7 @@ func TestCancelledRequestStopsItsProcess(t *testing.T) {
 		t.Errorf("tasks after the cancellation = %+v, want the one task cancelled", after.Tasks)
 	}
 	var timers int
-	if err := p.pool.QueryRow(context.Background(), "SELECT count(*) FROM sla_timer WHERE task_id = $1", after.Tasks[0].ID).Scan(&timers); err != nil || timers != 0 {
+	if err := p.Pool.QueryRow(context.Background(), "SELECT count(*) FROM sla_timer WHERE task_id = $1", after.Tasks[0].ID).Scan(&timers); err != nil || timers != 0 {
 		t.Errorf("SLA timers of the cancelled task = %d (%v), want 0", timers, err)
 	}
 
@@ -532,15 +533,15 @@ func TestCancelledRequestStopsItsProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.publish(t, cancelledEvent(t, late))
+	p.Publish(t, cancelledEvent(t, late))
 	first := waitProcess(t, url, attendant, requestIDOf(t, late))
 	if first.Status != "cancelled" || len(first.Tasks) != 0 {
 		t.Fatalf("process after an early cancellation = %+v, want cancelled with no task", first)
 	}
-	p.publish(t, late)
+	p.Publish(t, late)
 	// Both submissions handled (a positive signal), and still no task.
 	fabrictest.WaitCounter(t, 20*time.Second, url+"/metrics", "fabric_consumer_processed_total",
-		map[string]string{"consumer": requestSubmittedQueue}, 2)
+		map[string]string{"consumer": "workflow.request-submitted"}, 2)
 	if got := processes(t, url, attendant, requestIDOf(t, late)); len(got) != 1 || got[0].Status != "cancelled" || len(got[0].Tasks) != 0 {
 		t.Errorf("process after the late submission = %+v, want still cancelled with no task", got)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 )
@@ -41,9 +42,9 @@ type decisionView struct {
 func TestReactionsDecideOncePerEvent(t *testing.T) {
 	p := newPlatform(t)
 	url := p.start(t, nil)
-	author := p.token(t, "org-a", "ana", "attendant")
-	approver := p.token(t, "org-a", "olga", "operator")
-	post := func(token, path, body string) response {
+	author := p.Token(t, "org-a", "ana", "attendant")
+	approver := p.Token(t, "org-a", "olga", "operator")
+	post := func(token, path, body string) deploytest.Response {
 		return do(t, http.MethodPost, url+path, token, strings.NewReader(body), map[string]string{"Content-Type": "application/json"})
 	}
 	// A type the workflow does not receive is refused: it could never fire.
@@ -65,19 +66,19 @@ func TestReactionsDecideOncePerEvent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.publish(t, e)
+		p.Publish(t, e)
 		return e
 	}
 	review := stuck("org-a", "triage", "standard-review", 3600)
 	approval := stuck("org-a", "triage", "standard-review", 259200)
 	denied := stuck("org-a", "triage", "blocked", 259200)
 	allowed := stuck("org-a", "decision", "standard-review", 3600)
-	p.publish(t, allowed) // delivered twice
+	p.Publish(t, allowed) // delivered twice
 	ignored := stuck("org-a", "document-check", "standard-review", 3600)
 	other := stuck("org-b", "triage", "standard-review", 3600)
 	decisions := func(token string, e envelope.Envelope) []decisionView {
 		var out []decisionView
-		do(t, http.MethodGet, url+"/v1/decisions?correlationId="+e.CorrelationID, token, nil, nil).json(t, &out)
+		do(t, http.MethodGet, url+"/v1/decisions?correlationId="+e.CorrelationID, token, nil, nil).JSON(t, &out)
 		return out
 	}
 	// Handled, matched or not: every event's claim is in the reactions
@@ -85,7 +86,7 @@ func TestReactionsDecideOncePerEvent(t *testing.T) {
 	ids := []string{review.ID, approval.ID, denied.ID, allowed.ID, ignored.ID, other.ID}
 	fabrictest.Eventually(t, 20*time.Second, "every event handled", func() bool {
 		var n int
-		_ = p.pool.QueryRow(context.Background(), `SELECT count(*) FROM `+p.schema+`.inbox_message
+		_ = p.Pool.QueryRow(context.Background(), `SELECT count(*) FROM `+p.Schema+`.inbox_message
 			WHERE consumer = 'workflow.reactions' AND event_id::text = ANY($1)`, ids).Scan(&n)
 		return n == len(ids)
 	})
@@ -124,11 +125,11 @@ func TestReactionsDecideOncePerEvent(t *testing.T) {
 	if got := decisions(author, ignored); len(got) != 0 {
 		t.Errorf("a step no filter matches was decided: %+v", got)
 	}
-	if got := decisions(p.token(t, "org-b", "bruno", "operator"), other); len(got) != 0 {
+	if got := decisions(p.Token(t, "org-b", "bruno", "operator"), other); len(got) != 0 {
 		t.Errorf("tenant B's event was decided by A's subscriptions: %+v", got)
 	}
 	var reviews int
-	if err := p.pool.QueryRow(context.Background(), `SELECT count(*) FROM `+p.schema+`.reaction_review`).Scan(&reviews); err != nil {
+	if err := p.Pool.QueryRow(context.Background(), `SELECT count(*) FROM `+p.Schema+`.reaction_review`).Scan(&reviews); err != nil {
 		t.Fatal(err)
 	}
 	if reviews != 3 { // the review, the approval, the allowed reaction's review task
@@ -140,17 +141,17 @@ func TestReactionsDecideOncePerEvent(t *testing.T) {
 	// operator's: the attendant may not; once approved, the reaction it
 	// held back runs (the review task opens, following it); twice is 409.
 	approvalID := decisions(author, approval)[0].ReviewID
-	resolve := func(token, id string, approve bool) response {
+	resolve := func(token, id string, approve bool) deploytest.Response {
 		return post(token, "/v1/reviews/"+id+"/resolve", `{"approve":`+strconv.FormatBool(approve)+`,"reason":"checked the process"}`)
 	}
 	var attendantReviews []struct{ ID, Kind, Role string }
-	do(t, http.MethodGet, url+"/v1/reviews", author, nil, nil).json(t, &attendantReviews)
+	do(t, http.MethodGet, url+"/v1/reviews", author, nil, nil).JSON(t, &attendantReviews)
 	if len(attendantReviews) != 1 || attendantReviews[0].Role != "attendant" || attendantReviews[0].Kind != "review" {
 		t.Errorf("the attendant sees %+v, want only the allowed reaction's review task (the others are operators')", attendantReviews)
 	}
 	expectProblem(t, resolve(author, approvalID, true), http.StatusForbidden)
-	if resp := resolve(approver, approvalID, true); resp.status != http.StatusOK {
-		t.Fatalf("approve = %d %s", resp.status, resp.body)
+	if resp := resolve(approver, approvalID, true); resp.Status != http.StatusOK {
+		t.Fatalf("approve = %d %s", resp.Status, resp.Body)
 	}
 	expectProblem(t, resolve(approver, approvalID, false), http.StatusConflict)
 	expectProblem(t, post(approver, "/v1/reviews/"+approvalID+"/resolve", `{"reason":"x"}`), http.StatusUnprocessableEntity)
@@ -161,13 +162,13 @@ func TestReactionsDecideOncePerEvent(t *testing.T) {
 	}
 	// Rejecting a human review runs nothing more.
 	reviewID := decisions(author, review)[0].ReviewID
-	if resp := resolve(approver, reviewID, false); resp.status != http.StatusOK {
-		t.Fatalf("reject = %d %s", resp.status, resp.body)
+	if resp := resolve(approver, reviewID, false); resp.Status != http.StatusOK {
+		t.Fatalf("reject = %d %s", resp.Status, resp.Body)
 	}
 	if got := decisions(author, review)[0].Reviews; len(got) != 1 || got[0].Resolution != "rejected" {
 		t.Errorf("the rejected review = %+v", got)
 	}
-	expectProblem(t, resolve(p.token(t, "org-b", "bruno", "operator"), approvalID, true), http.StatusNotFound)
+	expectProblem(t, resolve(p.Token(t, "org-b", "bruno", "operator"), approvalID, true), http.StatusNotFound)
 }
 
 // TestWatchdogTriggersASubscription: the watchdog's workflow.stuck.v1 for
@@ -181,13 +182,13 @@ func TestWatchdogTriggersASubscription(t *testing.T) {
 	}
 	p := newPlatform(t)
 	url := p.start(t, map[string]string{"WORKFLOW_DEFINITIONS": defs, "WATCHDOG_CHECK_INTERVAL": "100ms"})
-	author, approver := p.token(t, "org-a", "ana", "attendant"), p.token(t, "org-a", "olga", "operator")
+	author, approver := p.Token(t, "org-a", "ana", "attendant"), p.Token(t, "org-a", "olga", "operator")
 	subID := activate(t, url, author, approver, `{"name":"stuck","eventTypes":["workflow.stuck.v1"],"filter":"payload.step == \"triage\"",
 		"policy":{"default":"REQUIRE_HUMAN_REVIEW"},"reaction":{"kind":"review-task","role":"operator"}}`)
 	submitted := p.submitted(t, "org-a", "citizen-1", "svc")
 	var got []decisionView
 	fabrictest.Eventually(t, 20*time.Second, "the stuck process decided", func() bool {
-		do(t, http.MethodGet, url+"/v1/decisions?correlationId="+submitted.CorrelationID, author, nil, nil).json(t, &got)
+		do(t, http.MethodGet, url+"/v1/decisions?correlationId="+submitted.CorrelationID, author, nil, nil).JSON(t, &got)
 		return len(got) > 0
 	})
 	if len(got) != 1 || got[0].SubscriptionID != subID || got[0].Outcome != "REQUIRE_HUMAN_REVIEW" || got[0].Status != "pending-review" {

@@ -29,7 +29,7 @@ func TestResumeWaitingStep(t *testing.T) {
 	}
 	p := newPlatform(t)
 	url := p.start(t, map[string]string{"WORKFLOW_DEFINITIONS": defs})
-	author, approver := p.token(t, "org-a", "ana", "attendant"), p.token(t, "org-a", "olga", "operator")
+	author, approver := p.Token(t, "org-a", "ana", "attendant"), p.Token(t, "org-a", "olga", "operator")
 	subID := activate(t, url, author, approver, `{"name":"identity documents","eventTypes":["document.validated.v1"],
 		"filter":"payload.valid && payload.kind == 'identity'","policy":{"default":"ALLOW"},"reaction":{"kind":"resume-workflow"}}`)
 	validated := func(requestID, correlationID string, valid bool, kind string) envelope.Envelope {
@@ -44,12 +44,12 @@ func TestResumeWaitingStep(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.CorrelationID = correlationID
-		p.publish(t, e)
+		p.Publish(t, e)
 		return e
 	}
 	decisionsOf := func(e envelope.Envelope) []decisionView {
 		var out []decisionView
-		do(t, http.MethodGet, url+"/v1/decisions?eventId="+e.ID, author, nil, nil).json(t, &out)
+		do(t, http.MethodGet, url+"/v1/decisions?eventId="+e.ID, author, nil, nil).JSON(t, &out)
 		return out
 	}
 	status := func(e envelope.Envelope) string {
@@ -79,7 +79,7 @@ func TestResumeWaitingStep(t *testing.T) {
 	for name, e := range map[string]envelope.Envelope{"the unreadable document": unreadable, "a document of another kind": otherKind} {
 		fabrictest.Eventually(t, 20*time.Second, name+" handled", func() bool {
 			var n int
-			_ = p.pool.QueryRow(context.Background(), `SELECT count(*) FROM `+p.schema+`.inbox_message
+			_ = p.Pool.QueryRow(context.Background(), `SELECT count(*) FROM `+p.Schema+`.inbox_message
 			WHERE consumer = 'workflow.reactions' AND event_id = $1`, e.ID).Scan(&n)
 			return n == 1
 		})
@@ -90,9 +90,9 @@ func TestResumeWaitingStep(t *testing.T) {
 	// At most once, delivered twice: the same event again is skipped by
 	// the inbox (counted as a duplicate), decided once, and resumes
 	// nothing more.
-	p.publish(t, readable)
+	p.Publish(t, readable)
 	fabrictest.WaitCounter(t, 20*time.Second, url+"/metrics", "fabric_consumer_duplicates_total",
-		map[string]string{"consumer": reactionsQueue, "type": "document.validated.v1"}, 1)
+		map[string]string{"consumer": "workflow.reactions", "type": "document.validated.v1"}, 1)
 	if got := decisionsOf(readable); len(got) != 1 {
 		t.Errorf("the redelivered document has %d decisions, want 1", len(got))
 	}
@@ -117,7 +117,7 @@ func TestResumeWaitingStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.publish(t, env)
+	p.Publish(t, env)
 	fabrictest.Eventually(t, 20*time.Second, "the early request's process past its waiting step", func() bool {
 		return waitProcess(t, url, author, early).CurrentStep == 1
 	})

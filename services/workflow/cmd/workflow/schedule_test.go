@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 )
@@ -55,10 +56,10 @@ func TestScheduledEventsFireOnceAcrossInstances(t *testing.T) {
 	extra := map[string]string{"SCHEDULE_CHECK_INTERVAL": "100ms"}
 	url := p.start(t, extra)
 	p.start(t, extra)
-	obs := fabrictest.Observe(t, p.conn, "workflow.schedule-fired.v1")
-	opA := p.token(t, "org-a", "ana", "operator")
-	opB := p.token(t, "org-b", "bruno", "operator")
-	create := func(token, body string) response {
+	obs := fabrictest.Observe(t, p.Conn, "workflow.schedule-fired.v1")
+	opA := p.Token(t, "org-a", "ana", "operator")
+	opB := p.Token(t, "org-b", "bruno", "operator")
+	create := func(token, body string) deploytest.Response {
 		return do(t, http.MethodPost, url+"/v1/schedules", token, strings.NewReader(body), map[string]string{"Content-Type": "application/json"})
 	}
 
@@ -66,7 +67,7 @@ func TestScheduledEventsFireOnceAcrossInstances(t *testing.T) {
 		name, token, body string
 		want              int
 	}{
-		{"attendant", p.token(t, "org-a", "at", "attendant"), `{"name":"x","cron":"@hourly"}`, http.StatusForbidden},
+		{"attendant", p.Token(t, "org-a", "at", "attendant"), `{"name":"x","cron":"@hourly"}`, http.StatusForbidden},
 		{"bad cron", opA, `{"name":"x","cron":"every day"}`, http.StatusUnprocessableEntity},
 		{"unknown zone", opA, `{"name":"x","cron":"@daily","timeZone":"Mars/Olympus"}`, http.StatusUnprocessableEntity},
 		{"unknown field", opA, `{"name":"x","cron":"@daily","when":"now"}`, http.StatusBadRequest},
@@ -75,11 +76,11 @@ func TestScheduledEventsFireOnceAcrossInstances(t *testing.T) {
 	}
 
 	resp := create(opA, `{"name":"pulse","cron":"* * * * * *","payload":{"check":"queues"}}`)
-	if resp.status != http.StatusCreated {
-		t.Fatalf("create = %d %s", resp.status, resp.body)
+	if resp.Status != http.StatusCreated {
+		t.Fatalf("create = %d %s", resp.Status, resp.Body)
 	}
 	var pulse scheduleView
-	resp.json(t, &pulse)
+	resp.JSON(t, &pulse)
 	expectProblem(t, create(opA, `{"name":"pulse","cron":"@hourly"}`), http.StatusConflict)
 
 	// Every slot once, across both instances.
@@ -90,17 +91,17 @@ func TestScheduledEventsFireOnceAcrossInstances(t *testing.T) {
 	resp = do(t, http.MethodPost, url+"/v1/schedules/"+pulse.ID+"/disable", opB, nil, nil)
 	expectProblem(t, resp, http.StatusNotFound) // another tenant's schedule does not exist for B
 	resp = do(t, http.MethodPost, url+"/v1/schedules/"+pulse.ID+"/disable", opA, nil, nil)
-	if resp.status != http.StatusOK {
-		t.Fatalf("disable = %d %s", resp.status, resp.body)
+	if resp.Status != http.StatusOK {
+		t.Fatalf("disable = %d %s", resp.Status, resp.Body)
 	}
 	// Whatever fired before the disable is published once a marker
 	// schedule, created after it, has fired and everything before it left
 	// the outbox.
 	resp = create(opA, `{"name":"marker","cron":"* * * * * *"}`)
 	var marker scheduleView
-	resp.json(t, &marker)
+	resp.JSON(t, &marker)
 	markerEvent := obs.Next(t, "the marker's first slot", ofSchedule(marker.ID))
-	fabrictest.WaitOutboxPublished(t, p.pool, "workflow.schedule-fired.v1", markerEvent.ID)
+	fabrictest.WaitOutboxPublished(t, p.Pool, "workflow.schedule-fired.v1", markerEvent.ID)
 	all := obs.Matching(t, ofSchedule(pulse.ID))
 	slots := map[time.Time]int{}
 	for _, e := range all {
@@ -112,7 +113,7 @@ func TestScheduledEventsFireOnceAcrossInstances(t *testing.T) {
 		}
 	}
 	var recorded int
-	if err := p.pool.QueryRow(context.Background(), `SELECT count(*) FROM `+p.schema+`.schedule_slot WHERE schedule_id = $1`, pulse.ID).Scan(&recorded); err != nil {
+	if err := p.Pool.QueryRow(context.Background(), `SELECT count(*) FROM `+p.Schema+`.schedule_slot WHERE schedule_id = $1`, pulse.ID).Scan(&recorded); err != nil {
 		t.Fatal(err)
 	}
 	if recorded != len(all) {
@@ -121,7 +122,7 @@ func TestScheduledEventsFireOnceAcrossInstances(t *testing.T) {
 
 	// B sees none of A's schedules.
 	var listB []scheduleView
-	do(t, http.MethodGet, url+"/v1/schedules", opB, nil, nil).json(t, &listB)
+	do(t, http.MethodGet, url+"/v1/schedules", opB, nil, nil).JSON(t, &listB)
 	if len(listB) != 0 {
 		t.Errorf("org-b lists %d schedules, want none", len(listB))
 	}
@@ -130,9 +131,9 @@ func TestScheduledEventsFireOnceAcrossInstances(t *testing.T) {
 	// "all" with maxCatchUp 3 fires the newest three missed slots, the
 	// first saying how many it skipped; "latest" fires one.
 	var allSc, latestSc scheduleView
-	create(opA, `{"name":"catch-all","cron":"* * * * *","catchUp":"all","maxCatchUp":3}`).json(t, &allSc)
-	create(opA, `{"name":"catch-latest","cron":"* * * * *","catchUp":"latest"}`).json(t, &latestSc)
-	if _, err := p.pool.Exec(context.Background(), `UPDATE `+p.schema+`.schedule_timer SET due_at = date_trunc('minute', now()) - interval '9 minutes'
+	create(opA, `{"name":"catch-all","cron":"* * * * *","catchUp":"all","maxCatchUp":3}`).JSON(t, &allSc)
+	create(opA, `{"name":"catch-latest","cron":"* * * * *","catchUp":"latest"}`).JSON(t, &latestSc)
+	if _, err := p.Pool.Exec(context.Background(), `UPDATE `+p.Schema+`.schedule_timer SET due_at = date_trunc('minute', now()) - interval '9 minutes'
 		WHERE schedule_id = ANY($1)`, []string{allSc.ID, latestSc.ID}); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func TestScheduledEventsFireOnceAcrossInstances(t *testing.T) {
 		t.Errorf("latest policy fired %+v, want the current minute's slot with 9 skipped", latest)
 	}
 	var listA []scheduleView
-	do(t, http.MethodGet, url+"/v1/schedules", opA, nil, nil).json(t, &listA)
+	do(t, http.MethodGet, url+"/v1/schedules", opA, nil, nil).JSON(t, &listA)
 	for _, sc := range listA {
 		if sc.Name == "pulse" && (sc.Enabled || sc.NextAt != nil) {
 			t.Errorf("disabled pulse listed as %+v", sc)

@@ -29,13 +29,13 @@ func startCommand(t *testing.T, tenant, requestID, serviceID, citizen string) en
 func TestStartCommand(t *testing.T) {
 	p := newPlatform(t)
 	url := p.start(t, nil)
-	obs := fabrictest.Observe(t, p.conn, "workflow.#")
-	staffA := p.token(t, "org-a", "attendant-1", "attendant")
-	staffB := p.token(t, "org-b", "attendant-1", "attendant")
+	obs := fabrictest.Observe(t, p.Conn, "workflow.#")
+	staffA := p.Token(t, "org-a", "attendant-1", "attendant")
+	staffB := p.Token(t, "org-b", "attendant-1", "attendant")
 	sent := 0 // commands sent to workflow.start-commands so far
 	send := func(env envelope.Envelope) {
 		t.Helper()
-		p.publish(t, env)
+		p.Publish(t, env)
 		sent++
 	}
 	// settled is the positive signal behind "nothing else happened": the
@@ -44,8 +44,8 @@ func TestStartCommand(t *testing.T) {
 	settled := func(t *testing.T) {
 		t.Helper()
 		fabrictest.WaitCounter(t, 20*time.Second, url+"/metrics", "fabric_consumer_processed_total",
-			map[string]string{"consumer": startCommandsQueue}, float64(sent))
-		fabrictest.WaitOutboxPublished(t, p.pool, "workflow.process-started.v1", "")
+			map[string]string{"consumer": "workflow.start-commands"}, float64(sent))
+		fabrictest.WaitOutboxPublished(t, p.Pool, "workflow.process-started.v1", "")
 	}
 	startedEvents := func(t *testing.T, requestID string) int {
 		t.Helper()
@@ -65,7 +65,7 @@ func TestStartCommand(t *testing.T) {
 			t.Errorf("process-started causation %s correlation %s tenant %s, want %s %s org-a",
 				started.CausationID, started.CorrelationID, started.TenantID, cmd.ID, cmd.CorrelationID)
 		}
-		if got := processes(t, url, p.token(t, "org-a", "citizen-1", "citizen"), requestID); len(got) != 1 {
+		if got := processes(t, url, p.Token(t, "org-a", "citizen-1", "citizen"), requestID); len(got) != 1 {
 			t.Errorf("the command's citizen sees %d processes, want 1", len(got))
 		}
 
@@ -102,7 +102,7 @@ func TestStartCommand(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.publish(t, cancelledEvent(t, late)) // only its payload is read
+		p.Publish(t, cancelledEvent(t, late)) // only its payload is read
 		if first := waitProcess(t, url, staffA, requestID); first.Status != "cancelled" {
 			t.Fatalf("process after the cancellation = %+v, want cancelled", first)
 		}
@@ -141,7 +141,7 @@ func TestStartCommand(t *testing.T) {
 		if proc.DefinitionID != "standard-review" {
 			t.Errorf("definition = %s, want the default standard-review", proc.DefinitionID)
 		}
-		if got := processes(t, url, p.token(t, "org-a", "citizen-1", "citizen"), requestID); len(got) != 0 {
+		if got := processes(t, url, p.Token(t, "org-a", "citizen-1", "citizen"), requestID); len(got) != 0 {
 			t.Errorf("a citizen sees %d processes of a command without citizenId, want 0", len(got))
 		}
 	})
@@ -157,14 +157,14 @@ const seiDefinitions = `{"default":"one","definitions":[
 // process as the approval answered it.
 func (p *platform) approve(t *testing.T, url, tenant, requestID string) processView {
 	t.Helper()
-	p.publish(t, startCommand(t, tenant, requestID, "svc", "citizen-1"))
-	staff := p.token(t, tenant, "attendant-1", "attendant")
+	p.Publish(t, startCommand(t, tenant, requestID, "svc", "citizen-1"))
+	staff := p.Token(t, tenant, "attendant-1", "attendant")
 	proc := waitProcess(t, url, staff, requestID)
 	resp := complete(t, url, staff, proc.Tasks[0].ID, `{"outcome":"approved","reason":"tudo certo"}`)
-	if resp.status != http.StatusOK {
-		t.Fatalf("approve = %d %s", resp.status, resp.body)
+	if resp.Status != http.StatusOK {
+		t.Fatalf("approve = %d %s", resp.Status, resp.Body)
 	}
-	resp.json(t, &proc)
+	resp.JSON(t, &proc)
 	if proc.Outcome != "approved" || proc.SEI == nil || proc.SEI.Status != "pending" && proc.SEI.Status != "registered" {
 		t.Fatalf("approved process = %+v (SEI %+v), want approved with its SEI registration under way", proc, proc.SEI)
 	}
@@ -191,11 +191,11 @@ func TestSEIRegistration(t *testing.T) {
 	fake := seitest.Start(t)
 	url := p.start(t, map[string]string{"WORKFLOW_DEFINITIONS": writeDefinitions(t, seiDefinitions),
 		"SEI_URL": fake.URL, "SEI_TIMEOUT": "300ms", "RETRY_TIERS": "100ms,200ms,300ms"})
-	staff := p.token(t, "org-a", "attendant-1", "attendant")
-	citizen := p.token(t, "org-a", "citizen-1", "citizen")
-	operator := p.token(t, "org-a", "operator-1", "operator")
+	staff := p.Token(t, "org-a", "attendant-1", "attendant")
+	citizen := p.Token(t, "org-a", "citizen-1", "citizen")
+	operator := p.Token(t, "org-a", "operator-1", "operator")
 	metrics := url + "/metrics"
-	seiQueue := map[string]string{"consumer": seiRegisterQueue}
+	seiQueue := map[string]string{"consumer": "workflow.sei-register"}
 
 	t.Run("approved: registered once, its number in the view", func(t *testing.T) {
 		requestID := newUUID(t)
@@ -223,7 +223,7 @@ func TestSEIRegistration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.publish(t, again)
+		p.Publish(t, again)
 		fabrictest.WaitCounter(t, 20*time.Second, metrics, "fabric_consumer_processed_total", seiQueue, before+1)
 		if n := len(fake.Calls(requestID)); n != 1 {
 			t.Errorf("%d SEI calls after the repeated command, want still 1", n)
@@ -268,7 +268,7 @@ func TestSEIRegistration(t *testing.T) {
 		requestID := newUUID(t)
 		fake.Reject(requestID, "unidade SEMAD-PROTOCOLO encerrada")
 		before := fabrictest.Counter(t, metrics, "fabric_consumer_dead_lettered_total",
-			map[string]string{"consumer": seiRegisterQueue, "reason": "SEI_REJECTED"})
+			map[string]string{"consumer": "workflow.sei-register", "reason": "SEI_REJECTED"})
 		p.approve(t, url, "org-a", requestID)
 		got := waitSEI(t, url, staff, requestID, "rejected")
 		if !strings.Contains(got.LastError, "unidade SEMAD-PROTOCOLO encerrada") || got.Number != "" || got.Attempts != 1 {
@@ -279,26 +279,26 @@ func TestSEIRegistration(t *testing.T) {
 		}
 		// Dead-lettering ends the message's life: no retry can follow.
 		fabrictest.WaitCounter(t, 20*time.Second, metrics, "fabric_consumer_dead_lettered_total",
-			map[string]string{"consumer": seiRegisterQueue, "reason": "SEI_REJECTED"}, before+1)
+			map[string]string{"consumer": "workflow.sei-register", "reason": "SEI_REJECTED"}, before+1)
 		if calls := fake.Calls(requestID); len(calls) != 1 || calls[0].Status != 422 {
 			t.Errorf("SEI calls = %+v, want the one refusal", calls)
 		}
 		// The tenant's operator finds it in the DLQ API, with the reason.
-		resp := do(t, http.MethodGet, url+"/v1/dlq/"+seiRegisterQueue, operator, nil, nil)
-		if resp.status != http.StatusOK {
-			t.Fatalf("GET /v1/dlq/%s = %d %s", seiRegisterQueue, resp.status, resp.body)
+		resp := do(t, http.MethodGet, url+"/v1/dlq/workflow.sei-register", operator, nil, nil)
+		if resp.Status != http.StatusOK {
+			t.Fatalf("GET /v1/dlq/workflow.sei-register = %d %s", resp.Status, resp.Body)
 		}
 		var letters []struct {
 			Reason string `json:"reason"`
 			Error  string `json:"error"`
 		}
-		resp.json(t, &letters)
+		resp.JSON(t, &letters)
 		found := false
 		for _, l := range letters {
 			found = found || (l.Reason == "SEI_REJECTED" && strings.Contains(l.Error, "encerrada"))
 		}
 		if !found {
-			t.Errorf("DLQ letters %s, want the rejection with its reason", resp.body)
+			t.Errorf("DLQ letters %s, want the rejection with its reason", resp.Body)
 		}
 	})
 
@@ -309,7 +309,7 @@ func TestSEIRegistration(t *testing.T) {
 		p.approve(t, url, "org-a", requestID)
 		p.approve(t, url, "org-b", requestID)
 		a := waitSEI(t, url, staff, requestID, "registered")
-		b := waitSEI(t, url, p.token(t, "org-b", "attendant-1", "attendant"), requestID, "registered")
+		b := waitSEI(t, url, p.Token(t, "org-b", "attendant-1", "attendant"), requestID, "registered")
 		ra, rb := fake.Registered("org-a", requestID), fake.Registered("org-b", requestID)
 		if len(ra) != 1 || len(rb) != 1 || a.Number != ra[0].Number || b.Number != rb[0].Number || a.Number == b.Number {
 			t.Errorf("org-a %+v / %+v, org-b %+v / %+v: want one registration each, each its own number", a, ra, b, rb)
@@ -324,14 +324,14 @@ func TestSEIRegistrationOff(t *testing.T) {
 	p := newPlatform(t)
 	defs := writeDefinitions(t, seiDefinitions)
 	url := p.start(t, map[string]string{"WORKFLOW_DEFINITIONS": defs})
-	staff := p.token(t, "org-a", "attendant-1", "attendant")
+	staff := p.Token(t, "org-a", "attendant-1", "attendant")
 	requestID := newUUID(t)
 	p.approve(t, url, "org-a", requestID)
 	if got := waitSEI(t, url, staff, requestID, "pending"); got.Attempts != 0 || got.Number != "" {
 		t.Errorf("registration while off = %+v, want pending, never tried", got)
 	}
 	// The command is out of the outbox, so it waits in the queue.
-	fabrictest.WaitOutboxPublished(t, p.pool, "integration.sei.register.v1", "")
+	fabrictest.WaitOutboxPublished(t, p.Pool, "integration.sei.register.v1", "")
 
 	fake := seitest.Start(t)
 	p.start(t, map[string]string{"WORKFLOW_DEFINITIONS": defs, "SEI_URL": fake.URL})

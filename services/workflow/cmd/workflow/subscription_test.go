@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/agora-platform/agora/deploy/deploytest"
 )
 
 type subVersion struct {
@@ -18,18 +20,18 @@ type subVersion struct {
 // through VALIDATING and APPROVED to ACTIVE as approver, returning its id.
 func activate(t *testing.T, url, author, approver, body string) string {
 	t.Helper()
-	post := func(token, path, body string) response {
+	post := func(token, path, body string) deploytest.Response {
 		return do(t, http.MethodPost, url+path, token, strings.NewReader(body), map[string]string{"Content-Type": "application/json"})
 	}
 	resp := post(author, "/v1/subscriptions", body)
-	if resp.status != http.StatusCreated {
-		t.Fatalf("create subscription = %d %s", resp.status, resp.body)
+	if resp.Status != http.StatusCreated {
+		t.Fatalf("create subscription = %d %s", resp.Status, resp.Body)
 	}
 	var v subVersion
-	resp.json(t, &v)
+	resp.JSON(t, &v)
 	for _, to := range []string{"VALIDATING", "APPROVED", "ACTIVE"} {
-		if resp := post(approver, "/v1/subscriptions/"+v.ID+"/versions/1/transitions", `{"to":"`+to+`","reason":"test"}`); resp.status != http.StatusOK {
-			t.Fatalf("subscription → %s = %d %s", to, resp.status, resp.body)
+		if resp := post(approver, "/v1/subscriptions/"+v.ID+"/versions/1/transitions", `{"to":"`+to+`","reason":"test"}`); resp.Status != http.StatusOK {
+			t.Fatalf("subscription → %s = %d %s", to, resp.Status, resp.Body)
 		}
 	}
 	return v.ID
@@ -43,10 +45,10 @@ func activate(t *testing.T, url, author, approver, body string) string {
 func TestSubscriptionLifecycle(t *testing.T) {
 	p := newPlatform(t)
 	url := p.start(t, nil)
-	author := p.token(t, "org-a", "ana", "attendant")
-	approver := p.token(t, "org-a", "olga", "operator")
-	other := p.token(t, "org-b", "bruno", "operator")
-	post := func(token, path, body string) response {
+	author := p.Token(t, "org-a", "ana", "attendant")
+	approver := p.Token(t, "org-a", "olga", "operator")
+	other := p.Token(t, "org-b", "bruno", "operator")
+	post := func(token, path, body string) deploytest.Response {
 		return do(t, http.MethodPost, url+path, token, strings.NewReader(body), map[string]string{"Content-Type": "application/json"})
 	}
 	spec := func(filter string) string {
@@ -65,22 +67,22 @@ func TestSubscriptionLifecycle(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := post(author, "/v1/subscriptions", tc.body)
 			expectProblem(t, resp, http.StatusUnprocessableEntity)
-			if !strings.Contains(string(resp.body), tc.want) {
-				t.Errorf("problem %s does not name %q", resp.body, tc.want)
+			if !strings.Contains(string(resp.Body), tc.want) {
+				t.Errorf("problem %s does not name %q", resp.Body, tc.want)
 			}
 		})
 	}
 
 	resp := post(author, "/v1/subscriptions", spec(`"payload.step == \"triage\""`))
-	if resp.status != http.StatusCreated {
-		t.Fatalf("create = %d %s", resp.status, resp.body)
+	if resp.Status != http.StatusCreated {
+		t.Fatalf("create = %d %s", resp.Status, resp.Body)
 	}
 	var v1 subVersion
-	resp.json(t, &v1)
+	resp.JSON(t, &v1)
 	if v1.Version != 1 || v1.State != "DRAFT" {
 		t.Fatalf("created %+v, want version 1 in DRAFT", v1)
 	}
-	move := func(token string, version int, to, reason string) response {
+	move := func(token string, version int, to, reason string) deploytest.Response {
 		return post(token, "/v1/subscriptions/"+v1.ID+"/versions/"+strconv.Itoa(version)+"/transitions", `{"to":"`+to+`","reason":"`+reason+`"}`)
 	}
 	expectProblem(t, move(author, 1, "ACTIVE", "skip the checks"), http.StatusConflict)
@@ -95,8 +97,8 @@ func TestSubscriptionLifecycle(t *testing.T) {
 		{approver, "APPROVED", http.StatusOK},      // four eyes
 		{approver, "ACTIVE", http.StatusOK},
 	} {
-		if resp := move(step.token, 1, step.to, "reviewed"); resp.status != step.want {
-			t.Fatalf("v1 → %s = %d %s, want %d", step.to, resp.status, resp.body, step.want)
+		if resp := move(step.token, 1, step.to, "reviewed"); resp.Status != step.want {
+			t.Fatalf("v1 → %s = %d %s, want %d", step.to, resp.Status, resp.Body, step.want)
 		}
 	}
 
@@ -112,11 +114,11 @@ func TestSubscriptionLifecycle(t *testing.T) {
 			Emits  []string `json:"emits"`
 		} `json:"subscriptions"`
 	}
-	do(t, http.MethodGet, url+"/v1/explain/workflow.stuck.v1", author, nil, nil).json(t, &ex)
+	do(t, http.MethodGet, url+"/v1/explain/workflow.stuck.v1", author, nil, nil).JSON(t, &ex)
 	if ex.Definition.Type != "workflow.stuck.v1" || len(ex.Subscriptions) != 1 || ex.Subscriptions[0].ID != v1.ID || len(ex.Subscriptions[0].Emits) == 0 {
 		t.Errorf("explain = %+v, want A's active subscription and what it emits", ex)
 	}
-	do(t, http.MethodGet, url+"/v1/explain/workflow.stuck.v1", other, nil, nil).json(t, &ex)
+	do(t, http.MethodGet, url+"/v1/explain/workflow.stuck.v1", other, nil, nil).JSON(t, &ex)
 	if len(ex.Subscriptions) != 0 {
 		t.Errorf("tenant B's explain lists %d of A's subscriptions", len(ex.Subscriptions))
 	}
@@ -126,13 +128,13 @@ func TestSubscriptionLifecycle(t *testing.T) {
 	// Version 2 replaces version 1; rollback brings version 1 back.
 	resp = post(author, "/v1/subscriptions/"+v1.ID+"/versions", spec(`"payload.step in [\"triage\", \"review\"]"`))
 	var v2 subVersion
-	resp.json(t, &v2)
-	if resp.status != http.StatusCreated || v2.Version != 2 || v2.State != "DRAFT" {
-		t.Fatalf("new version = %d %s", resp.status, resp.body)
+	resp.JSON(t, &v2)
+	if resp.Status != http.StatusCreated || v2.Version != 2 || v2.State != "DRAFT" {
+		t.Fatalf("new version = %d %s", resp.Status, resp.Body)
 	}
 	for _, to := range []string{"VALIDATING", "APPROVED", "ACTIVE"} {
-		if resp := move(approver, 2, to, "wider filter"); resp.status != http.StatusOK {
-			t.Fatalf("v2 → %s = %d %s", to, resp.status, resp.body)
+		if resp := move(approver, 2, to, "wider filter"); resp.Status != http.StatusOK {
+			t.Fatalf("v2 → %s = %d %s", to, resp.Status, resp.Body)
 		}
 	}
 	var hist struct {
@@ -143,17 +145,17 @@ func TestSubscriptionLifecycle(t *testing.T) {
 			Actor, Reason string
 		} `json:"transitions"`
 	}
-	do(t, http.MethodGet, url+"/v1/subscriptions/"+v1.ID, author, nil, nil).json(t, &hist)
+	do(t, http.MethodGet, url+"/v1/subscriptions/"+v1.ID, author, nil, nil).JSON(t, &hist)
 	if len(hist.Versions) != 2 || hist.Versions[0].State != "DISABLED" || hist.Versions[1].State != "ACTIVE" {
 		t.Fatalf("after activating v2: %+v, want v1 DISABLED and v2 ACTIVE", hist.Versions)
 	}
 	resp = post(approver, "/v1/subscriptions/"+v1.ID+"/rollback", `{"reason":"v2 matched too much"}`)
 	var back subVersion
-	resp.json(t, &back)
-	if resp.status != http.StatusOK || back.Version != 1 || back.State != "ACTIVE" {
-		t.Fatalf("rollback = %d %s, want version 1 active", resp.status, resp.body)
+	resp.JSON(t, &back)
+	if resp.Status != http.StatusOK || back.Version != 1 || back.State != "ACTIVE" {
+		t.Fatalf("rollback = %d %s, want version 1 active", resp.Status, resp.Body)
 	}
-	do(t, http.MethodGet, url+"/v1/subscriptions/"+v1.ID, author, nil, nil).json(t, &hist)
+	do(t, http.MethodGet, url+"/v1/subscriptions/"+v1.ID, author, nil, nil).JSON(t, &hist)
 	if hist.Versions[1].State != "DISABLED" {
 		t.Errorf("after rollback v2 is %s, want DISABLED", hist.Versions[1].State)
 	}
@@ -168,7 +170,7 @@ func TestSubscriptionLifecycle(t *testing.T) {
 	}
 	expectProblem(t, post(other, "/v1/subscriptions/"+v1.ID+"/rollback", `{"reason":"x"}`), http.StatusNotFound)
 	var listB []subVersion
-	do(t, http.MethodGet, url+"/v1/subscriptions", other, nil, nil).json(t, &listB)
+	do(t, http.MethodGet, url+"/v1/subscriptions", other, nil, nil).JSON(t, &listB)
 	if len(listB) != 0 {
 		t.Errorf("tenant B lists %d subscriptions", len(listB))
 	}

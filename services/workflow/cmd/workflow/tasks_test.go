@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 )
 
@@ -45,11 +46,11 @@ type workPage struct {
 func worklist(t *testing.T, base, token, query string) workPage {
 	t.Helper()
 	resp := do(t, http.MethodGet, base+"/v1/tasks?"+query, token, nil, nil)
-	if resp.status != http.StatusOK {
-		t.Fatalf("GET /v1/tasks?%s = %d %s", query, resp.status, resp.body)
+	if resp.Status != http.StatusOK {
+		t.Fatalf("GET /v1/tasks?%s = %d %s", query, resp.Status, resp.Body)
 	}
 	var page workPage
-	resp.json(t, &page)
+	resp.JSON(t, &page)
 	return page
 }
 
@@ -96,7 +97,7 @@ func sortedIDs(ids []string) []string {
 	return out
 }
 
-func taskAction(t *testing.T, base, token, taskID, action string) response {
+func taskAction(t *testing.T, base, token, taskID, action string) deploytest.Response {
 	t.Helper()
 	return do(t, http.MethodPost, base+"/v1/tasks/"+taskID+"/"+action, token, nil, nil)
 }
@@ -105,16 +106,16 @@ func taskAction(t *testing.T, base, token, taskID, action string) response {
 func mustAct(t *testing.T, base, token, taskID, action string) workItem {
 	t.Helper()
 	resp := taskAction(t, base, token, taskID, action)
-	if resp.status != http.StatusOK {
-		t.Fatalf("%s task %s = %d %s", action, taskID, resp.status, resp.body)
+	if resp.Status != http.StatusOK {
+		t.Fatalf("%s task %s = %d %s", action, taskID, resp.Status, resp.Body)
 	}
 	var it workItem
-	resp.json(t, &it)
+	resp.JSON(t, &it)
 	return it
 }
 
 // expectClaimed checks a 409 problem naming who holds the task.
-func expectClaimed(t *testing.T, resp response, holder string) {
+func expectClaimed(t *testing.T, resp deploytest.Response, holder string) {
 	t.Helper()
 	expectProblem(t, resp, http.StatusConflict)
 	var p struct {
@@ -122,9 +123,9 @@ func expectClaimed(t *testing.T, resp response, holder string) {
 			Assignee string `json:"assignee"`
 		} `json:"errors"`
 	}
-	resp.json(t, &p)
+	resp.JSON(t, &p)
 	if p.Errors.Assignee != holder {
-		t.Errorf("409 names assignee %q, want %q: %s", p.Errors.Assignee, holder, resp.body)
+		t.Errorf("409 names assignee %q, want %q: %s", p.Errors.Assignee, holder, resp.Body)
 	}
 }
 
@@ -136,7 +137,7 @@ func (p *platform) openTasks(t *testing.T, base, tenant string, services ...stri
 	for _, svc := range services {
 		reqs = append(reqs, requestIDOf(t, p.submitted(t, tenant, "citizen-1", svc)))
 	}
-	staff := p.token(t, tenant, "operator-1", "operator")
+	staff := p.Token(t, tenant, "operator-1", "operator")
 	var out []taskView
 	for _, id := range reqs {
 		out = append(out, waitProcess(t, base, staff, id).Tasks[0])
@@ -173,10 +174,10 @@ func TestWorklist(t *testing.T) {
 	a := p.openTasks(t, base, "org-a", "late", "soon", "soon", "ops", "ops", "later", "later")
 	late, soon, ops, later := a[0], a[1:3], a[3:5], a[5:7]
 	b := p.openTasks(t, base, "org-b", "soon", "ops")
-	operatorA := p.token(t, "org-a", "operator-1", "operator")
-	attendantA := p.token(t, "org-a", "attendant-1", "attendant")
-	attendantA2 := p.token(t, "org-a", "attendant-2", "attendant")
-	operatorB := p.token(t, "org-b", "operator-1", "operator")
+	operatorA := p.Token(t, "org-a", "operator-1", "operator")
+	attendantA := p.Token(t, "org-a", "attendant-1", "attendant")
+	attendantA2 := p.Token(t, "org-a", "attendant-2", "attendant")
+	operatorB := p.Token(t, "org-b", "operator-1", "operator")
 	var allA []string
 	for _, tk := range a {
 		allA = append(allA, tk.ID)
@@ -235,7 +236,7 @@ func TestWorklist(t *testing.T) {
 			{"attendant asking for the operator role", attendantA, "role=operator", nil},
 			{"operator filters by role", operatorA, "role=operator", ids(ops...)},
 			{"operator filters the attendant role", operatorA, "role=attendant", attendantTasks},
-			{"both roles see everything", p.token(t, "org-a", "lead-1", "attendant", "operator"), "", allA},
+			{"both roles see everything", p.Token(t, "org-a", "lead-1", "attendant", "operator"), "", allA},
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
@@ -262,8 +263,8 @@ func TestWorklist(t *testing.T) {
 
 	// One soon task completed by an attendant who never claimed it: still
 	// allowed for an unclaimed task.
-	if resp := complete(t, base, attendantA2, soon[0].ID, ""); resp.status != http.StatusOK {
-		t.Fatalf("complete an unclaimed task = %d %s", resp.status, resp.body)
+	if resp := complete(t, base, attendantA2, soon[0].ID, ""); resp.Status != http.StatusOK {
+		t.Fatalf("complete an unclaimed task = %d %s", resp.Status, resp.Body)
 	}
 
 	t.Run("status", func(t *testing.T) {
@@ -336,7 +337,7 @@ func TestWorklist(t *testing.T) {
 		// Ties: three tasks due at the same instant, so pages also break
 		// inside a run of equal due dates (ordered by id).
 		tie := time.Now().Add(7 * time.Hour).UTC().Truncate(time.Microsecond)
-		if _, err := p.pool.Exec(context.Background(), "UPDATE task SET due_at = $1 WHERE id = ANY($2::uuid[])",
+		if _, err := p.Pool.Exec(context.Background(), "UPDATE task SET due_at = $1 WHERE id = ANY($2::uuid[])",
 			tie, []string{ops[1].ID, later[0].ID, later[1].ID}); err != nil {
 			t.Fatal(err)
 		}
@@ -406,14 +407,14 @@ func TestWorklist(t *testing.T) {
 					Detail string         `json:"detail"`
 					Errors map[string]any `json:"errors"`
 				}
-				resp.json(t, &pr)
+				resp.JSON(t, &pr)
 				var got []string
 				for k := range pr.Errors {
 					got = append(got, k)
 				}
 				slices.Sort(got)
 				if !slices.Equal(got, tc.names) || !strings.Contains(pr.Detail, strings.Join(tc.names, ", ")) {
-					t.Errorf("problem %s names %v, want %v", resp.body, got, tc.names)
+					t.Errorf("problem %s names %v, want %v", resp.Body, got, tc.names)
 				}
 			})
 		}
@@ -421,7 +422,7 @@ func TestWorklist(t *testing.T) {
 
 	t.Run("who may ask", func(t *testing.T) {
 		expectProblem(t, do(t, http.MethodGet, base+"/v1/tasks", "", nil, nil), http.StatusUnauthorized)
-		expectProblem(t, do(t, http.MethodGet, base+"/v1/tasks", p.token(t, "org-a", "citizen-1", "citizen"), nil, nil), http.StatusForbidden)
+		expectProblem(t, do(t, http.MethodGet, base+"/v1/tasks", p.Token(t, "org-a", "citizen-1", "citizen"), nil, nil), http.StatusForbidden)
 	})
 }
 
@@ -437,11 +438,11 @@ func TestTaskClaims(t *testing.T) {
 	tasks := p.openTasks(t, base, "org-a", "iptu-segunda-via", "iptu-segunda-via", "iptu-segunda-via", "building-permit")
 	x, y, race, permit := tasks[0], tasks[1], tasks[2], tasks[3]
 	other := p.openTasks(t, base, "org-b", "iptu-segunda-via")[0]
-	ana := p.token(t, "org-a", "ana", "attendant")
-	bia := p.token(t, "org-a", "bia", "attendant")
-	operator := p.token(t, "org-a", "olga", "operator")
-	if resp := complete(t, base, ana, permit.ID, ""); resp.status != http.StatusOK {
-		t.Fatalf("complete document-check = %d %s", resp.status, resp.body)
+	ana := p.Token(t, "org-a", "ana", "attendant")
+	bia := p.Token(t, "org-a", "bia", "attendant")
+	operator := p.Token(t, "org-a", "olga", "operator")
+	if resp := complete(t, base, ana, permit.ID, ""); resp.Status != http.StatusOK {
+		t.Fatalf("complete document-check = %d %s", resp.Status, resp.Body)
 	}
 	var operatorTask workItem
 	for _, it := range worklist(t, base, operator, "role=operator").Items {
@@ -501,8 +502,8 @@ func TestTaskClaims(t *testing.T) {
 	t.Run("the assignee completes", func(t *testing.T) {
 		mustAct(t, base, bia, y.ID, "claim")
 		resp := complete(t, base, bia, y.ID, "")
-		if resp.status != http.StatusOK {
-			t.Fatalf("complete by the assignee = %d %s", resp.status, resp.body)
+		if resp.Status != http.StatusOK {
+			t.Fatalf("complete by the assignee = %d %s", resp.Status, resp.Body)
 		}
 		got := status(t, y.ID)
 		if got.Status != "completed" || got.CompletedBy != "bia" || got.Assignee != "bia" {
@@ -526,7 +527,7 @@ func TestTaskClaims(t *testing.T) {
 			status                    int
 		}{
 			{"no token", "", x.ID, "claim", 401},
-			{"citizen", p.token(t, "org-a", "citizen-1", "citizen"), x.ID, "claim", 403},
+			{"citizen", p.Token(t, "org-a", "citizen-1", "citizen"), x.ID, "claim", 403},
 			{"attendant on an operator step", ana, operatorTask.ID, "claim", 403},
 			{"attendant releasing an operator step", ana, operatorTask.ID, "release", 403},
 			{"another tenant's task: claim", ana, other.ID, "claim", 404},
@@ -543,7 +544,7 @@ func TestTaskClaims(t *testing.T) {
 		resp := do(t, http.MethodPost, base+"/v1/tasks/"+x.ID+"/claim", ana, strings.NewReader(`{"assignee":"bia"}`),
 			map[string]string{"Content-Type": "application/json"})
 		expectProblem(t, resp, http.StatusBadRequest)
-		if got := worklist(t, base, p.token(t, "org-b", "operator-1", "operator"), "").Items; len(got) != 1 || got[0].Assignee != "" {
+		if got := worklist(t, base, p.Token(t, "org-b", "operator-1", "operator"), "").Items; len(got) != 1 || got[0].Assignee != "" {
 			t.Errorf("org-b's task after org-a's attempts: %+v, want one, unclaimed", got)
 		}
 		if got := status(t, x.ID); got.Assignee != "" {
@@ -555,19 +556,19 @@ func TestTaskClaims(t *testing.T) {
 		const n = 10
 		tokens := make([]string, n)
 		for i := range tokens {
-			tokens[i] = p.token(t, "org-a", fmt.Sprintf("racer-%d", i), "attendant")
+			tokens[i] = p.Token(t, "org-a", fmt.Sprintf("racer-%d", i), "attendant")
 		}
 		results := race10(t, base, race.ID, tokens)
 		var winners []int
 		conflicts := 0
 		for i, r := range results {
-			switch r.status {
+			switch r.Status {
 			case http.StatusOK:
 				winners = append(winners, i)
 			case http.StatusConflict:
 				conflicts++
 			default:
-				t.Errorf("racer-%d: %d %s", i, r.status, r.body)
+				t.Errorf("racer-%d: %d %s", i, r.Status, r.Body)
 			}
 		}
 		if len(winners) != 1 || conflicts != n-1 {
@@ -593,11 +594,11 @@ func TestTaskClaims(t *testing.T) {
 		results := race10(t, base, race.ID, tokens)
 		var at *time.Time
 		for i, r := range results {
-			if r.status != http.StatusOK {
-				t.Fatalf("claim %d = %d %s", i, r.status, r.body)
+			if r.Status != http.StatusOK {
+				t.Fatalf("claim %d = %d %s", i, r.Status, r.Body)
 			}
 			var it workItem
-			r.json(t, &it)
+			r.JSON(t, &it)
 			if it.Assignee != "ana" || it.ClaimedAt == nil || (at != nil && !it.ClaimedAt.Equal(*at)) {
 				t.Errorf("claim %d = %+v, want ana's, claimed once (at %v)", i, it, at)
 			}
@@ -608,9 +609,9 @@ func TestTaskClaims(t *testing.T) {
 
 // race10 sends POST /v1/tasks/{id}/claim once per token, all released at
 // the same moment, and returns the answers in token order.
-func race10(t *testing.T, base, taskID string, tokens []string) []response {
+func race10(t *testing.T, base, taskID string, tokens []string) []deploytest.Response {
 	t.Helper()
-	results := make([]response, len(tokens))
+	results := make([]deploytest.Response, len(tokens))
 	errs := make([]error, len(tokens))
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -632,7 +633,7 @@ func race10(t *testing.T, base, taskID string, tokens []string) []response {
 			}
 			defer resp.Body.Close()
 			body, err := io.ReadAll(resp.Body)
-			results[i], errs[i] = response{status: resp.StatusCode, header: resp.Header, body: body}, err
+			results[i], errs[i] = deploytest.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, err
 		}()
 	}
 	close(start)

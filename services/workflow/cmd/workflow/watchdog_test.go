@@ -27,13 +27,13 @@ func TestWatchdogReportsAStuckStepOnce(t *testing.T) {
 	extra := map[string]string{"WORKFLOW_DEFINITIONS": defs, "WATCHDOG_CHECK_INTERVAL": "100ms", "WATCHDOG_STUCK_AFTER": "1h"}
 	url := p.start(t, extra)
 	p.start(t, extra)
-	obs := fabrictest.Observe(t, p.conn, "workflow.stuck.v1")
-	attendant := p.token(t, "org-a", "attendant-1", "attendant")
+	obs := fabrictest.Observe(t, p.Conn, "workflow.stuck.v1")
+	attendant := p.Token(t, "org-a", "attendant-1", "attendant")
 
 	// Finished well within its second: never reported.
 	quick := requestIDOf(t, p.submitted(t, "org-a", "citizen-1", "quick"))
-	if resp := complete(t, url, attendant, waitProcess(t, url, attendant, quick).Tasks[0].ID, ""); resp.status != http.StatusOK {
-		t.Fatalf("complete the quick task = %d %s", resp.status, resp.body)
+	if resp := complete(t, url, attendant, waitProcess(t, url, attendant, quick).Tasks[0].ID, ""); resp.Status != http.StatusOK {
+		t.Fatalf("complete the quick task = %d %s", resp.Status, resp.Body)
 	}
 
 	slow := requestIDOf(t, p.submitted(t, "org-b", "citizen-2", "svc"))
@@ -45,15 +45,15 @@ func TestWatchdogReportsAStuckStepOnce(t *testing.T) {
 	if err := json.Unmarshal(first.Payload, &got); err != nil {
 		t.Fatal(err)
 	}
-	proc := waitProcess(t, url, p.token(t, "org-b", "attendant-2", "attendant"), slow)
+	proc := waitProcess(t, url, p.Token(t, "org-b", "attendant-2", "attendant"), slow)
 	if first.TenantID != "org-b" || got.Step != "triage" || got.DefinitionID != "slow" || got.StuckAfterSeconds != 1 ||
 		got.TaskID != proc.Tasks[0].ID || first.CorrelationID == "" {
 		t.Errorf("stuck event %s (tenant %s), want org-b's triage of definition slow after 1 s", first.Payload, first.TenantID)
 	}
 
 	// Its next step is watched afresh.
-	if resp := complete(t, url, p.token(t, "org-b", "attendant-2", "attendant"), got.TaskID, ""); resp.status != http.StatusOK {
-		t.Fatalf("complete triage = %d %s", resp.status, resp.body)
+	if resp := complete(t, url, p.Token(t, "org-b", "attendant-2", "attendant"), got.TaskID, ""); resp.Status != http.StatusOK {
+		t.Fatalf("complete triage = %d %s", resp.Status, resp.Body)
 	}
 	second := obs.Next(t, "the waiting decision reported stuck", func(e envelope.Envelope) bool {
 		return about("workflow.stuck.v1", slow)(e) && e.ID != first.ID
@@ -63,7 +63,7 @@ func TestWatchdogReportsAStuckStepOnce(t *testing.T) {
 	// before it is published, every sweep of those seconds is in.
 	marker := requestIDOf(t, p.submitted(t, "org-a", "citizen-3", "svc"))
 	markerStuck := obs.Next(t, "the marker reported stuck", about("workflow.stuck.v1", marker))
-	fabrictest.WaitOutboxPublished(t, p.pool, "workflow.stuck.v1", markerStuck.ID)
+	fabrictest.WaitOutboxPublished(t, p.Pool, "workflow.stuck.v1", markerStuck.ID)
 	if all := obs.Matching(t, about("workflow.stuck.v1", slow)); len(all) != 2 {
 		t.Errorf("the slow request was reported %d times, want twice (triage, then decision)", len(all))
 	}

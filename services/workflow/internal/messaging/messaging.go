@@ -4,6 +4,7 @@ package messaging
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -11,8 +12,93 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/catalog/payload"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/topology"
 	"github.com/agora-platform/agora/services/workflow/internal/process"
 )
+
+// The workflow service's queues (pkg/fabric/catalog/catalog.yaml,
+// services:).
+const (
+	requestSubmittedQueue = "workflow.request-submitted"
+	// requestCancelledQueue stops the processes of cancelled requests.
+	requestCancelledQueue = "workflow.request-cancelled"
+	// startCommandsQueue starts processes integrations ask for.
+	startCommandsQueue = "workflow.start-commands"
+	// seiRegisterQueue registers approved requests in SEI.
+	seiRegisterQueue = "workflow.sei-register"
+	// reactionsQueue brings the events subscriptions may react to.
+	reactionsQueue = "workflow.reactions"
+)
+
+// Host is what Attach needs of the service host (host.New's value).
+type Host interface {
+	Consume(queue string, h fabric.Handler, o fabric.ConsumerOptions) error
+	ConsumeTx(queue string, h fabric.TxHandler, o fabric.ConsumerOptions) error
+	Consumer(queue string) (topology.Consumer, error)
+}
+
+// Store is what the handlers need of the service's store.
+type Store interface {
+	Starter
+	Canceller
+	SEIRecords
+}
+
+// Deps are the handlers' dependencies. SEI nil turns registration off.
+type Deps struct {
+	Store     Store
+	Reactions Reactor
+	SEI       SEI
+	Log       *slog.Logger
+}
+
+// Attach registers the workflow service's consumers on h.
+func Attach(h Host, d Deps) error {
+	// Every transactional handler here writes only rows and outbox
+	// events: a replay from history may simulate it (Simulatable).
+	tx := fabric.ConsumerOptions{Simulatable: true}
+	for _, c := range []struct {
+		queue   string
+		handler fabric.TxHandler
+	}{
+		{requestSubmittedQueue, RequestSubmitted(d.Store)},
+		{requestCancelledQueue, RequestCancelled(d.Store)},
+		{startCommandsQueue, StartCommand(d.Store)},
+		{reactionsQueue, Reactions(d.Reactions)},
+	} {
+		if err := h.ConsumeTx(c.queue, c.handler, tx); err != nil {
+			return fmt.Errorf("messaging: %w", err)
+		}
+	}
+	if d.SEI == nil {
+		// Off rather than a refusal to start: nothing is lost. The queue is
+		// declared all the same, so approvals still record a pending
+		// registration and enqueue its command, which waits there until an
+		// instance with SEI_URL drains it.
+		d.Log.Warn("SEI registration is off (SEI_URL is unset): approved requests wait, pending, in queue " + seiRegisterQueue)
+		return nil
+	}
+	// One message per handler, outside any transaction: each waits on SEI
+	// for up to SEI_TIMEOUT.
+	if err := h.Consume(seiRegisterQueue, RegisterInSEI(d.Store, d.SEI, d.Log), fabric.ConsumerOptions{}); err != nil {
+		return fmt.Errorf("messaging: %w", err)
+	}
+	return nil
+}
+
+// Reactable returns the types the reactions queue receives: the only types
+// a subscription may name.
+func Reactable(h Host) ([]string, error) {
+	reactions, err := h.Consumer(reactionsQueue)
+	if err != nil {
+		return nil, fmt.Errorf("messaging: %w", err)
+	}
+	var types []string
+	for _, b := range reactions.Bindings {
+		types = append(types, b.Key)
+	}
+	return types, nil
+}
 
 // Starter starts a process inside the inbox transaction.
 type Starter interface {

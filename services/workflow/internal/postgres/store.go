@@ -39,10 +39,10 @@ type Store struct {
 	defaultStuckAfter time.Duration
 }
 
-// NewStore returns a Store on pool (search_path = the service schema).
+// New returns a Store on pool (search_path = the service schema).
 // dueSoon is the worklist's due-soon window (process.SLADueSoon);
 // stuckAfter the watchdog's threshold for definitions without their own.
-func NewStore(pool *pgxpool.Pool, ob Enqueuer, catalog *process.Catalog, now func() time.Time, dueSoon, stuckAfter time.Duration) *Store {
+func New(pool *pgxpool.Pool, ob Enqueuer, catalog *process.Catalog, now func() time.Time, dueSoon, stuckAfter time.Duration) *Store {
 	return &Store{pool: pool, outbox: ob, catalog: catalog, now: now, dueSoon: dueSoon, defaultStuckAfter: stuckAfter}
 }
 
