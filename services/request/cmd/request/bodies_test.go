@@ -11,5 +11,5 @@ import (
 // status and problem type (see httpfuzz.CheckMalformedBodies).
 func TestMalformedBodies(t *testing.T) {
 	s := start(t, map[string]string{"LOG_LEVEL": "warn"})
-	httpfuzz.New(t, s.url, s.keys).CheckMalformedBodies(t)
+	httpfuzz.New(t, s.url, s.Keys).CheckMalformedBodies(t)
 }

@@ -21,7 +21,7 @@ import (
 //	go test -run '^$' -fuzz '^FuzzHTTP$' -fuzztime 60s ./cmd/request/
 func FuzzHTTP(f *testing.F) {
 	s := start(f, map[string]string{"LOG_LEVEL": "warn"})
-	ft := httpfuzz.New(f, s.url, s.keys)
+	ft := httpfuzz.New(f, s.url, s.Keys)
 	// One request of the fuzz tenant's citizen, so the fuzzer starts from
 	// paths that reach the database.
 	ft.Routes = []string{"/v1/requests"}
@@ -41,7 +41,7 @@ func FuzzHTTP(f *testing.F) {
 		"/v1/requests/" + id,
 		"/v1/requests/" + id + "/documents",
 		"/v1/dlq/",
-		"/v1/dlq/" + workflowEventsQueue,
+		"/v1/dlq/request.workflow-events",
 		"/healthz", "/readyz", "/metrics", "/",
 	}
 	const (

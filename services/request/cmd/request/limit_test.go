@@ -12,16 +12,16 @@ import (
 func TestSubmissionsAreLimitedPerTenant(t *testing.T) {
 	s := start(t, map[string]string{"SUBMIT_RATE_PER_TENANT": "0.5", "SUBMIT_BURST_PER_TENANT": "2",
 		"SUBMIT_RATE_OVERRIDES": "org-big=50"})
-	a := s.token(t, "org-a", "citizen-a", "citizen")
+	a := s.Token(t, "org-a", "citizen-a", "citizen")
 	mustSubmit(t, s, a)
 	mustSubmit(t, s, a)
 	resp := s.submit(t, a, validBody, "")
 	expectProblem(t, resp, http.StatusTooManyRequests)
-	if secs, err := strconv.Atoi(resp.header.Get("Retry-After")); err != nil || secs < 1 || secs > 2 {
-		t.Errorf("Retry-After = %q, want the 1-2 s until org-a's next token", resp.header.Get("Retry-After"))
+	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || secs < 1 || secs > 2 {
+		t.Errorf("Retry-After = %q, want the 1-2 s until org-a's next token", resp.Header.Get("Retry-After"))
 	}
-	mustSubmit(t, s, s.token(t, "org-b", "citizen-b", "citizen"))
-	big := s.token(t, "org-big", "citizen-c", "citizen")
+	mustSubmit(t, s, s.Token(t, "org-b", "citizen-b", "citizen"))
+	big := s.Token(t, "org-big", "citizen-c", "citizen")
 	for range 10 {
 		mustSubmit(t, s, big)
 	}

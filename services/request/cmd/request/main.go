@@ -13,7 +13,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/gateway"
 	"github.com/agora-platform/agora/pkg/fabric/host"
 	"github.com/agora-platform/agora/pkg/fabric/ratelimit"
@@ -27,12 +26,6 @@ import (
 )
 
 func main() { host.Main("request", run) }
-
-const workflowEventsQueue = "request.workflow-events"
-
-// workflowAlertsQueue is its priority lane: SLA breaches and stuck
-// processes, ahead of any backlog of ordinary progress.
-const workflowAlertsQueue = workflowEventsQueue + ".priority"
 
 type config struct {
 	host.Config
@@ -131,16 +124,8 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 		return err
 	}
 	defer h.Close() // Serve closes it too; Close is idempotent
-	store := postgres.NewStore(h.Pool, h.Outbox, time.Now)
-	// Rows and outbox events only: a replay from history may simulate it.
-	if err := h.ConsumeTx(workflowEventsQueue, messaging.WorkflowEvents(store),
-		fabric.ConsumerOptions{Simulatable: true}); err != nil {
-		return err
-	}
-	// The lane's own handlers (its weight): an alert never waits for
-	// handlers busy with the backlog.
-	if err := h.ConsumeTx(workflowAlertsQueue, messaging.WorkflowEvents(store),
-		fabric.ConsumerOptions{Prefetch: 8, Concurrency: 2, Simulatable: true}); err != nil {
+	store := postgres.New(h.Pool, h.Outbox, time.Now)
+	if err := messaging.Attach(h, messaging.Deps{Store: store}); err != nil {
 		return err
 	}
 	// External systems' events: none are accepted until sources are

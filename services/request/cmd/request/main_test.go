@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -15,7 +14,6 @@ import (
 	"maps"
 	"mime/multipart"
 	"net/http"
-	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -23,98 +21,35 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/agora-platform/agora/deploy/deploytest"
-	"github.com/agora-platform/agora/pkg/fabric/auth"
-	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
-	"github.com/agora-platform/agora/pkg/fabric/registry"
 )
 
-// testService is one run() of the service against the real broker (fresh
-// vhost), Postgres (fresh schema) and MinIO.
+// testService is one run() of the service on the shared test stack
+// (deploytest.Stack: fresh vhost and schema, the service's own broker user
+// and database roles) and the machine's MinIO.
 type testService struct {
+	*deploytest.Stack
 	url    string
-	schema string
-	env    fabrictest.Env
-	vhost  *fabrictest.Vhost
-	conn   *broker.Conn
-	pub    *broker.Publisher
-	pool   *pgxpool.Pool // admin pool, search_path = the schema
-	keys   *auth.DevKeys
 	s3     *minio.Client
 	bucket string
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-func getenvDefault(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }
 
 // start runs the service with extra environment and stops it (checking
 // that run returns nil) when the test ends.
 func start(t testing.TB, extra map[string]string) *testService {
 	t.Helper()
-	env := fabrictest.EnvFrom(os.Getenv)
-	s := &testService{env: env, schema: "t_" + randHex(4), bucket: "documents"}
-	s.vhost = fabrictest.NewVhost(t, env)
-	identity := deploytest.Service(t, s.vhost, env.DatabaseURL, "request", s.schema)
-	keys, err := auth.LoadOrCreateDevKeys(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.keys = keys
-	vars := map[string]string{
-		"JWT_KEYS":         keys.JWKSPath,
-		"S3_ENDPOINT":      getenvDefault("S3_ENDPOINT", "127.0.0.1:9000"),
-		"S3_ACCESS_KEY":    getenvDefault("S3_ACCESS_KEY", "agora-dev"),
-		"S3_SECRET_KEY":    getenvDefault("S3_SECRET_KEY", "agora-dev-secret"),
-		"MAX_UPLOAD_BYTES": "262144",
-	}
-	maps.Copy(vars, identity)
-	for k, v := range extra {
-		vars[k] = v
-	}
-	pc, err := pgxpool.ParseConfig(env.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc.ConnConfig.RuntimeParams["search_path"] = s.schema
-	s.pool, err = pgxpool.NewWithConfig(context.Background(), pc)
-	if err != nil {
-		t.Fatalf("postgres (run `make infra`): %v", err)
-	}
-	// Registered before the service, so it runs after the service stopped.
-	t.Cleanup(func() {
-		_, _ = s.pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{s.schema}.Sanitize()+" CASCADE")
-		s.pool.Close()
-	})
-	s.url = fabrictest.StartService(t, run, vars).URL
+	s := &testService{Stack: deploytest.NewStack(t, "request"), bucket: "documents"}
+	vars := map[string]string{"MAX_UPLOAD_BYTES": "262144"}
+	maps.Copy(vars, extra)
+	s.url = s.Start(t, run, vars).URL
 	checkAPI(t, s.url)
-
-	s.conn = s.vhost.Dial(t)
-	reg, err := registry.Default()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.pub, err = broker.NewPublisher(s.conn, reg, broker.PublisherOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.pub.Close() })
-	s.s3, err = minio.New(vars["S3_ENDPOINT"], &minio.Options{Creds: credentials.NewStaticV4(vars["S3_ACCESS_KEY"], vars["S3_SECRET_KEY"], "")})
+	var err error
+	s.s3, err = minio.New(s.Vars["S3_ENDPOINT"], &minio.Options{Creds: credentials.NewStaticV4(s.Vars["S3_ACCESS_KEY"], s.Vars["S3_SECRET_KEY"], "")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,53 +66,12 @@ func ofType(typ, requestID string) func(envelope.Envelope) bool {
 	}
 }
 
-func (s *testService) token(t *testing.T, tenant, sub string, roles ...string) string {
+func (s *testService) do(t *testing.T, method, path, token string, body io.Reader, header map[string]string) deploytest.Response {
 	t.Helper()
-	tok, err := s.keys.Mint(auth.Claims{Subject: sub, TenantID: tenant, Roles: roles}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
+	return deploytest.Do(t, method, s.url+path, token, body, header)
 }
 
-type response struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-func (r response) json(t *testing.T, v any) {
-	t.Helper()
-	if err := json.Unmarshal(r.body, v); err != nil {
-		t.Fatalf("decode %s: %v", r.body, err)
-	}
-}
-
-func (s *testService) do(t *testing.T, method, path, token string, body io.Reader, header map[string]string) response {
-	t.Helper()
-	req, err := http.NewRequest(method, s.url+path, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return response{status: resp.StatusCode, header: resp.Header, body: data}
-}
-
-func (s *testService) submit(t *testing.T, token, body, key string) response {
+func (s *testService) submit(t *testing.T, token, body, key string) deploytest.Response {
 	t.Helper()
 	h := map[string]string{"Content-Type": "application/json"}
 	if key != "" {
@@ -198,36 +92,36 @@ const validBody = `{"serviceId":"iptu-segunda-via","formId":"form-iptu","formVer
 func mustSubmit(t *testing.T, s *testService, token string) receipt {
 	t.Helper()
 	resp := s.submit(t, token, validBody, "")
-	if resp.status != http.StatusCreated {
-		t.Fatalf("POST /v1/requests = %d %s, want 201", resp.status, resp.body)
+	if resp.Status != http.StatusCreated {
+		t.Fatalf("POST /v1/requests = %d %s, want 201", resp.Status, resp.Body)
 	}
 	var rc receipt
-	resp.json(t, &rc)
+	resp.JSON(t, &rc)
 	return rc
 }
 
-func expectProblem(t *testing.T, resp response, status int) {
+func expectProblem(t *testing.T, resp deploytest.Response, status int) {
 	t.Helper()
-	if resp.status != status {
-		t.Fatalf("status = %d (%s), want %d", resp.status, resp.body, status)
+	if resp.Status != status {
+		t.Fatalf("status = %d (%s), want %d", resp.Status, resp.Body, status)
 	}
-	if ct := resp.header.Get("Content-Type"); ct != "application/problem+json" {
+	if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
 		t.Errorf("Content-Type = %q, want application/problem+json", ct)
 	}
 	var p struct {
 		Status int    `json:"status"`
 		Title  string `json:"title"`
 	}
-	resp.json(t, &p)
+	resp.JSON(t, &p)
 	if p.Status != status || p.Title == "" {
-		t.Errorf("problem = %s, want status %d and a title", resp.body, status)
+		t.Errorf("problem = %s, want status %d and a title", resp.Body, status)
 	}
 }
 
 func TestSubmitRejectsMalformedRequests(t *testing.T) {
 	s := start(t, nil)
-	citizen := s.token(t, "org-a", "citizen-1", "citizen")
-	attendant := s.token(t, "org-a", "attendant-1", "attendant")
+	citizen := s.Token(t, "org-a", "citizen-1", "citizen")
+	attendant := s.Token(t, "org-a", "attendant-1", "attendant")
 	tests := []struct {
 		name        string
 		token       string
@@ -266,7 +160,7 @@ func TestSubmitRejectsMalformedRequests(t *testing.T) {
 			expectProblem(t, resp, tc.status)
 			if tc.field != "" {
 				var p struct{ Errors map[string]string }
-				resp.json(t, &p)
+				resp.JSON(t, &p)
 				if p.Errors[tc.field] == "" {
 					t.Errorf("problem errors = %v, want an entry for %s", p.Errors, tc.field)
 				}
@@ -274,7 +168,7 @@ func TestSubmitRejectsMalformedRequests(t *testing.T) {
 		})
 	}
 	var n int
-	if err := s.pool.QueryRow(context.Background(), "SELECT count(*) FROM request").Scan(&n); err != nil {
+	if err := s.Pool.QueryRow(context.Background(), "SELECT count(*) FROM request").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 0 {
@@ -286,16 +180,16 @@ var protocolPattern = regexp.MustCompile(`^AGR-\d{4}-\d{6}$`)
 
 func TestSubmitStoresRequestAndPublishesEvent(t *testing.T) {
 	s := start(t, nil)
-	obs := fabrictest.Observe(t, s.conn, "request.#")
-	citizen := s.token(t, "org-a", "citizen-1", "citizen")
+	obs := fabrictest.Observe(t, s.Conn, "request.#")
+	citizen := s.Token(t, "org-a", "citizen-1", "citizen")
 
 	resp := s.submit(t, citizen, validBody, "")
-	if resp.status != http.StatusCreated {
-		t.Fatalf("POST = %d %s, want 201", resp.status, resp.body)
+	if resp.Status != http.StatusCreated {
+		t.Fatalf("POST = %d %s, want 201", resp.Status, resp.Body)
 	}
 	var rc receipt
-	resp.json(t, &rc)
-	if got := resp.header.Get("Location"); got != "/v1/requests/"+rc.ID {
+	resp.JSON(t, &rc)
+	if got := resp.Header.Get("Location"); got != "/v1/requests/"+rc.ID {
 		t.Errorf("Location = %q, want /v1/requests/%s", got, rc.ID)
 	}
 	if !protocolPattern.MatchString(rc.Protocol) || rc.Status != "submitted" || rc.SubmittedAt.IsZero() {
@@ -316,12 +210,12 @@ func TestSubmitStoresRequestAndPublishesEvent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			resp := s.submit(t, citizen, validBody, "")
-			if resp.status != http.StatusCreated {
-				t.Errorf("POST /v1/requests = %d %s, want 201", resp.status, resp.body)
+			if resp.Status != http.StatusCreated {
+				t.Errorf("POST /v1/requests = %d %s, want 201", resp.Status, resp.Body)
 				return
 			}
 			var got receipt
-			if err := json.Unmarshal(resp.body, &got); err != nil {
+			if err := json.Unmarshal(resp.Body, &got); err != nil {
 				t.Errorf("receipt: %v", err)
 				return
 			}
@@ -335,7 +229,7 @@ func TestSubmitStoresRequestAndPublishesEvent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	otherTenant := mustSubmit(t, s, s.token(t, "org-b", "citizen-9", "citizen"))
+	otherTenant := mustSubmit(t, s, s.Token(t, "org-b", "citizen-9", "citizen"))
 	if otherTenant.Protocol != fmt.Sprintf("AGR-%d-%06d", rc.SubmittedAt.Year(), 1) {
 		t.Errorf("org-b's first protocol = %s, want its own counter starting at 1", otherTenant.Protocol)
 	}
@@ -358,18 +252,18 @@ func TestSubmitStoresRequestAndPublishesEvent(t *testing.T) {
 
 func TestGetRequestVisibility(t *testing.T) {
 	s := start(t, nil)
-	rc := mustSubmit(t, s, s.token(t, "org-a", "citizen-1", "citizen"))
+	rc := mustSubmit(t, s, s.Token(t, "org-a", "citizen-1", "citizen"))
 	tests := []struct {
 		name   string
 		token  string
 		status int
 	}{
-		{"owner", s.token(t, "org-a", "citizen-1", "citizen"), 200},
-		{"attendant of the tenant", s.token(t, "org-a", "attendant-1", "attendant"), 200},
-		{"operator of the tenant", s.token(t, "org-a", "operator-1", "operator"), 200},
-		{"another citizen of the tenant", s.token(t, "org-a", "citizen-2", "citizen"), 404},
-		{"same subject in another tenant", s.token(t, "org-b", "citizen-1", "citizen"), 404},
-		{"attendant of another tenant", s.token(t, "org-b", "attendant-1", "attendant"), 404},
+		{"owner", s.Token(t, "org-a", "citizen-1", "citizen"), 200},
+		{"attendant of the tenant", s.Token(t, "org-a", "attendant-1", "attendant"), 200},
+		{"operator of the tenant", s.Token(t, "org-a", "operator-1", "operator"), 200},
+		{"another citizen of the tenant", s.Token(t, "org-a", "citizen-2", "citizen"), 404},
+		{"same subject in another tenant", s.Token(t, "org-b", "citizen-1", "citizen"), 404},
+		{"attendant of another tenant", s.Token(t, "org-b", "attendant-1", "attendant"), 404},
 		{"no token", "", 401},
 	}
 	for _, tc := range tests {
@@ -379,50 +273,50 @@ func TestGetRequestVisibility(t *testing.T) {
 				expectProblem(t, resp, tc.status)
 				return
 			}
-			if resp.status != 200 {
-				t.Fatalf("GET = %d %s, want 200", resp.status, resp.body)
+			if resp.Status != 200 {
+				t.Fatalf("GET = %d %s, want 200", resp.Status, resp.Body)
 			}
 			var got struct {
 				ID, Protocol, Status, CitizenID string
 				Fields                          map[string]any
 			}
-			resp.json(t, &got)
+			resp.JSON(t, &got)
 			if got.ID != rc.ID || got.Protocol != rc.Protocol || got.Status != "submitted" || got.Fields["inscricao"] != "123.456" {
 				t.Errorf("GET = %+v, want %s %s submitted with its fields", got, rc.ID, rc.Protocol)
 			}
 		})
 	}
 	t.Run("malformed id", func(t *testing.T) {
-		expectProblem(t, s.do(t, http.MethodGet, "/v1/requests/not-a-uuid", s.token(t, "org-a", "attendant-1", "attendant"), nil, nil), 404)
+		expectProblem(t, s.do(t, http.MethodGet, "/v1/requests/not-a-uuid", s.Token(t, "org-a", "attendant-1", "attendant"), nil, nil), 404)
 	})
 }
 
 func TestIdempotencyKey(t *testing.T) {
 	s := start(t, nil)
-	obs := fabrictest.Observe(t, s.conn, "request.submitted.v1")
-	citizen := s.token(t, "org-a", "citizen-1", "citizen")
+	obs := fabrictest.Observe(t, s.Conn, "request.submitted.v1")
+	citizen := s.Token(t, "org-a", "citizen-1", "citizen")
 
 	first := s.submit(t, citizen, validBody, "key-1")
-	if first.status != 201 {
-		t.Fatalf("first = %d %s", first.status, first.body)
+	if first.Status != 201 {
+		t.Fatalf("first = %d %s", first.Status, first.Body)
 	}
 	// Same content, other key order and spacing: the same body.
 	reordered := `{ "fields": {"email":"maria@example.org","inscricao":"123.456"}, "channel":"web", "formVersion":2, "formId":"form-iptu", "serviceId":"iptu-segunda-via" }`
 	again := s.submit(t, citizen, reordered, "key-1")
-	if again.status != 201 || !bytes.Equal(again.body, first.body) || again.header.Get("Location") != first.header.Get("Location") {
-		t.Errorf("replay = %d %s (Location %s), want 201 %s (Location %s)", again.status, again.body,
-			again.header.Get("Location"), first.body, first.header.Get("Location"))
+	if again.Status != 201 || !bytes.Equal(again.Body, first.Body) || again.Header.Get("Location") != first.Header.Get("Location") {
+		t.Errorf("replay = %d %s (Location %s), want 201 %s (Location %s)", again.Status, again.Body,
+			again.Header.Get("Location"), first.Body, first.Header.Get("Location"))
 	}
-	if again.header.Get("Idempotent-Replayed") != "true" {
+	if again.Header.Get("Idempotent-Replayed") != "true" {
 		t.Errorf("replay lacks Idempotent-Replayed: true")
 	}
 	conflict := s.submit(t, citizen, strings.Replace(validBody, `"web"`, `"app"`, 1), "key-1")
 	expectProblem(t, conflict, http.StatusConflict)
 
 	// Keys belong to a citizen: another citizen's key-1 is a new request.
-	other := s.submit(t, s.token(t, "org-a", "citizen-2", "citizen"), validBody, "key-1")
-	if other.status != 201 || bytes.Equal(other.body, first.body) {
-		t.Errorf("other citizen's key-1 = %d %s, want a new 201", other.status, other.body)
+	other := s.submit(t, s.Token(t, "org-a", "citizen-2", "citizen"), validBody, "key-1")
+	if other.Status != 201 || bytes.Equal(other.Body, first.Body) {
+		t.Errorf("other citizen's key-1 = %d %s, want a new 201", other.Status, other.Body)
 	}
 
 	// Concurrent first uses of one key: one request, one answer.
@@ -433,10 +327,10 @@ func TestIdempotencyKey(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			r := s.submit(t, citizen, validBody, "key-concurrent")
-			if r.status != 201 {
-				t.Errorf("concurrent submit = %d %s", r.status, r.body)
+			if r.Status != 201 {
+				t.Errorf("concurrent submit = %d %s", r.Status, r.Body)
 			}
-			bodies[i] = r.body
+			bodies[i] = r.Body
 		}()
 	}
 	wg.Wait()
@@ -447,13 +341,13 @@ func TestIdempotencyKey(t *testing.T) {
 	}
 
 	var rc receipt
-	first.json(t, &rc)
+	first.JSON(t, &rc)
 	obs.Next(t, "the request's submitted event", ofType("request.submitted.v1", rc.ID))
 	if n := len(obs.Matching(t, ofType("request.submitted.v1", rc.ID))); n != 1 {
 		t.Errorf("%d request.submitted.v1 events for the replayed request, want 1", n)
 	}
 	var rows int
-	if err := s.pool.QueryRow(context.Background(), "SELECT count(*) FROM request WHERE tenant_id = 'org-a'").Scan(&rows); err != nil {
+	if err := s.Pool.QueryRow(context.Background(), "SELECT count(*) FROM request WHERE tenant_id = 'org-a'").Scan(&rows); err != nil {
 		t.Fatal(err)
 	}
 	if rows != 3 {
@@ -465,23 +359,23 @@ func TestIdempotencyKey(t *testing.T) {
 // superuser (the tests' own connection bypasses RLS).
 func TestRowLevelSecurity(t *testing.T) {
 	s := start(t, nil)
-	rc := mustSubmit(t, s, s.token(t, "org-a", "citizen-1", "citizen"))
+	rc := mustSubmit(t, s, s.Token(t, "org-a", "citizen-1", "citizen"))
 	ctx := context.Background()
-	role := "rls_probe_" + randHex(4)
-	schema := pgx.Identifier{s.schema}.Sanitize()
+	role := deploytest.Unique("rls_probe_")
+	schema := pgx.Identifier{s.Schema}.Sanitize()
 	for _, stmt := range []string{
 		"CREATE ROLE " + role + " NOLOGIN",
 		"GRANT USAGE ON SCHEMA " + schema + " TO " + role,
 		"GRANT SELECT ON ALL TABLES IN SCHEMA " + schema + " TO " + role,
 	} {
-		if _, err := s.pool.Exec(ctx, stmt); err != nil {
+		if _, err := s.Pool.Exec(ctx, stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
 		}
 	}
 	t.Cleanup(func() {
-		_, _ = s.pool.Exec(ctx, "REVOKE ALL ON ALL TABLES IN SCHEMA "+schema+" FROM "+role)
-		_, _ = s.pool.Exec(ctx, "REVOKE ALL ON SCHEMA "+schema+" FROM "+role)
-		_, _ = s.pool.Exec(ctx, "DROP ROLE "+role)
+		_, _ = s.Pool.Exec(ctx, "REVOKE ALL ON ALL TABLES IN SCHEMA "+schema+" FROM "+role)
+		_, _ = s.Pool.Exec(ctx, "REVOKE ALL ON SCHEMA "+schema+" FROM "+role)
+		_, _ = s.Pool.Exec(ctx, "DROP ROLE "+role)
 	})
 	tests := []struct {
 		tenant string
@@ -489,7 +383,7 @@ func TestRowLevelSecurity(t *testing.T) {
 	}{{"org-a", 1}, {"org-b", 0}, {"", 0}}
 	for _, tc := range tests {
 		t.Run("tenant="+tc.tenant, func(t *testing.T) {
-			tx, err := s.pool.Begin(ctx)
+			tx, err := s.Pool.Begin(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -527,7 +421,7 @@ func (s *testService) publishEnvelope(t *testing.T, env envelope.Envelope) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := s.pub.Publish(ctx, env); err != nil {
+	if err := s.Pub.Publish(ctx, env); err != nil {
 		t.Fatalf("publish %s: %v", env.Type, err)
 	}
 }
@@ -541,18 +435,18 @@ type requestView struct {
 
 func (s *testService) view(t *testing.T, tenant, id string) requestView {
 	t.Helper()
-	resp := s.do(t, http.MethodGet, "/v1/requests/"+id, s.token(t, tenant, "attendant-1", "attendant"), nil, nil)
-	if resp.status != 200 {
-		t.Fatalf("GET %s = %d %s", id, resp.status, resp.body)
+	resp := s.do(t, http.MethodGet, "/v1/requests/"+id, s.Token(t, tenant, "attendant-1", "attendant"), nil, nil)
+	if resp.Status != 200 {
+		t.Fatalf("GET %s = %d %s", id, resp.Status, resp.Body)
 	}
 	var v requestView
-	resp.json(t, &v)
+	resp.JSON(t, &v)
 	return v
 }
 
 func TestWorkflowEventsKeepStatusCurrent(t *testing.T) {
 	s := start(t, nil)
-	obs := fabrictest.Observe(t, s.conn, "request.status-changed.v1")
+	obs := fabrictest.Observe(t, s.Conn, "request.Status-changed.v1")
 	tests := []struct {
 		outcome string
 		want    string
@@ -561,7 +455,7 @@ func TestWorkflowEventsKeepStatusCurrent(t *testing.T) {
 	alerts := 0 // and to its priority lane (the SLA breaches)
 	for _, tc := range tests {
 		t.Run(tc.outcome, func(t *testing.T) {
-			rc := mustSubmit(t, s, s.token(t, "org-a", "citizen-1", "citizen"))
+			rc := mustSubmit(t, s, s.Token(t, "org-a", "citizen-1", "citizen"))
 			processID := newUUID(t)
 			started := s.publish(t, "org-a", "workflow.process-started.v1",
 				map[string]any{"processId": processID, "requestId": rc.ID, "definitionId": "standard-review"})
@@ -569,7 +463,7 @@ func TestWorkflowEventsKeepStatusCurrent(t *testing.T) {
 				return s.view(t, "org-a", rc.ID).Status == "in_progress"
 			})
 			changed := obs.Next(t, "status-changed to in_progress", func(e envelope.Envelope) bool {
-				return ofType("request.status-changed.v1", rc.ID)(e) && strings.Contains(string(e.Payload), `"in_progress"`)
+				return ofType("request.Status-changed.v1", rc.ID)(e) && strings.Contains(string(e.Payload), `"in_progress"`)
 			})
 			if changed.CausationID != started.ID || changed.CorrelationID != started.CorrelationID {
 				t.Errorf("status-changed causation %s correlation %s, want %s %s", changed.CausationID, changed.CorrelationID, started.ID, started.CorrelationID)
@@ -592,7 +486,7 @@ func TestWorkflowEventsKeepStatusCurrent(t *testing.T) {
 			s.publish(t, "org-a", "workflow.process-started.v1",
 				map[string]any{"processId": processID, "requestId": rc.ID, "definitionId": "standard-review"})
 			obs.Next(t, "status-changed to "+tc.want, func(e envelope.Envelope) bool {
-				return ofType("request.status-changed.v1", rc.ID)(e) && strings.Contains(string(e.Payload), `"`+tc.want+`"`)
+				return ofType("request.Status-changed.v1", rc.ID)(e) && strings.Contains(string(e.Payload), `"`+tc.want+`"`)
 			})
 			// The marker: another request's process-started, behind the
 			// late one on the same queue. The consumer runs several handlers
@@ -600,7 +494,7 @@ func TestWorkflowEventsKeepStatusCurrent(t *testing.T) {
 			// counters (acks follow commits) prove all six events were
 			// handled (five here, the SLA breach in the priority lane), and the drained outbox puts every status-changed
 			// they committed in the observer's queue.
-			markerRequest := mustSubmit(t, s, s.token(t, "org-a", "citizen-1", "citizen"))
+			markerRequest := mustSubmit(t, s, s.Token(t, "org-a", "citizen-1", "citizen"))
 			s.publish(t, "org-a", "workflow.process-started.v1",
 				map[string]any{"processId": newUUID(t), "requestId": markerRequest.ID, "definitionId": "standard-review"})
 			queued += 5
@@ -609,14 +503,14 @@ func TestWorkflowEventsKeepStatusCurrent(t *testing.T) {
 				return s.view(t, "org-a", markerRequest.ID).Status == "in_progress"
 			})
 			fabrictest.WaitCounter(t, 15*time.Second, s.url+"/metrics", "fabric_consumer_processed_total",
-				map[string]string{"consumer": workflowEventsQueue}, float64(queued))
+				map[string]string{"consumer": "request.workflow-events"}, float64(queued))
 			fabrictest.WaitCounter(t, 15*time.Second, s.url+"/metrics", "fabric_consumer_processed_total",
-				map[string]string{"consumer": workflowAlertsQueue}, float64(alerts))
-			fabrictest.WaitOutboxPublished(t, s.pool, "request.status-changed.v1", "")
+				map[string]string{"consumer": "request.workflow-events.priority"}, float64(alerts))
+			fabrictest.WaitOutboxPublished(t, s.Pool, "request.Status-changed.v1", "")
 			if got := s.view(t, "org-a", rc.ID).Status; got != tc.want {
 				t.Errorf("status after a late process-started = %s, want %s", got, tc.want)
 			}
-			if n := len(obs.Matching(t, ofType("request.status-changed.v1", rc.ID))); n != 2 {
+			if n := len(obs.Matching(t, ofType("request.Status-changed.v1", rc.ID))); n != 2 {
 				t.Errorf("%d status-changed events, want 2 (in_progress, %s)", n, tc.want)
 			}
 		})
@@ -637,10 +531,10 @@ func newUUID(t *testing.T) string {
 // the DLQ, leaving A's request untouched.
 func TestWorkflowEventOfAnotherTenantIsDeadLettered(t *testing.T) {
 	s := start(t, nil)
-	rc := mustSubmit(t, s, s.token(t, "org-a", "citizen-1", "citizen"))
+	rc := mustSubmit(t, s, s.Token(t, "org-a", "citizen-1", "citizen"))
 	s.publish(t, "org-b", "workflow.process-completed.v1", map[string]any{"processId": newUUID(t), "requestId": rc.ID, "outcome": "rejected"})
 	fabrictest.Eventually(t, 15*time.Second, "message in request.workflow-events.dlq", func() bool {
-		return s.vhost.Queues(t)["request.workflow-events.dlq"].Messages == 1
+		return s.Vhost.Queues(t)["request.workflow-events.dlq"].Messages == 1
 	})
 	if got := s.view(t, "org-a", rc.ID).Status; got != "submitted" {
 		t.Errorf("org-a's request status = %s after org-b's event, want submitted", got)
@@ -675,7 +569,7 @@ func multipartBody(t *testing.T, field, name string, content []byte) (io.Reader,
 	return &b, w.FormDataContentType()
 }
 
-func (s *testService) upload(t *testing.T, token, requestID, field, name string, content []byte) response {
+func (s *testService) upload(t *testing.T, token, requestID, field, name string, content []byte) deploytest.Response {
 	t.Helper()
 	body, ct := multipartBody(t, field, name, content)
 	return s.do(t, http.MethodPost, "/v1/requests/"+requestID+"/documents", token, body, map[string]string{"Content-Type": ct})
@@ -683,21 +577,21 @@ func (s *testService) upload(t *testing.T, token, requestID, field, name string,
 
 func TestUploadDocument(t *testing.T) {
 	s := start(t, nil)
-	tenant := "org-" + randHex(3) // the bucket is shared between test runs; the prefix is not
-	obs := fabrictest.Observe(t, s.conn, "document.uploaded.v1")
-	owner := s.token(t, tenant, "citizen-1", "citizen")
+	tenant := deploytest.Unique("org-") // the bucket is shared between test runs; the prefix is not
+	obs := fabrictest.Observe(t, s.Conn, "document.uploaded.v1")
+	owner := s.Token(t, tenant, "citizen-1", "citizen")
 	rc := mustSubmit(t, s, owner)
 	img := pngBytes(t)
 
 	resp := s.upload(t, owner, rc.ID, "file", "../../Comprovante de endereço.png", img)
-	if resp.status != http.StatusCreated {
-		t.Fatalf("upload = %d %s, want 201", resp.status, resp.body)
+	if resp.Status != http.StatusCreated {
+		t.Fatalf("upload = %d %s, want 201", resp.Status, resp.Body)
 	}
 	var doc struct {
 		ID, RequestID, Bucket, ObjectKey, FileName, ContentType, SHA256 string
 		Size                                                            int64
 	}
-	resp.json(t, &doc)
+	resp.JSON(t, &doc)
 	sum := sha256.Sum256(img)
 	wantKey := fmt.Sprintf("tenant=%s/requests/%s/documents/%s/Comprovante_de_endere_o.png", tenant, rc.ID, doc.ID)
 	if doc.ObjectKey != wantKey || doc.ContentType != "image/png" || doc.Size != int64(len(img)) || doc.SHA256 != hex.EncodeToString(sum[:]) || doc.Bucket != s.bucket {
@@ -728,12 +622,12 @@ func TestUploadDocument(t *testing.T) {
 		content []byte
 		status  int
 	}{
-		{"attendant of the tenant", s.token(t, tenant, "attendant-1", "attendant"), "file", []byte("%PDF-1.4\n%fake but sniffed as pdf\n"), 201},
+		{"attendant of the tenant", s.Token(t, tenant, "attendant-1", "attendant"), "file", []byte("%PDF-1.4\n%fake but sniffed as pdf\n"), 201},
 		{"plain text", owner, "file", []byte("requerimento em texto\n"), 201},
 		{"tiff", owner, "file", append([]byte("II*\x00"), make([]byte, 64)...), 201},
-		{"another citizen", s.token(t, tenant, "citizen-2", "citizen"), "file", img, 404},
-		{"attendant of another tenant", s.token(t, "org-other", "attendant-1", "attendant"), "file", img, 404},
-		{"operator may not upload", s.token(t, tenant, "operator-1", "operator"), "file", img, 403},
+		{"another citizen", s.Token(t, tenant, "citizen-2", "citizen"), "file", img, 404},
+		{"attendant of another tenant", s.Token(t, "org-other", "attendant-1", "attendant"), "file", img, 404},
+		{"operator may not upload", s.Token(t, tenant, "operator-1", "operator"), "file", img, 403},
 		{"unsupported type", owner, "file", []byte("<html><body>hi</body></html>"), 415},
 		{"zip", owner, "file", []byte("PK\x03\x04\x14\x00\x00\x00"), 415},
 		{"too large", owner, "file", append([]byte("%PDF-1.4\n"), make([]byte, 300<<10)...), 413},
@@ -744,8 +638,8 @@ func TestUploadDocument(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := s.upload(t, tc.token, rc.ID, tc.field, "doc.bin", tc.content)
 			if tc.status == 201 {
-				if resp.status != 201 {
-					t.Fatalf("upload = %d %s, want 201", resp.status, resp.body)
+				if resp.Status != 201 {
+					t.Fatalf("upload = %d %s, want 201", resp.Status, resp.Body)
 				}
 				return
 			}
@@ -761,9 +655,9 @@ func TestUploadDocument(t *testing.T) {
 	var docs struct {
 		Documents []struct{ ID, ObjectKey string }
 	}
-	list.json(t, &docs)
+	list.JSON(t, &docs)
 	if len(docs.Documents) != 4 {
-		t.Errorf("GET documents = %s, want 4 documents", list.body)
+		t.Errorf("GET documents = %s, want 4 documents", list.Body)
 	}
 	// Refused uploads leave no objects behind.
 	var objects int
@@ -776,7 +670,7 @@ func TestUploadDocument(t *testing.T) {
 	if objects != 4 {
 		t.Errorf("%d objects under tenant=%s/, want 4", objects, tenant)
 	}
-	expectProblem(t, s.do(t, http.MethodGet, "/v1/requests/"+rc.ID+"/documents", s.token(t, "org-other", "attendant-1", "attendant"), nil, nil), 404)
+	expectProblem(t, s.do(t, http.MethodGet, "/v1/requests/"+rc.ID+"/documents", s.Token(t, "org-other", "attendant-1", "attendant"), nil, nil), 404)
 }
 
 // TestUploadRefusesTruncatedMultipart: a body that ends before the file
@@ -785,8 +679,8 @@ func TestUploadDocument(t *testing.T) {
 // outbox (the OCR worker would otherwise read a partial object as whole).
 func TestUploadRefusesTruncatedMultipart(t *testing.T) {
 	s := start(t, nil)
-	tenant := "org-" + randHex(3)
-	owner := s.token(t, tenant, "citizen-1", "citizen")
+	tenant := deploytest.Unique("org-")
+	owner := s.Token(t, tenant, "citizen-1", "citizen")
 	rc := mustSubmit(t, s, owner)
 
 	const boundary = "agora-test-boundary"
@@ -811,10 +705,10 @@ func TestUploadRefusesTruncatedMultipart(t *testing.T) {
 	counts := func(t *testing.T) (rows, outbox, objects int) {
 		t.Helper()
 		ctx := context.Background()
-		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM document WHERE request_id = $1`, rc.ID).Scan(&rows); err != nil {
+		if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM document WHERE request_id = $1`, rc.ID).Scan(&rows); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM outbox_event WHERE event_type = 'document.uploaded.v1'
+		if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox_event WHERE event_type = 'document.uploaded.v1'
 			AND tenant_id = $1`, tenant).Scan(&outbox); err != nil {
 			t.Fatal(err)
 		}
@@ -833,8 +727,8 @@ func TestUploadRefusesTruncatedMultipart(t *testing.T) {
 				map[string]string{"Content-Type": "multipart/form-data; boundary=" + boundary})
 			want := 0
 			if tc.status == 201 {
-				if resp.status != 201 {
-					t.Fatalf("upload = %d %s, want 201", resp.status, resp.body)
+				if resp.Status != 201 {
+					t.Fatalf("upload = %d %s, want 201", resp.Status, resp.Body)
 				}
 				want = 1
 			} else {

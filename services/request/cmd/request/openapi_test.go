@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"net/http"
 	"os"
 	"testing"
 
-	"github.com/agora-platform/agora/pkg/fabric/openapi"
 	"github.com/agora-platform/agora/pkg/fabric/openapi/openapitest"
 	"github.com/agora-platform/agora/services/request/internal/httpapi"
 )
@@ -31,9 +29,5 @@ func checkAPI(t testing.TB, url string) {
 // host's routes at /openapi.json, and every operation of it is served.
 func TestOpenAPIServed(t *testing.T) {
 	s := start(t, nil)
-	err := openapitest.CheckServed(context.Background(), http.DefaultClient, s.url, httpapi.OpenAPI,
-		openapi.Host{Queues: []string{workflowEventsQueue, workflowAlertsQueue}, Ops: true})
-	if err != nil {
-		t.Error(err)
-	}
+	s.CheckOpenAPI(t, s.url, httpapi.OpenAPI)
 }

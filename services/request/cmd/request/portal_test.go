@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
@@ -30,11 +31,11 @@ type listed struct {
 func (s *testService) list(t *testing.T, token, query string) listed {
 	t.Helper()
 	resp := s.do(t, http.MethodGet, "/v1/requests?"+query, token, nil, nil)
-	if resp.status != http.StatusOK {
-		t.Fatalf("GET /v1/requests?%s = %d %s, want 200", query, resp.status, resp.body)
+	if resp.Status != http.StatusOK {
+		t.Fatalf("GET /v1/requests?%s = %d %s, want 200", query, resp.Status, resp.Body)
 	}
 	var l listed
-	resp.json(t, &l)
+	resp.JSON(t, &l)
 	return l
 }
 
@@ -42,9 +43,9 @@ func (s *testService) list(t *testing.T, token, query string) listed {
 // tenant's, newest first; pages neither repeat nor skip a request.
 func TestListRequests(t *testing.T) {
 	s := start(t, nil)
-	maria, joao := s.token(t, "org-a", "citizen-maria", "citizen"), s.token(t, "org-a", "citizen-joao", "citizen")
-	attendantA := s.token(t, "org-a", "attendant-1", "attendant")
-	mariaB := s.token(t, "org-b", "citizen-maria", "citizen") // the same subject in another tenant
+	maria, joao := s.Token(t, "org-a", "citizen-maria", "citizen"), s.Token(t, "org-a", "citizen-joao", "citizen")
+	attendantA := s.Token(t, "org-a", "attendant-1", "attendant")
+	mariaB := s.Token(t, "org-b", "citizen-maria", "citizen") // the same subject in another tenant
 	var marias []string
 	for range 5 {
 		marias = append(marias, mustSubmit(t, s, maria).ID)
@@ -52,7 +53,7 @@ func TestListRequests(t *testing.T) {
 	joaos := []string{mustSubmit(t, s, joao).ID}
 	mustSubmit(t, s, mariaB)
 	// One of Maria's moves on, for the status filter.
-	if _, err := s.pool.Exec(context.Background(), "UPDATE request SET status = 'in_progress' WHERE id = $1", marias[1]); err != nil {
+	if _, err := s.Pool.Exec(context.Background(), "UPDATE request SET status = 'in_progress' WHERE id = $1", marias[1]); err != nil {
 		t.Fatal(err)
 	}
 	ids := func(l listed) []string {
@@ -126,9 +127,9 @@ func TestListRequests(t *testing.T) {
 // change travel together, the second caused by the first.
 func TestCancelRequest(t *testing.T) {
 	s := start(t, nil)
-	obs := fabrictest.Observe(t, s.conn, "request.cancelled.v1", "request.status-changed.v1")
-	maria := s.token(t, "org-a", "citizen-maria", "citizen")
-	cancel := func(token, id, body string) response {
+	obs := fabrictest.Observe(t, s.Conn, "request.cancelled.v1", "request.Status-changed.v1")
+	maria := s.Token(t, "org-a", "citizen-maria", "citizen")
+	cancel := func(token, id, body string) deploytest.Response {
 		t.Helper()
 		var rd io.Reader
 		h := map[string]string{}
@@ -143,9 +144,9 @@ func TestCancelRequest(t *testing.T) {
 		name, token string
 		status      int
 	}{
-		{"another citizen of the tenant", s.token(t, "org-a", "citizen-joao", "citizen"), 404},
-		{"the same subject in another tenant", s.token(t, "org-b", "citizen-maria", "citizen"), 404},
-		{"an attendant", s.token(t, "org-a", "attendant-1", "attendant"), 403},
+		{"another citizen of the tenant", s.Token(t, "org-a", "citizen-joao", "citizen"), 404},
+		{"the same subject in another tenant", s.Token(t, "org-b", "citizen-maria", "citizen"), 404},
+		{"an attendant", s.Token(t, "org-a", "attendant-1", "attendant"), 403},
 		{"no token", "", 401},
 	} {
 		t.Run(tc.name+" may not", func(t *testing.T) { expectProblem(t, cancel(tc.token, rc.ID, ""), tc.status) })
@@ -158,11 +159,11 @@ func TestCancelRequest(t *testing.T) {
 
 	for i := range 2 { // the second is a retry: same answer, nothing new
 		resp := cancel(maria, rc.ID, `{"reason":"submitted by mistake"}`)
-		if resp.status != http.StatusOK {
-			t.Fatalf("cancel #%d = %d %s, want 200", i+1, resp.status, resp.body)
+		if resp.Status != http.StatusOK {
+			t.Fatalf("cancel #%d = %d %s, want 200", i+1, resp.Status, resp.Body)
 		}
 		var got struct{ Status, StatusReason string }
-		resp.json(t, &got)
+		resp.JSON(t, &got)
 		if got.Status != "cancelled" || got.StatusReason != "submitted by mistake" {
 			t.Errorf("cancel #%d = %+v, want cancelled with the reason", i+1, got)
 		}
@@ -172,15 +173,15 @@ func TestCancelRequest(t *testing.T) {
 	if err := json.Unmarshal(cancelled.Payload, &p); err != nil || p.PreviousStatus != "submitted" || p.CancelledBy != "citizen-maria" || p.Reason != "submitted by mistake" {
 		t.Errorf("request.cancelled.v1 payload = %s (%v), want previousStatus submitted by citizen-maria with the reason", cancelled.Payload, err)
 	}
-	changed := obs.Next(t, "request.status-changed.v1 to cancelled", ofType("request.status-changed.v1", rc.ID))
+	changed := obs.Next(t, "request.Status-changed.v1 to cancelled", ofType("request.Status-changed.v1", rc.ID))
 	if changed.CausationID != cancelled.ID || changed.CorrelationID != cancelled.CorrelationID {
 		t.Errorf("status change caused by %s in %s, want caused by the cancellation %s in %s",
 			changed.CausationID, changed.CorrelationID, cancelled.ID, cancelled.CorrelationID)
 	}
 	// Exactly one cancellation was ever enqueued: the retry changed nothing.
 	var n int
-	if err := s.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox_event
-		WHERE event_type IN ('request.cancelled.v1', 'request.status-changed.v1') AND payload->>'requestId' = $1`, rc.ID).Scan(&n); err != nil {
+	if err := s.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox_event
+		WHERE event_type IN ('request.cancelled.v1', 'request.Status-changed.v1') AND payload->>'requestId' = $1`, rc.ID).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 2 {
@@ -189,7 +190,7 @@ func TestCancelRequest(t *testing.T) {
 
 	t.Run("a decided request may not", func(t *testing.T) {
 		done := mustSubmit(t, s, maria)
-		if _, err := s.pool.Exec(context.Background(), "UPDATE request SET status = 'completed' WHERE id = $1", done.ID); err != nil {
+		if _, err := s.Pool.Exec(context.Background(), "UPDATE request SET status = 'completed' WHERE id = $1", done.ID); err != nil {
 			t.Fatal(err)
 		}
 		expectProblem(t, cancel(maria, done.ID, ""), http.StatusConflict)
@@ -207,11 +208,11 @@ type timeline struct {
 func (s *testService) timeline(t *testing.T, token, id string) timeline {
 	t.Helper()
 	resp := s.do(t, http.MethodGet, "/v1/requests/"+id+"/timeline", token, nil, nil)
-	if resp.status != http.StatusOK {
-		t.Fatalf("GET timeline of %s = %d %s, want 200", id, resp.status, resp.body)
+	if resp.Status != http.StatusOK {
+		t.Fatalf("GET timeline of %s = %d %s, want 200", id, resp.Status, resp.Body)
 	}
 	var tl timeline
-	resp.json(t, &tl)
+	resp.JSON(t, &tl)
 	return tl
 }
 
@@ -220,8 +221,8 @@ func (s *testService) timeline(t *testing.T, token, id string) timeline {
 // it.
 func TestTimeline(t *testing.T) {
 	s := start(t, nil)
-	maria := s.token(t, "org-a", "citizen-maria", "citizen")
-	staff := s.token(t, "org-a", "attendant-1", "attendant")
+	maria := s.Token(t, "org-a", "citizen-maria", "citizen")
+	staff := s.Token(t, "org-a", "attendant-1", "attendant")
 	rc := mustSubmit(t, s, maria)
 	processID, taskID := newUUID(t), newUUID(t)
 	waitStaffEntries := func(n int) timeline {
@@ -251,10 +252,10 @@ func TestTimeline(t *testing.T) {
 	want := []entry{
 		{"request.submitted.v1", "submitted", true},
 		{"workflow.process-started.v1", "", false},
-		{"request.status-changed.v1", "in_progress", true},
+		{"request.Status-changed.v1", "in_progress", true},
 		{"workflow.task-completed.v1", "", false},
 		{"workflow.process-completed.v1", "", false},
-		{"request.status-changed.v1", "completed", true},
+		{"request.Status-changed.v1", "completed", true},
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("staff timeline = %+v, want %+v", got, want)
@@ -279,9 +280,9 @@ func TestTimeline(t *testing.T) {
 		name, token string
 		status      int
 	}{
-		{"another citizen of the tenant", s.token(t, "org-a", "citizen-joao", "citizen"), 404},
-		{"the same subject in another tenant", s.token(t, "org-b", "citizen-maria", "citizen"), 404},
-		{"staff of another tenant", s.token(t, "org-b", "attendant-1", "attendant"), 404},
+		{"another citizen of the tenant", s.Token(t, "org-a", "citizen-joao", "citizen"), 404},
+		{"the same subject in another tenant", s.Token(t, "org-b", "citizen-maria", "citizen"), 404},
+		{"staff of another tenant", s.Token(t, "org-b", "attendant-1", "attendant"), 404},
 		{"no token", "", 401},
 	} {
 		t.Run(tc.name+" may not", func(t *testing.T) {
@@ -295,17 +296,17 @@ func TestTimeline(t *testing.T) {
 // document.process.v1; only an operator of the request's tenant may.
 func TestOperatorCommands(t *testing.T) {
 	s := start(t, nil)
-	tenant := "org-" + randHex(3)
-	obs := fabrictest.ObserveExchange(t, s.conn, topology.CommandsExchange, "workflow.start.v1", "document.process.v1")
-	owner := s.token(t, tenant, "citizen-1", "citizen")
-	operator := s.token(t, tenant, "operator-1", "operator")
+	tenant := deploytest.Unique("org-")
+	obs := fabrictest.ObserveExchange(t, s.Conn, topology.CommandsExchange, "workflow.start.v1", "document.process.v1")
+	owner := s.Token(t, tenant, "citizen-1", "citizen")
+	operator := s.Token(t, tenant, "operator-1", "operator")
 	rc := mustSubmit(t, s, owner)
 	up := s.upload(t, owner, rc.ID, "file", "rg.png", pngBytes(t))
-	if up.status != http.StatusCreated {
-		t.Fatalf("upload = %d %s", up.status, up.body)
+	if up.Status != http.StatusCreated {
+		t.Fatalf("upload = %d %s", up.Status, up.Body)
 	}
 	var doc struct{ ID string }
-	up.json(t, &doc)
+	up.JSON(t, &doc)
 	startPath := "/v1/requests/" + rc.ID + "/workflow"
 	reprocessPath := "/v1/requests/" + rc.ID + "/documents/" + doc.ID + "/reprocess"
 
@@ -315,8 +316,8 @@ func TestOperatorCommands(t *testing.T) {
 			status      int
 		}{
 			{"the citizen", owner, 403},
-			{"an attendant", s.token(t, tenant, "attendant-1", "attendant"), 403},
-			{"an operator of another tenant", s.token(t, "org-other", "operator-1", "operator"), 404},
+			{"an attendant", s.Token(t, tenant, "attendant-1", "attendant"), 403},
+			{"an operator of another tenant", s.Token(t, "org-other", "operator-1", "operator"), 404},
 		} {
 			t.Run(tc.name+" may not POST "+path, func(t *testing.T) {
 				expectProblem(t, s.do(t, http.MethodPost, path, tc.token, nil, nil), tc.status)
@@ -327,10 +328,10 @@ func TestOperatorCommands(t *testing.T) {
 
 	var accepted struct{ CommandID, Type string }
 	resp := s.do(t, http.MethodPost, startPath, operator, nil, nil)
-	if resp.status != http.StatusAccepted {
-		t.Fatalf("POST %s = %d %s, want 202", startPath, resp.status, resp.body)
+	if resp.Status != http.StatusAccepted {
+		t.Fatalf("POST %s = %d %s, want 202", startPath, resp.Status, resp.Body)
 	}
-	resp.json(t, &accepted)
+	resp.JSON(t, &accepted)
 	start := obs.Next(t, "workflow.start.v1", ofType("workflow.start.v1", rc.ID))
 	var sp struct{ RequestID, ServiceID, CitizenID string }
 	if err := json.Unmarshal(start.Payload, &sp); err != nil || start.ID != accepted.CommandID || start.TenantID != tenant || sp.ServiceID == "" || sp.CitizenID != "citizen-1" {
@@ -341,10 +342,10 @@ func TestOperatorCommands(t *testing.T) {
 	}
 
 	resp = s.do(t, http.MethodPost, reprocessPath, operator, nil, nil)
-	if resp.status != http.StatusAccepted {
-		t.Fatalf("POST %s = %d %s, want 202", reprocessPath, resp.status, resp.body)
+	if resp.Status != http.StatusAccepted {
+		t.Fatalf("POST %s = %d %s, want 202", reprocessPath, resp.Status, resp.Body)
 	}
-	resp.json(t, &accepted)
+	resp.JSON(t, &accepted)
 	cmd := obs.Next(t, "document.process.v1", func(e envelope.Envelope) bool { return e.Type == "document.process.v1" })
 	if cmd.ID != accepted.CommandID || !strings.Contains(string(cmd.Payload), doc.ID) || cmd.TenantID != tenant {
 		t.Errorf("document.process.v1 = %s %s of %s, want %s naming %s of %s", cmd.ID, cmd.Payload, cmd.TenantID, accepted.CommandID, doc.ID, tenant)

@@ -54,8 +54,8 @@ type protocolKey struct {
 // protocolBlock holds the reserved numbers next..last not yet handed out.
 type protocolBlock struct{ next, last int64 }
 
-// NewStore returns a Store on pool (search_path = the service schema).
-func NewStore(pool *pgxpool.Pool, ob Enqueuer, now func() time.Time) *Store {
+// New returns a Store on pool (search_path = the service schema).
+func New(pool *pgxpool.Pool, ob Enqueuer, now func() time.Time) *Store {
 	return &Store{pool: pool, outbox: ob, now: now, protos: map[protocolKey][]protocolBlock{}}
 }
 
