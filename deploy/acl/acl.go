@@ -131,12 +131,16 @@ func (g Grant) Permissions() Permissions {
 	}
 }
 
-// TopicPermissions returns g's routing-key restrictions on the two topic
-// exchanges; every user gets an entry for each, because without one
-// RabbitMQ allows every key. On platform.events: the types g publishes and
-// the keys its queues bind with. On platform.retry, for writing and binding
-// alike: Q and Q.retry.<n> (any n ≥ 1) of g's own consumers, nothing for a
-// service that consumes nothing.
+// TopicPermissions returns g's routing-key restrictions on the platform's
+// topic exchanges (all but platform.retry's are keyed by what the catalog
+// says the service sends and binds); every user gets an entry for each,
+// because without one RabbitMQ allows every key. On platform.events,
+// platform.commands and platform.work: the types g publishes and the keys
+// its queues bind with. On platform.dead-letter: its own queues' names, for
+// writing (a consumer's dead letters, key Q) and binding (its DLQs) alike,
+// so no service can put a letter in another's DLQ. On platform.retry,
+// likewise: Q and Q.retry.<n> (any n ≥ 1) of g's own consumers. A service
+// that consumes nothing gets no key on the last two.
 func (g Grant) TopicPermissions() []TopicPermission {
 	var retry []string
 	for _, c := range g.Consumers {
@@ -146,15 +150,11 @@ func (g Grant) TopicPermissions() []TopicPermission {
 	if len(retry) > 0 {
 		retryKeys = anchoredPatterns(retry)
 	}
-	return []TopicPermission{{
-		Exchange: topology.EventsExchange,
-		Write:    anchoredKeys(g.PublishKeys[topology.EventsExchange]),
-		Read:     anchoredKeys(g.BindKeys[topology.EventsExchange]),
-	}, {
-		Exchange: topology.RetryExchange,
-		Write:    retryKeys,
-		Read:     retryKeys,
-	}}
+	var out []TopicPermission
+	for _, ex := range []string{topology.EventsExchange, topology.CommandsExchange, topology.WorkExchange, topology.DeadLetterExchange} {
+		out = append(out, TopicPermission{Exchange: ex, Write: anchoredKeys(g.PublishKeys[ex]), Read: anchoredKeys(g.BindKeys[ex])})
+	}
+	return append(out, TopicPermission{Exchange: topology.RetryExchange, Write: retryKeys, Read: retryKeys})
 }
 
 // retryTierPattern matches the names of queue's retry tiers, Q.retry.<n> for
@@ -279,6 +279,7 @@ func Build(topo topology.Description, reg *registry.Registry, services []Service
 		g.WriteExchanges = append(g.WriteExchanges, topology.RetryExchange, topology.DeadLetterExchange)
 		g.ReadExchanges = append(g.ReadExchanges, topology.RetryExchange, topology.DeadLetterExchange)
 		g.BindKeys[topology.DeadLetterExchange] = append(g.BindKeys[topology.DeadLetterExchange], c.Queue)
+		g.PublishKeys[topology.DeadLetterExchange] = append(g.PublishKeys[topology.DeadLetterExchange], c.Queue)
 		for _, b := range c.Bindings {
 			g.ReadExchanges = append(g.ReadExchanges, b.Exchange)
 			g.BindKeys[b.Exchange] = append(g.BindKeys[b.Exchange], b.Key)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"testing"
 
 	"github.com/agora-platform/agora/deploy/acl"
@@ -306,6 +307,57 @@ func TestRetryExchangeKeysAreOwned(t *testing.T) {
 	}
 	if !reflect.DeepEqual(bound, want) {
 		t.Errorf("definitions.json binds to %s: %v, want %v", topology.RetryExchange, bound, want)
+	}
+}
+
+// No service may write a letter into another consumer's DLQ, nor send a
+// command or job it does not publish: platform.dead-letter,
+// platform.commands and platform.work are topic exchanges, and each user's
+// topic write permission there is anchored to the keys it owns. Each case
+// fails with the exchanges direct (no topic permission would apply) or with
+// the keys left unanchored.
+func TestTopicGrantsHoldEachServiceToItsOwnKeys(t *testing.T) {
+	raw, err := os.ReadFile("../rabbitmq/definitions.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var defs acl.Definitions
+	if err := json.Unmarshal(raw, &defs); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range defs.Exchanges {
+		if e.Type != "topic" {
+			t.Errorf("exchange %s is %s: topic permissions would not narrow its keys", e.Name, e.Type)
+		}
+	}
+	write := map[string]*regexp.Regexp{} // user + " " + exchange
+	for _, tp := range defs.TopicPermissions {
+		write[tp.User+" "+tp.Exchange] = regexp.MustCompile(tp.Write)
+	}
+	reg := defaultRegistry(t)
+	topo := topology.Platform()
+	for _, s := range acl.PlatformServices(reg) {
+		may := func(ex, key string) bool {
+			re, ok := write[s.Name+" "+ex]
+			if !ok {
+				t.Fatalf("%s has no topic permission on %s (RabbitMQ would allow every key)", s.Name, ex)
+			}
+			return re.MatchString(key)
+		}
+		for _, c := range topo.Consumers {
+			if got, own := may(topology.DeadLetterExchange, c.Queue), c.Service == s.Name; got != own {
+				t.Errorf("%s may write a dead letter keyed %s (%s's queue) = %v, want %v", s.Name, c.Queue, c.Service, got, own)
+			}
+		}
+		for _, d := range reg.All() {
+			if d.Kind == registry.KindEvent {
+				continue
+			}
+			ex, key := topology.Route(d)
+			if got, want := may(ex, key), slices.Contains(s.Publishes, d.Type); got != want {
+				t.Errorf("%s may send %s on %s = %v, want %v (catalog publishes: %v)", s.Name, d.Type, ex, got, want, s.Publishes)
+			}
+		}
 	}
 }
 

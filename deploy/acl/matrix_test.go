@@ -46,7 +46,10 @@ type probe struct {
 type table struct {
 	g                      acl.Grant
 	configure, write, read map[string]bool
-	topicWrite, topicRead  map[string]bool // on platform.events
+	// topicWrite and topicRead are the keys per keyed topic exchange
+	// (events, commands, work, dead-letter); platform.retry is checked by
+	// ownRetryKey.
+	topicWrite, topicRead map[string]map[string]bool
 }
 
 // newTable is g's table over the world's queue names: g.Queues, and, since a
@@ -73,9 +76,32 @@ func newTable(g acl.Grant, queueNames []string) table {
 		configure:  set(queues, g.ConfigureExchanges),
 		write:      set(queues, g.WriteExchanges),
 		read:       set(queues, g.ReadExchanges),
-		topicWrite: set(g.PublishKeys[topology.EventsExchange]),
-		topicRead:  set(g.BindKeys[topology.EventsExchange]),
+		topicWrite: keyed(g.PublishKeys),
+		topicRead:  keyed(g.BindKeys),
 	}
+}
+
+// keyedExchanges are the topic exchanges whose keys the grant lists.
+var keyedExchanges = []string{topology.EventsExchange, topology.CommandsExchange, topology.WorkExchange, topology.DeadLetterExchange}
+
+func keyed(keys map[string][]string) map[string]map[string]bool {
+	m := map[string]map[string]bool{}
+	for _, ex := range keyedExchanges {
+		m[ex] = map[string]bool{}
+		for _, k := range keys[ex] {
+			m[ex][k] = true
+		}
+	}
+	return m
+}
+
+// keyAllowed: on a keyed topic exchange the key must be listed; on any
+// other exchange topic permissions do not apply.
+func keyAllowed(keys map[string]map[string]bool, ex, key string) bool {
+	if !slices.Contains(keyedExchanges, ex) {
+		return true
+	}
+	return keys[ex][key]
 }
 
 func permName(exchange string) string {
@@ -93,12 +119,12 @@ func (t table) canPublish(ex, key string) bool {
 	if ex == "" {
 		return false
 	}
-	return t.write[permName(ex)] && (ex != topology.EventsExchange || t.topicWrite[key]) &&
+	return t.write[permName(ex)] && keyAllowed(t.topicWrite, ex, key) &&
 		(ex != topology.RetryExchange || t.ownRetryKey(key))
 }
 
 func (t table) canBind(queue, ex, key string) bool {
-	return t.write[queue] && t.read[ex] && (ex != topology.EventsExchange || t.topicRead[key]) &&
+	return t.write[queue] && t.read[ex] && keyAllowed(t.topicRead, ex, key) &&
 		(ex != topology.RetryExchange || t.ownRetryKey(key))
 }
 
@@ -208,7 +234,7 @@ func newWorld(t *testing.T, pol acl.Policy, reg *registry.Registry, admin *amqp.
 	w.exchanges = append(slices.Clone(pol.Topology.Exchanges),
 		topology.Exchange{Name: "platform.events-evil", Type: amqp.ExchangeTopic},
 		topology.Exchange{Name: "platform.eventsx", Type: amqp.ExchangeTopic},
-		topology.Exchange{Name: "xplatform.dead-letter", Type: amqp.ExchangeDirect},
+		topology.Exchange{Name: "xplatform.dead-letter", Type: amqp.ExchangeTopic},
 		topology.Exchange{Name: "platform.retryx", Type: amqp.ExchangeTopic},
 	)
 	w.restoreAll(t)

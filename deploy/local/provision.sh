@@ -35,7 +35,25 @@ die() { echo "!!! provision.sh: $*" >&2; exit 1; }
 provision_broker() {
   echo "==> broker: import $DEFS into $MGMT (vhost $VHOST)"
   [[ -f "$DEFS" ]] || die "$DEFS missing: go run ./deploy/cmd/gendeploy"
-  local code
+  local code stale
+  # An import keeps an existing exchange as it is. One an earlier version
+  # declared with another type (platform.commands, platform.work and
+  # platform.dead-letter were direct, where topic permissions do not apply)
+  # is deleted first, so the import declares it anew with its bindings.
+  # Local development only: `fabricctl topology apply` upgrades a real broker.
+  stale=$(curl -sS -u "$MGMT_USER:$MGMT_PASS" "$MGMT/api/exchanges/$VHOST?columns=name,type" 2>/dev/null | python3 -c '
+import json, sys
+want = {e["name"]: e["type"] for e in json.load(open(sys.argv[1]))["exchanges"]}
+try:
+    have = json.load(sys.stdin)
+except ValueError:
+    have = []
+print(" ".join(e["name"] for e in have if isinstance(e, dict) and e.get("name") in want and e.get("type") != want[e["name"]]))
+' "$DEFS") || stale=""
+  for ex in $stale; do
+    echo "    $ex has another type than the definitions: deleted, the import declares it again"
+    curl -sS -o /dev/null -u "$MGMT_USER:$MGMT_PASS" -X DELETE "$MGMT/api/exchanges/$VHOST/$ex" || die "cannot delete exchange $ex"
+  done
   code=$(curl -sS -o /tmp/agora-defs-import.$$ -w '%{http_code}' -u "$MGMT_USER:$MGMT_PASS" \
     -H 'content-type: application/json' -X POST --data-binary @"$DEFS" "$MGMT/api/definitions") \
     || die "management API unreachable at $MGMT (run make infra)"

@@ -29,7 +29,7 @@ func Observe(t testing.TB, conn *broker.Conn, keys ...string) *observer {
 }
 
 // ObserveExchange is Observe on exchange: commands and jobs travel on
-// direct exchanges, where each key is one type.
+// platform.commands and platform.work, keyed by their exact type.
 func ObserveExchange(t testing.TB, conn *broker.Conn, exchange string, keys ...string) *observer {
 	t.Helper()
 	ch, err := conn.Channel(context.Background())

@@ -97,8 +97,8 @@ func bindingOf(reg *registry.Registry, key string) (Binding, error) {
 	if !strings.ContainsAny(key, "*#") {
 		return Binding{}, fmt.Errorf("key %q is neither a catalog type nor a topic pattern", key)
 	}
-	// Commands and jobs travel on direct exchanges, so a pattern on
-	// platform.events reaches events only; one that reaches none is a typo.
+	// Patterns bind on platform.events only (commands and jobs are
+	// addressed by their exact type); one that reaches no event is a typo.
 	for _, def := range reg.All() {
 		if def.Kind == registry.KindEvent && TopicMatch(key, def.Type) {
 			return Binding{Exchange: EventsExchange, Key: key}, nil

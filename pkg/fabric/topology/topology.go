@@ -16,7 +16,10 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 )
 
-// Platform exchange names (docs/architecture.md).
+// Platform exchange names (docs/architecture.md). All five are topic
+// exchanges, even those whose keys are exact names: the broker's topic
+// permissions, which hold each service user to the routing keys it owns
+// (deploy/acl), apply to topic exchanges only.
 const (
 	EventsExchange     = "platform.events"
 	CommandsExchange   = "platform.commands"
@@ -24,10 +27,8 @@ const (
 	DeadLetterExchange = "platform.dead-letter"
 	// RetryExchange carries a consumer's own messages back to its own queues:
 	// retries to Q.retry.<n> (key Q.retry.<n>), replays from the DLQ and the
-	// end of a retry tier's TTL to Q (key Q). It is a topic exchange so that
-	// the broker's topic permissions can hold each service user to its own
-	// keys (direct exchanges have none); nothing publishes to a queue through
-	// the default exchange.
+	// end of a retry tier's TTL to Q (key Q). Nothing publishes to a queue
+	// through the default exchange.
 	RetryExchange = "platform.retry"
 )
 
@@ -330,9 +331,9 @@ func (d Description) ConsumersOf(service string) []Consumer {
 func PlatformExchanges() []Exchange {
 	return []Exchange{
 		{Name: EventsExchange, Type: amqp.ExchangeTopic},
-		{Name: CommandsExchange, Type: amqp.ExchangeDirect},
-		{Name: WorkExchange, Type: amqp.ExchangeDirect},
-		{Name: DeadLetterExchange, Type: amqp.ExchangeDirect},
+		{Name: CommandsExchange, Type: amqp.ExchangeTopic},
+		{Name: WorkExchange, Type: amqp.ExchangeTopic},
+		{Name: DeadLetterExchange, Type: amqp.ExchangeTopic},
 		{Name: RetryExchange, Type: amqp.ExchangeTopic},
 	}
 }

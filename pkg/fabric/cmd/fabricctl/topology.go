@@ -49,7 +49,9 @@ func runTopology(ctx context.Context, args []string, getenv func(string) string,
 }
 
 // applyTopology sets the description's policies (management API), declares
-// its exchanges, queues and bindings (AMQP), upgrades the retry tiers an
+// again as topic exchanges those an earlier version declared direct
+// (upgradeExchanges), declares its exchanges, queues and bindings (AMQP),
+// upgrades the retry tiers an
 // earlier version declared with their delay as an argument, and audits the
 // policies that apply to its queues. Policies come first, so that a tier
 // declared now has its policy from the start.
@@ -72,6 +74,10 @@ func applyTopology(ctx context.Context, desc topology.Description, getenv func(s
 	if err != nil {
 		return err
 	}
+	exchanges, err := upgradeExchanges(dctx, c, m, desc, stdout)
+	if err != nil {
+		return err
+	}
 	if err := topology.Apply(dctx, c, desc); err != nil {
 		return err
 	}
@@ -81,8 +87,8 @@ func applyTopology(ctx context.Context, desc topology.Description, getenv func(s
 		return err
 	}
 	printTopology(stdout, desc)
-	fmt.Fprintf(stdout, "applied: %d exchanges, %d consumer queues, %d retry tier policies, %d retry tiers upgraded\n",
-		len(desc.Exchanges), len(desc.Consumers), countPolicies(desc), upgraded)
+	fmt.Fprintf(stdout, "applied: %d exchanges (%d upgraded), %d consumer queues, %d retry tier policies, %d retry tiers upgraded\n",
+		len(desc.Exchanges), exchanges, len(desc.Consumers), countPolicies(desc), upgraded)
 	return audit(ctx, m, desc, stdout)
 }
 
@@ -100,6 +106,15 @@ func checkTopology(ctx context.Context, desc topology.Description, getenv func(s
 		return err
 	}
 	var findings []finding
+	wrong, err := mistyped(ctx, m, desc)
+	if err != nil {
+		return err
+	}
+	for _, e := range desc.Exchanges {
+		if what, ok := wrong[e.Name]; ok {
+			findings = append(findings, finding{true, what + " (topic permissions do not narrow its keys): fabricctl topology apply upgrades it"})
+		}
+	}
 	for _, q := range fabricQueues(desc) {
 		bq, ok := queues[q.Name]
 		switch {
