@@ -33,6 +33,9 @@ type subscription struct {
 	// Priority names event types that go to the queue's priority lane,
 	// Q.priority, ahead of a backlog in Q (topology.Consumer.Priority).
 	Priority []string `yaml:"priority,omitempty"`
+	// RetryTiers are the delays of the queue's retry tiers, Q.retry.<n>
+	// ("10s", "5m"), when not the fabric's default (30s, 5m, 30m).
+	RetryTiers []string `yaml:"retryTiers,omitempty"`
 }
 
 // Services returns the services the catalog declares, in its order.

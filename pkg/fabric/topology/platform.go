@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -78,6 +79,13 @@ func fromCatalog(reg *registry.Registry) (Description, error) {
 					return Description{}, fmt.Errorf("topology: %s queue %s priority: %w", s.Name, sub.Queue, err)
 				}
 				c.Priority = append(c.Priority, b)
+			}
+			for _, v := range sub.RetryTiers {
+				t, err := time.ParseDuration(v)
+				if err != nil || t <= 0 {
+					return Description{}, fmt.Errorf("topology: %s queue %s: retry tier %q: want a positive duration such as 30s", s.Name, sub.Queue, v)
+				}
+				c.RetryTiers = append(c.RetryTiers, Duration(t))
 			}
 			d.Consumers = append(d.Consumers, c)
 		}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
@@ -65,6 +66,40 @@ func TestFromCatalogRoutesEachKeyByKind(t *testing.T) {
 		if wantSvc := q[:1]; c.Service != wantSvc {
 			t.Errorf("%s belongs to %q, want %q", q, c.Service, wantSvc)
 		}
+	}
+}
+
+// A queue's retry tiers are the catalog's when it names them, the
+// fabric's default otherwise.
+func TestFromCatalogTakesAQueuesRetryTiers(t *testing.T) {
+	reg, err := catalogWith(t, `
+- name: s
+  consumes:
+    - {queue: s.quick, keys: [a.made.v1], retryTiers: [2s, 1m]}
+    - {queue: s.usual, keys: [a.make.v1]}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := topology.FromCatalog(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for q, want := range map[string][]time.Duration{
+		"s.quick": {2 * time.Second, time.Minute},
+		"s.usual": {30 * time.Second, 5 * time.Minute, 30 * time.Minute},
+	} {
+		c, _ := d.Consumer(q)
+		if got := c.Tiers(); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s tiers = %v, want %v", q, got, want)
+		}
+	}
+	bad, err := catalogWith(t, "- {name: s, consumes: [{queue: s.q, keys: [a.made.v1], retryTiers: [soon]}]}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := topology.FromCatalog(bad); err == nil || !strings.Contains(err.Error(), `retry tier "soon"`) {
+		t.Errorf("FromCatalog with tier soon = %v, want an error naming it", err)
 	}
 }
 
