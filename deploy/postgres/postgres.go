@@ -18,11 +18,24 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/agora-platform/agora/pkg/fabric/registry"
 )
 
-// Schemas are the services' schemas, in service order.
+// Schemas are the schemas of the services the catalog declares
+// (services: in pkg/fabric/catalog/catalog.yaml), in its order.
 func Schemas() []string {
-	return []string{"request", "workflow", "communication", "document_worker", "ai_builder", "datalake_ingestion", "analytics"}
+	reg, err := registry.Default()
+	if err != nil {
+		// The catalog is compiled in and checked by the registry's tests:
+		// one that does not load is a broken build.
+		panic(fmt.Sprintf("postgres: the embedded catalog does not load: %v", err))
+	}
+	var out []string
+	for _, s := range reg.Services() {
+		out = append(out, SchemaOf(s.Name))
+	}
+	return out
 }
 
 // SchemaOf maps a service name to its schema: "document-worker" → "document_worker".
