@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -24,8 +23,8 @@ import (
 //
 //	go test -run '^$' -fuzz '^FuzzHTTP$' -fuzztime 60s ./cmd/communication/
 func FuzzHTTP(f *testing.F) {
-	s := startStack(f, "LOG_LEVEL", "warn")
-	ft := httpfuzz.New(f, s.url, s.keys)
+	s := newStack(f).start(f, map[string]string{"LOG_LEVEL": "warn"})
+	ft := httpfuzz.New(f, s.url, s.Keys)
 	const ctJSON = "application/json"
 	// The fuzz tenant's citizen has a contact and a notification, so the
 	// fuzzer starts from paths that reach the database.
@@ -42,11 +41,7 @@ func FuzzHTTP(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := s.pub.Publish(ctx, e); err != nil {
-		f.Fatalf("publish %s: %v", e.Type, err)
-	}
+	s.Publish(f, e)
 	ft.Routes = []string{"/v1/notifications"}
 	q := "requestId=" + requestID
 	fabrictest.Eventually(f, 20*time.Second, "the notification of request "+requestID, func() bool {
@@ -58,8 +53,8 @@ func FuzzHTTP(f *testing.F) {
 		"/v1/contacts/" + ft.Citizen,
 		"/v1/notifications",
 		"/v1/dlq/",
-		"/v1/dlq/" + submittedQueue,
-		"/v1/dlq/" + commandQueue,
+		"/v1/dlq/communication.request-submitted",
+		"/v1/dlq/communication.send-commands",
 		"/healthz", "/readyz", "/metrics", "/",
 	}
 	const (

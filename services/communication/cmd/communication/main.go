@@ -10,11 +10,11 @@ import (
 	"io"
 	"strconv"
 	"time"
+
 	// Quiet hours are kept in the citizen's zone; the slim runtime image
 	// has no zoneinfo of its own.
 	_ "time/tzdata"
 
-	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/host"
 	"github.com/agora-platform/agora/services/communication/internal/httpapi"
 	"github.com/agora-platform/agora/services/communication/internal/logchannel"
@@ -26,15 +26,6 @@ import (
 )
 
 func main() { host.Main("communication", run) }
-
-// Queue names this service consumes.
-const (
-	submittedQueue = "communication.request-submitted"
-	// statusQueue tells citizens of every status change of their requests.
-	statusQueue = "communication.request-status"
-	// commandQueue feeds the channel adapters (SMS, WhatsApp, email).
-	commandQueue = "communication.send-commands"
-)
 
 type config struct {
 	host        host.Config
@@ -98,32 +89,21 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		return err
 	}
 	defer h.Close() // Serve closes it too; Close is idempotent
-	store := postgres.New(h.Pool)
+	store := postgres.New(h.Pool, h.Outbox)
 	// The mailer keeps SMTP conversations open between messages; they end
 	// when the service does.
 	mailer := mail.New(cfg.smtp)
 	defer mailer.Close()
-	senders := map[notify.Channel]messaging.Sender{
-		notify.Email:    mailer,
-		notify.SMS:      logchannel.New(notify.SMS, h.Log),
-		notify.WhatsApp: logchannel.New(notify.WhatsApp, h.Log),
-	}
-	d := messaging.New(store, h.Outbox, senders, h.Log)
-	opts := fabric.ConsumerOptions{Concurrency: cfg.concurrency}
-	if err := h.ConsumeTx(submittedQueue, d.HandleSubmitted, opts); err != nil {
+	if err := messaging.Attach(h, messaging.Deps{
+		Store: store,
+		Senders: map[notify.Channel]messaging.Sender{
+			notify.Email:    mailer,
+			notify.SMS:      logchannel.New(notify.SMS, h.Log),
+			notify.WhatsApp: logchannel.New(notify.WhatsApp, h.Log),
+		},
+		Concurrency: cfg.concurrency, HeldInterval: cfg.heldInterval, Log: h.Log,
+	}); err != nil {
 		return err
 	}
-	if err := h.ConsumeTx(statusQueue, d.HandleStatusChanged, opts); err != nil {
-		return err
-	}
-	if err := h.ConsumeTx(commandQueue, d.HandleSend, opts); err != nil {
-		return err
-	}
-	// The dispatcher stops with the consumers, before the relay: a batch in
-	// flight rolls back and its notifications stay held.
-	h.Go("held-notifications", func(ctx context.Context) error {
-		d.WatchHeld(ctx, cfg.heldInterval, 100)
-		return nil
-	})
-	return h.Serve(ctx, httpapi.NewHandler(store, h.Verifier, h.Log), nil)
+	return h.Serve(ctx, httpapi.NewHandler(httpapi.Deps{Auth: h.Verifier, Store: store, Log: h.Log}), nil)
 }

@@ -2,13 +2,9 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,30 +19,20 @@ import (
 
 	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
-	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
-	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 
-// stack is one running communication service on a private vhost and
-// schema, with a real SMTP sink process as its mail relay.
+// stack is one running communication service on its test stack, with a
+// real SMTP sink process as its mail relay and a probe queue of the
+// notification-sent events it publishes.
 type stack struct {
-	url      string
-	keys     *auth.DevKeys
-	pub      *broker.Publisher
-	mailDir  string
-	sentCh   *amqp.Channel // bound to communication.notification-sent.v1
-	sentQ    string
-	schema   string
-	database string
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
+	*deploytest.Stack
+	url     string
+	mailDir string
+	sentCh  *amqp.Channel // bound to communication.notification-sent.v1
+	sentQ   string
 }
 
 // startSink builds cmd/smtpsink and runs it as a separate process.
@@ -80,43 +66,15 @@ func startSink(t testing.TB, dir string) string {
 	return addr
 }
 
-func startStack(t testing.TB, extra ...string) *stack {
+// newStack provisions the stack, the SMTP sink and the probe queue; start
+// runs the service on it.
+func newStack(t testing.TB) *stack {
 	t.Helper()
-	env := fabrictest.EnvFrom(os.Getenv)
-	vh := fabrictest.NewVhost(t, env)
-	s := &stack{schema: "t_" + randHex(4), database: env.DatabaseURL, mailDir: t.TempDir()}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if c, err := pgx.Connect(ctx, env.DatabaseURL); err == nil {
-			_, _ = c.Exec(ctx, "DROP SCHEMA IF EXISTS "+s.schema+" CASCADE")
-			c.Close(ctx)
-		}
-	})
+	s := &stack{Stack: deploytest.NewStack(t, "communication"), mailDir: t.TempDir()}
+	s.Vars["SMTP_ADDR"] = startSink(t, s.mailDir)
+	s.Vars["RETRY_TIERS"] = "300ms,300ms,300ms,300ms,300ms,300ms"
 	var err error
-	if s.keys, err = auth.LoadOrCreateDevKeys(t.TempDir()); err != nil {
-		t.Fatal(err)
-	}
-	smtpAddr := startSink(t, s.mailDir)
-	vars := deploytest.Service(t, vh, env.DatabaseURL, "communication", s.schema)
-	vars["JWT_KEYS"], vars["SMTP_ADDR"] = s.keys.JWKSPath, smtpAddr
-	vars["RETRY_TIERS"] = "300ms,300ms,300ms,300ms,300ms,300ms"
-	for i := 0; i+1 < len(extra); i += 2 {
-		vars[extra[i]] = extra[i+1]
-	}
-	s.url = fabrictest.StartService(t, run, vars).URL
-	checkAPI(t, s.url)
-
-	conn := vh.Dial(t)
-	reg, err := registry.Default()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.pub, err = broker.NewPublisher(conn, reg, broker.PublisherOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.pub.Close() })
-	if s.sentCh, err = conn.Channel(context.Background()); err != nil {
+	if s.sentCh, err = s.Conn.Channel(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	s.sentQ = "test.notification-sent"
@@ -129,53 +87,34 @@ func startStack(t testing.TB, extra ...string) *stack {
 	return s
 }
 
-func (s *stack) token(t *testing.T, tenantID, sub string, roles ...string) string {
+// start runs the service with extra variables (or overrides), and has api
+// check the exchanges with it.
+func (s *stack) start(t testing.TB, extra map[string]string) *stack {
 	t.Helper()
-	tok, err := s.keys.Mint(auth.Claims{Subject: sub, TenantID: tenantID, Roles: roles}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
+	s.url = s.Start(t, run, extra).URL
+	checkAPI(t, s.url)
+	return s
 }
 
 // call sends a request and decodes a JSON answer into out (if non-nil).
-func (s *stack) call(t *testing.T, method, path, token string, body any, out any) *http.Response {
+func (s *stack) call(t *testing.T, method, path, token string, body any, out any) deploytest.Response {
 	t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	default:
-		data, _ := json.Marshal(b)
-		rd = bytes.NewReader(data)
+	var header map[string]string
+	if _, raw := body.(string); raw {
+		header = map[string]string{"Content-Type": "application/json"}
 	}
-	req, _ := http.NewRequest(method, s.url+path, rd)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	r := deploytest.Do(t, method, s.url+path, token, body, header)
+	if out != nil && len(r.Body) > 0 {
+		r.JSON(t, out)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if out != nil && len(data) > 0 {
-		if err := json.Unmarshal(data, out); err != nil {
-			t.Fatalf("%s %s: decode %q: %v", method, path, data, err)
-		}
-	}
-	resp.Body = io.NopCloser(bytes.NewReader(data))
-	return resp
+	return r
 }
 
 func (s *stack) putContact(t *testing.T, tenantID, citizen string, body any) {
 	t.Helper()
-	tok := s.token(t, tenantID, "attendant-1", auth.RoleAttendant)
-	if resp := s.call(t, http.MethodPut, "/v1/contacts/"+citizen, tok, body, nil); resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("PUT contact %s = %d %s, want 200", citizen, resp.StatusCode, b)
+	tok := s.Token(t, tenantID, "attendant-1", auth.RoleAttendant)
+	if r := s.call(t, http.MethodPut, "/v1/contacts/"+citizen, tok, body, nil); r.Status != http.StatusOK {
+		t.Fatalf("PUT contact %s = %d %s, want 200", citizen, r.Status, r.Body)
 	}
 }
 
@@ -199,9 +138,9 @@ type notification struct {
 func (s *stack) notifications(t *testing.T, tenantID, requestID string) []notification {
 	t.Helper()
 	var out struct{ Items []notification }
-	tok := s.token(t, tenantID, "attendant-1", auth.RoleAttendant)
-	if resp := s.call(t, http.MethodGet, "/v1/notifications?requestId="+requestID, tok, nil, &out); resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET notifications = %d, want 200", resp.StatusCode)
+	tok := s.Token(t, tenantID, "attendant-1", auth.RoleAttendant)
+	if r := s.call(t, http.MethodGet, "/v1/notifications?requestId="+requestID, tok, nil, &out); r.Status != http.StatusOK {
+		t.Fatalf("GET notifications = %d, want 200", r.Status)
 	}
 	return out.Items
 }
@@ -257,7 +196,7 @@ func (s *stack) sentEvents(t *testing.T) map[string]string {
 }
 
 func TestConfirmationDelivery(t *testing.T) {
-	s := startStack(t)
+	s := newStack(t).start(t, nil)
 	const tenantID = "org-a"
 	s.putContact(t, tenantID, "citizen-mail", map[string]string{"email": "maria@example.org", "preferredChannel": "email"})
 	s.putContact(t, tenantID, "citizen-bounce", map[string]string{"email": "bounce@example.org"})
@@ -280,9 +219,7 @@ func TestConfirmationDelivery(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			requestID := uuid.NewString()
 			protocol := fmt.Sprintf("AG-2026-%06d", 100+i)
-			if err := s.pub.Publish(context.Background(), submittedEvent(t, tenantID, tc.citizen, requestID, protocol)); err != nil {
-				t.Fatal(err)
-			}
+			s.Publish(t, submittedEvent(t, tenantID, tc.citizen, requestID, protocol))
 			n := s.waitStatus(t, tenantID, requestID, tc.wantStatus)
 			if n.FailureReason != tc.wantReason || n.Channel != tc.wantChannel || n.Attempts < tc.wantMinAttempts {
 				t.Errorf("notification = %+v, want reason %q channel %q attempts >= %d", n, tc.wantReason, tc.wantChannel, tc.wantMinAttempts)
@@ -308,13 +245,11 @@ func TestConfirmationDelivery(t *testing.T) {
 }
 
 func TestTemporarySMTPFailureIsRetried(t *testing.T) {
-	s := startStack(t)
+	s := newStack(t).start(t, nil)
 	const tenantID = "org-a"
 	s.putContact(t, tenantID, "citizen-busy", map[string]string{"email": "busy@example.org"})
 	requestID := uuid.NewString()
-	if err := s.pub.Publish(context.Background(), submittedEvent(t, tenantID, "citizen-busy", requestID, "AG-2026-777001")); err != nil {
-		t.Fatal(err)
-	}
+	s.Publish(t, submittedEvent(t, tenantID, "citizen-busy", requestID, "AG-2026-777001"))
 	fabrictest.Eventually(t, 20*time.Second, "a failed attempt recorded", func() bool {
 		n := s.notifications(t, tenantID, requestID)
 		return len(n) == 1 && n[0].Status == "pending" && n[0].Attempts >= 1 && strings.Contains(n[0].LastError, "451")
@@ -348,15 +283,12 @@ func statusChangedEvent(t *testing.T, tenantID, citizen, requestID, protocol, st
 // often it is delivered; a change that names no citizen (an older
 // producer) is acked without one.
 func TestStatusChangeNotice(t *testing.T) {
-	s := startStack(t)
+	s := newStack(t).start(t, nil)
 	const tenantID, queue = "org-a", "communication.request-status"
-	ctx := context.Background()
 	s.putContact(t, tenantID, "citizen-ana", map[string]string{"email": "ana@example.org", "preferredChannel": "email"})
 	requestID := uuid.NewString()
 	changed := statusChangedEvent(t, tenantID, "citizen-ana", requestID, "AG-2026-555001", "completed")
-	if err := s.pub.Publish(ctx, changed); err != nil {
-		t.Fatal(err)
-	}
+	s.Publish(t, changed)
 	n := s.waitStatus(t, tenantID, requestID, "sent")
 	mails := s.mails(t, "AG-2026-555001")
 	if len(mails) != 1 || !strings.Contains(mails[0], "X-Sink-To: ana@example.org") ||
@@ -367,9 +299,7 @@ func TestStatusChangeNotice(t *testing.T) {
 	// The same event again: the inbox skips it (a duplicate counted), no mail.
 	dupes := map[string]string{"consumer": queue}
 	before := fabrictest.Counter(t, s.url+"/metrics", "fabric_consumer_duplicates_total", dupes)
-	if err := s.pub.Publish(ctx, changed); err != nil {
-		t.Fatal(err)
-	}
+	s.Publish(t, changed)
 	fabrictest.WaitCounter(t, 15*time.Second, s.url+"/metrics", "fabric_consumer_duplicates_total", dupes, before+1)
 	if got := s.mails(t, "AG-2026-555001"); len(got) != 1 {
 		t.Errorf("mails after a redelivery = %d, want 1", len(got))
@@ -382,9 +312,7 @@ func TestStatusChangeNotice(t *testing.T) {
 	processed := map[string]string{"consumer": queue}
 	before = fabrictest.Counter(t, s.url+"/metrics", "fabric_consumer_processed_total", processed)
 	anonymous := uuid.NewString()
-	if err := s.pub.Publish(ctx, statusChangedEvent(t, tenantID, "", anonymous, "", "rejected")); err != nil {
-		t.Fatal(err)
-	}
+	s.Publish(t, statusChangedEvent(t, tenantID, "", anonymous, "", "rejected"))
 	fabrictest.WaitCounter(t, 15*time.Second, s.url+"/metrics", "fabric_consumer_processed_total", processed, before+1)
 	if got := s.notifications(t, tenantID, anonymous); len(got) != 0 {
 		t.Errorf("notifications for a change naming no citizen = %+v, want none", got)
@@ -392,22 +320,18 @@ func TestStatusChangeNotice(t *testing.T) {
 }
 
 func TestDuplicateEventSendsOnce(t *testing.T) {
-	s := startStack(t)
+	s := newStack(t).start(t, nil)
 	const tenantID = "org-a"
 	s.putContact(t, tenantID, "citizen-dup", map[string]string{"email": "dup@example.org"})
 	requestID := uuid.NewString()
 	e := submittedEvent(t, tenantID, "citizen-dup", requestID, "AG-2026-888001")
 	for range 3 {
-		if err := s.pub.Publish(context.Background(), e); err != nil {
-			t.Fatal(err)
-		}
+		s.Publish(t, e)
 	}
 	s.waitStatus(t, tenantID, requestID, "sent")
 	// A second event for the same request proves the queue moved past the duplicates.
 	other := uuid.NewString()
-	if err := s.pub.Publish(context.Background(), submittedEvent(t, tenantID, "citizen-dup", other, "AG-2026-888002")); err != nil {
-		t.Fatal(err)
-	}
+	s.Publish(t, submittedEvent(t, tenantID, "citizen-dup", other, "AG-2026-888002"))
 	s.waitStatus(t, tenantID, other, "sent")
 	if got := s.mails(t, "AG-2026-888001"); len(got) != 1 {
 		t.Errorf("mails for a thrice-delivered event = %d, want 1", len(got))
@@ -423,41 +347,34 @@ func TestDuplicateEventSendsOnce(t *testing.T) {
 // relay or the citizen's client can drop the second; with a Message-ID
 // drawn per attempt they could not.
 func TestMailResentAfterLostCommitKeepsItsMessageID(t *testing.T) {
-	s := startStack(t)
+	s := newStack(t).start(t, nil)
 	const tenantID = "org-a"
 	s.putContact(t, tenantID, "citizen-crash", map[string]string{"email": "crash@example.org", "preferredChannel": "email"})
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, s.database)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
 	// The first "sent" update fails, as a commit lost to a crash would: a
 	// sequence counts across the rolled-back transaction. SECURITY DEFINER:
 	// the service's role may not use the test's sequence.
-	schema := pgx.Identifier{s.schema}.Sanitize()
+	schema := pgx.Identifier{s.Schema}.Sanitize()
 	for _, q := range []string{
 		"CREATE SEQUENCE " + schema + ".lost_commit",
 		"CREATE FUNCTION " + schema + `.lose_first_commit() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$
 		BEGIN
-			IF nextval('` + s.schema + `.lost_commit') = 1 THEN
+			IF nextval('` + s.Schema + `.lost_commit') = 1 THEN
 				RAISE EXCEPTION 'simulated crash after the send, before the commit';
 			END IF;
 			RETURN NEW;
 		END $$`,
 		"CREATE TRIGGER lose_first_commit BEFORE UPDATE ON " + schema + ".notification FOR EACH ROW WHEN (NEW.status = 'sent') EXECUTE FUNCTION " + schema + ".lose_first_commit()",
 	} {
-		if _, err := admin.Exec(ctx, q); err != nil {
+		if _, err := s.Pool.Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
 	requestID, protocol := uuid.NewString(), "AG-2026-777001"
-	if err := s.pub.Publish(ctx, submittedEvent(t, tenantID, "citizen-crash", requestID, protocol)); err != nil {
-		t.Fatal(err)
-	}
+	s.Publish(t, submittedEvent(t, tenantID, "citizen-crash", requestID, protocol))
 	n := s.waitStatus(t, tenantID, requestID, "sent")
 	var lost int
-	if err := admin.QueryRow(ctx, "SELECT last_value FROM "+schema+".lost_commit").Scan(&lost); err != nil || lost < 2 {
+	if err := s.Pool.QueryRow(ctx, "SELECT last_value FROM "+schema+".lost_commit").Scan(&lost); err != nil || lost < 2 {
 		t.Fatalf("the lost commit was not simulated (sequence at %d, err %v)", lost, err)
 	}
 	mails := s.mails(t, protocol)
@@ -473,7 +390,7 @@ func TestMailResentAfterLostCommitKeepsItsMessageID(t *testing.T) {
 }
 
 func TestSendCommandUsesChannelAdapter(t *testing.T) {
-	s := startStack(t)
+	s := newStack(t).start(t, nil)
 	const tenantID = "org-b"
 	s.putContact(t, tenantID, "citizen-wa", map[string]string{"phone": "+5521988887777", "preferredChannel": "whatsapp"})
 	requestID := uuid.NewString()
@@ -484,9 +401,7 @@ func TestSendCommandUsesChannelAdapter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.pub.Publish(context.Background(), e); err != nil {
-		t.Fatal(err)
-	}
+	s.Publish(t, e)
 	n := s.waitStatus(t, tenantID, requestID, "sent")
 	if n.Channel != "whatsapp" {
 		t.Errorf("channel = %q, want whatsapp", n.Channel)
@@ -494,15 +409,13 @@ func TestSendCommandUsesChannelAdapter(t *testing.T) {
 }
 
 func TestAPI(t *testing.T) {
-	s := startStack(t)
-	citizenA := s.token(t, "org-a", "citizen-1", auth.RoleCitizen)
-	attendantA := s.token(t, "org-a", "att-1", auth.RoleAttendant)
-	attendantB := s.token(t, "org-b", "att-2", auth.RoleAttendant)
+	s := newStack(t).start(t, nil)
+	citizenA := s.Token(t, "org-a", "citizen-1", auth.RoleCitizen)
+	attendantA := s.Token(t, "org-a", "att-1", auth.RoleAttendant)
+	attendantB := s.Token(t, "org-b", "att-2", auth.RoleAttendant)
 	s.putContact(t, "org-a", "citizen-1", map[string]string{"email": "c1@example.org"})
 	requestID := uuid.NewString()
-	if err := s.pub.Publish(context.Background(), submittedEvent(t, "org-a", "citizen-1", requestID, "AG-2026-999001")); err != nil {
-		t.Fatal(err)
-	}
+	s.Publish(t, submittedEvent(t, "org-a", "citizen-1", requestID, "AG-2026-999001"))
 	s.waitStatus(t, "org-a", requestID, "sent")
 
 	tests := []struct {
@@ -520,7 +433,7 @@ func TestAPI(t *testing.T) {
 		{"requestId missing", "GET", "/v1/notifications", attendantA, nil, 400, -1},
 		{"requestId not a UUID", "GET", "/v1/notifications?requestId=42", attendantA, nil, 400, -1},
 		{"citizen sees own notification", "GET", "/v1/notifications?requestId=" + requestID, citizenA, nil, 200, 1},
-		{"other citizen sees nothing", "GET", "/v1/notifications?requestId=" + requestID, s.token(t, "org-a", "citizen-9", auth.RoleCitizen), nil, 200, 0},
+		{"other citizen sees nothing", "GET", "/v1/notifications?requestId=" + requestID, s.Token(t, "org-a", "citizen-9", auth.RoleCitizen), nil, 200, 0},
 		{"tenant B sees nothing", "GET", "/v1/notifications?requestId=" + requestID, attendantB, nil, 200, 0},
 		{"tenant B cannot read tenant A's contact", "GET", "/v1/contacts/citizen-1", attendantB, nil, 404, -1},
 		{"tenant A reads the contact", "GET", "/v1/contacts/citizen-1", attendantA, nil, 200, -1},
@@ -536,11 +449,11 @@ func TestAPI(t *testing.T) {
 				Items []notification
 				Title string
 			}
-			resp := s.call(t, tc.method, tc.path, tc.token, tc.body, &out)
-			if resp.StatusCode != tc.wantStatus {
-				t.Fatalf("%s %s = %d, want %d", tc.method, tc.path, resp.StatusCode, tc.wantStatus)
+			r := s.call(t, tc.method, tc.path, tc.token, tc.body, &out)
+			if r.Status != tc.wantStatus {
+				t.Fatalf("%s %s = %d, want %d", tc.method, tc.path, r.Status, tc.wantStatus)
 			}
-			if ct := resp.Header.Get("Content-Type"); tc.wantStatus >= 400 && ct != "application/problem+json" {
+			if ct := r.Header.Get("Content-Type"); tc.wantStatus >= 400 && ct != "application/problem+json" {
 				t.Errorf("Content-Type = %q, want application/problem+json", ct)
 			}
 			if tc.wantItems >= 0 && len(out.Items) != tc.wantItems {
@@ -554,12 +467,13 @@ func TestAPI(t *testing.T) {
 // a second pool connection while its inbox transaction holds one: with
 // every connection held by waiting handlers, the service would stall.
 func TestConcurrentDeliveriesWithASmallPool(t *testing.T) {
-	dbURL := fabrictest.EnvFrom(os.Getenv).DatabaseURL
+	s := newStack(t)
+	dbURL := s.Vars["DATABASE_URL"]
 	sep := "?"
 	if strings.Contains(dbURL, "?") {
 		sep = "&"
 	}
-	s := startStack(t, "DATABASE_URL", dbURL+sep+"pool_max_conns=3")
+	s.start(t, map[string]string{"DATABASE_URL": dbURL + sep + "pool_max_conns=3"})
 	const tenantID = "org-a"
 	s.putContact(t, tenantID, "citizen-ok", map[string]string{"email": "ok@example.org"})
 	s.putContact(t, tenantID, "citizen-busy", map[string]string{"email": "busy@example.org"})
@@ -571,9 +485,7 @@ func TestConcurrentDeliveriesWithASmallPool(t *testing.T) {
 		}
 		id := uuid.NewString()
 		ids = append(ids, id)
-		if err := s.pub.Publish(context.Background(), submittedEvent(t, tenantID, citizen, id, fmt.Sprintf("AG-2026-555%03d", i))); err != nil {
-			t.Fatal(err)
-		}
+		s.Publish(t, submittedEvent(t, tenantID, citizen, id, fmt.Sprintf("AG-2026-555%03d", i)))
 	}
 	for i, id := range ids {
 		if i%3 == 0 {
@@ -593,14 +505,8 @@ func TestConcurrentDeliveriesWithASmallPool(t *testing.T) {
 // they are over. The test moves the hold's due time instead of waiting for
 // the clock.
 func TestConsentAndQuietHours(t *testing.T) {
-	s := startStack(t, "HELD_CHECK_INTERVAL", "100ms")
+	s := newStack(t).start(t, map[string]string{"HELD_CHECK_INTERVAL": "100ms"})
 	ctx := context.Background()
-	db, err := pgx.Connect(ctx, s.database)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close(context.Background()) })
-
 	// Consent withdrawn in org-a only.
 	s.putContact(t, "org-a", "citizen-ana", map[string]any{"email": "ana@example.org", "progressNotices": false})
 	s.putContact(t, "org-b", "citizen-ana", map[string]any{"email": "ana.b@example.org"})
@@ -609,18 +515,14 @@ func TestConsentAndQuietHours(t *testing.T) {
 		statusChangedEvent(t, "org-a", "citizen-ana", withheld, "AG-2026-700001", "in_progress"),
 		statusChangedEvent(t, "org-b", "citizen-ana", elsewhere, "AG-2026-700002", "in_progress"),
 	} {
-		if err := s.pub.Publish(ctx, e); err != nil {
-			t.Fatal(err)
-		}
+		s.Publish(t, e)
 	}
 	if n := s.waitStatus(t, "org-a", withheld, "withheld"); n.FailureReason != "no-consent" {
 		t.Errorf("withheld notice: failureReason = %q, want no-consent", n.FailureReason)
 	}
 	s.waitStatus(t, "org-b", elsewhere, "sent")
 	confirmed := uuid.NewString()
-	if err := s.pub.Publish(ctx, submittedEvent(t, "org-a", "citizen-ana", confirmed, "AG-2026-700003")); err != nil {
-		t.Fatal(err)
-	}
+	s.Publish(t, submittedEvent(t, "org-a", "citizen-ana", confirmed, "AG-2026-700003"))
 	s.waitStatus(t, "org-a", confirmed, "sent")
 	if got := s.mails(t, "AG-2026-700001"); len(got) != 0 {
 		t.Errorf("mails about the withheld notice: %d, want none", len(got))
@@ -632,13 +534,11 @@ func TestConsentAndQuietHours(t *testing.T) {
 	bia := map[string]any{"phone": "+5511977776666", "preferredChannel": "sms", "quietHours": quiet}
 	s.putContact(t, "org-a", "citizen-bia", bia)
 	held := uuid.NewString()
-	if err := s.pub.Publish(ctx, statusChangedEvent(t, "org-a", "citizen-bia", held, "AG-2026-700004", "completed")); err != nil {
-		t.Fatal(err)
-	}
+	s.Publish(t, statusChangedEvent(t, "org-a", "citizen-bia", held, "AG-2026-700004", "completed"))
 	n := s.waitStatus(t, "org-a", held, "held")
 	dueIn := func() time.Duration {
 		var due time.Time
-		if err := db.QueryRow(ctx, "SELECT not_before FROM "+s.schema+".notification_hold WHERE notification_id = $1", n.ID).Scan(&due); err != nil {
+		if err := s.Pool.QueryRow(ctx, "SELECT not_before FROM "+s.Schema+".notification_hold WHERE notification_id = $1", n.ID).Scan(&due); err != nil {
 			t.Fatalf("hold of %s: %v", n.ID, err)
 		}
 		return time.Until(due)
@@ -647,7 +547,7 @@ func TestConsentAndQuietHours(t *testing.T) {
 		t.Errorf("held until %v from now, want the end of the quiet hours, 1–2 h away", d)
 	}
 	makeDue := func() {
-		if _, err := db.Exec(ctx, "UPDATE "+s.schema+".notification_hold SET not_before = now() - interval '1 second' WHERE notification_id = $1", n.ID); err != nil {
+		if _, err := s.Pool.Exec(ctx, "UPDATE "+s.Schema+".notification_hold SET not_before = now() - interval '1 second' WHERE notification_id = $1", n.ID); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"log/slog"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -29,7 +28,7 @@ type contactBody struct {
 	QuietHours       *notify.QuietHours `json:"quietHours"`
 }
 
-func handlePutContact(store Store, log *slog.Logger) http.HandlerFunc {
+func handlePutContact(d Deps) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		claims, _ := auth.FromContext(r.Context())
 		citizenID := chi.URLParam(r, "citizenId")
@@ -40,25 +39,25 @@ func handlePutContact(store Store, log *slog.Logger) http.HandlerFunc {
 		}
 		var b contactBody
 		if err := httpjson.ReadStrict(w, r, maxBody, &b); err != nil {
-			problem.Fail(w, r, log, err)
+			problem.Fail(w, r, d.Log, err)
 			return
 		}
 		c := notify.Contact{CitizenID: citizenID, Email: b.Email, Phone: b.Phone, Preferred: notify.Channel(b.PreferredChannel),
 			ProgressNotices: b.ProgressNotices, QuietHours: b.QuietHours}
 		if err := c.Validate(); err != nil {
-			problem.Fail(w, r, log, err)
+			problem.Fail(w, r, d.Log, err)
 			return
 		}
-		out, err := store.PutContact(r.Context(), claims.TenantID, c, claims.Subject)
+		out, err := d.Store.PutContact(r.Context(), claims.TenantID, c, claims.Subject)
 		if err != nil {
-			problem.Fail(w, r, log, err)
+			problem.Fail(w, r, d.Log, err)
 			return
 		}
 		httpjson.Write(w, http.StatusOK, out)
 	}
 }
 
-func handleGetContact(store Store, log *slog.Logger) http.HandlerFunc {
+func handleGetContact(d Deps) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		claims, _ := auth.FromContext(r.Context())
 		citizenID := chi.URLParam(r, "citizenId")
@@ -66,16 +65,16 @@ func handleGetContact(store Store, log *slog.Logger) http.HandlerFunc {
 			problem.Error(w, r, http.StatusNotFound, "not found")
 			return
 		}
-		c, err := store.Contact(r.Context(), claims.TenantID, citizenID)
+		c, err := d.Store.Contact(r.Context(), claims.TenantID, citizenID)
 		if err != nil {
-			problem.Fail(w, r, log, err)
+			problem.Fail(w, r, d.Log, err)
 			return
 		}
 		httpjson.Write(w, http.StatusOK, c)
 	}
 }
 
-func handleListNotifications(store Store, log *slog.Logger) http.HandlerFunc {
+func handleListNotifications(d Deps) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		claims, _ := auth.FromContext(r.Context())
 		id, err := uuid.Parse(r.URL.Query().Get("requestId"))
@@ -90,9 +89,9 @@ func handleListNotifications(store Store, log *slog.Logger) http.HandlerFunc {
 		if !claims.Has(auth.RoleAttendant) && !claims.Has(auth.RoleOperator) {
 			citizenID = claims.Subject
 		}
-		items, err := store.Notifications(r.Context(), claims.TenantID, requestID, citizenID)
+		items, err := d.Store.Notifications(r.Context(), claims.TenantID, requestID, citizenID)
 		if err != nil {
-			problem.Fail(w, r, log, err)
+			problem.Fail(w, r, d.Log, err)
 			return
 		}
 		httpjson.Write(w, http.StatusOK, map[string]any{"items": items})

@@ -26,17 +26,24 @@ type Authenticator interface {
 	Require(roles ...string) func(http.Handler) http.Handler
 }
 
+// Deps are what the routes need.
+type Deps struct {
+	Auth  Authenticator
+	Store Store
+	Log   *slog.Logger
+}
+
 // NewHandler returns the service's routes.
-func NewHandler(store Store, authn Authenticator, log *slog.Logger) http.Handler {
+func NewHandler(d Deps) http.Handler {
 	r := chi.NewRouter()
 	r.NotFound(problem.NoRoute)
 	r.MethodNotAllowed(problem.MethodNotAllowed)
 	r.Group(func(r chi.Router) {
-		r.Use(authn.Require(auth.RoleCitizen, auth.RoleAttendant))
-		r.Put("/v1/contacts/{citizenId}", handlePutContact(store, log))
-		r.Get("/v1/contacts/{citizenId}", handleGetContact(store, log))
+		r.Use(d.Auth.Require(auth.RoleCitizen, auth.RoleAttendant))
+		r.Put("/v1/contacts/{citizenId}", handlePutContact(d))
+		r.Get("/v1/contacts/{citizenId}", handleGetContact(d))
 	})
-	r.With(authn.Require(auth.RoleCitizen, auth.RoleAttendant, auth.RoleOperator)).
-		Get("/v1/notifications", handleListNotifications(store, log))
+	r.With(d.Auth.Require(auth.RoleCitizen, auth.RoleAttendant, auth.RoleOperator)).
+		Get("/v1/notifications", handleListNotifications(d))
 	return r
 }

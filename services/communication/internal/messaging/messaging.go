@@ -1,8 +1,9 @@
-// Package messaging turns platform messages (request.submitted.v1 events and
-// communication.send.v1 commands) into notifications: it resolves the
-// citizen's contact, sends through the channel's adapter, records the
-// outcome and enqueues communication.notification-sent.v1, all inside the
-// inbox transaction the fabric hands it.
+// Package messaging turns platform messages (request.submitted.v1 and
+// request.status-changed.v1 events, communication.send.v1 commands) into
+// notifications: it resolves the citizen's contact, sends through the
+// channel's adapter, and has the store record the outcome with its
+// communication.notification-sent.v1 event, all inside the inbox
+// transaction the fabric hands it.
 package messaging
 
 import (
@@ -18,16 +19,63 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/catalog/payload"
-	"github.com/agora-platform/agora/pkg/fabric/enum"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
-	"github.com/agora-platform/agora/pkg/fabric/outbox"
 	"github.com/agora-platform/agora/pkg/fabric/sweep"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/services/communication/internal/notify"
 )
 
-// Producer is the envelope producer of the events this service emits.
-const Producer = "communication-service"
+// The communication service's queues (pkg/fabric/catalog/catalog.yaml,
+// services:).
+const (
+	submittedQueue = "communication.request-submitted"
+	// statusQueue tells citizens of every status change of their requests.
+	statusQueue = "communication.request-status"
+	// commandQueue feeds the channel adapters (SMS, WhatsApp, email).
+	commandQueue = "communication.send-commands"
+)
+
+// Host is what Attach needs of the service host (host.New's value).
+type Host interface {
+	ConsumeTx(queue string, h fabric.TxHandler, o fabric.ConsumerOptions) error
+	Go(name string, run func(ctx context.Context) error)
+}
+
+// Deps are the handlers' dependencies.
+type Deps struct {
+	Store Store
+	// Senders are the channels' adapters; a channel without one records
+	// its notifications as failed with reason no-adapter.
+	Senders map[notify.Channel]Sender
+	// Concurrency is how many handlers each queue runs.
+	Concurrency int
+	// HeldInterval is how often notifications held for quiet hours are
+	// looked at.
+	HeldInterval time.Duration
+	Log          *slog.Logger
+}
+
+// Attach registers the communication service's consumers on h, and the
+// dispatcher of the notifications held for quiet hours.
+func Attach(h Host, d Deps) error {
+	dl := &deliverer{store: d.Store, senders: d.Senders, log: d.Log, now: time.Now}
+	opts := fabric.ConsumerOptions{Concurrency: d.Concurrency}
+	for _, c := range []struct {
+		queue  string
+		handle fabric.TxHandler
+	}{{submittedQueue, dl.handleSubmitted}, {statusQueue, dl.handleStatusChanged}, {commandQueue, dl.handleSend}} {
+		if err := h.ConsumeTx(c.queue, c.handle, opts); err != nil {
+			return fmt.Errorf("messaging: %w", err)
+		}
+	}
+	// The dispatcher stops with the consumers, before the relay: a batch in
+	// flight rolls back and its notifications stay held.
+	h.Go("held-notifications", func(ctx context.Context) error {
+		dl.watchHeld(ctx, d.HeldInterval, 100)
+		return nil
+	})
+	return nil
+}
 
 // Sender is a channel adapter: SMTP for e-mail, providers for the rest.
 // Errors wrapping notify.ErrRejected are final; any other is retried.
@@ -36,7 +84,8 @@ type Sender interface {
 }
 
 // Store keeps contacts and notifications. The …Tx methods run inside the
-// inbox transaction; RecordFailure commits on its own, after that
+// inbox transaction, and MarkSentTx and MarkFailedTx enqueue the outcome
+// event they are given in it; RecordFailure commits on its own, after that
 // transaction is rolled back, so a failed attempt stays counted.
 type Store interface {
 	// EnsureTx also returns the citizen's contact (nil without one), and
@@ -45,37 +94,25 @@ type Store interface {
 	EnsureTx(ctx context.Context, tx pgx.Tx, tenantID, sourceEventID string, n notify.Notification) (notify.Notification, *notify.Contact, error)
 	RecordFailure(ctx context.Context, tenantID, sourceEventID string, n notify.Notification, lastError string) error
 	ContactTx(ctx context.Context, tx pgx.Tx, tenantID, citizenID string) (notify.Contact, error)
-	MarkSentTx(ctx context.Context, tx pgx.Tx, tenantID, id string) error
-	MarkFailedTx(ctx context.Context, tx pgx.Tx, tenantID, id, reason, lastError string, attempted bool) error
+	MarkSentTx(ctx context.Context, tx pgx.Tx, tenantID, id string, event envelope.Envelope) error
+	MarkFailedTx(ctx context.Context, tx pgx.Tx, tenantID, id, reason, lastError string, attempted bool, event envelope.Envelope) error
 	MarkWithheldTx(ctx context.Context, tx pgx.Tx, tenantID, id, reason string) error
 	MarkHeldTx(ctx context.Context, tx pgx.Tx, tenantID, id string, until time.Time, params map[string]string, cause envelope.Envelope) error
 	DispatchDue(ctx context.Context, now time.Time, limit int, fn func(ctx context.Context, tx pgx.Tx, h notify.HeldNotice) error) (int, error)
 	PostponeTx(ctx context.Context, tx pgx.Tx, tenantID, id, lastError string, until time.Time) error
 }
 
-// Enqueuer stores events in the caller's transaction; *outbox.Outbox does.
-type Enqueuer interface {
-	Enqueue(ctx context.Context, tx outbox.Tx, items ...outbox.Item) error
-}
-
-// Deliverer handles the messages that lead to notifications.
-type Deliverer struct {
+// deliverer handles the messages that lead to notifications.
+type deliverer struct {
 	store   Store
-	outbox  Enqueuer
 	senders map[notify.Channel]Sender
 	log     *slog.Logger
 	now     func() time.Time
 }
 
-// New returns a Deliverer sending through senders (a channel without one
-// records its notifications as failed with reason no-adapter).
-func New(store Store, ob Enqueuer, senders map[notify.Channel]Sender, log *slog.Logger) *Deliverer {
-	return &Deliverer{store: store, outbox: ob, senders: senders, log: log, now: time.Now}
-}
-
-// RetryHeldAfter is how long a held notification whose channel failed
+// retryHeldAfter is how long a held notification whose channel failed
 // waits before its next attempt.
-const RetryHeldAfter = time.Minute
+const retryHeldAfter = time.Minute
 
 // job is one notification to make, whatever message asked for it.
 type job struct {
@@ -86,9 +123,9 @@ type job struct {
 	params    map[string]string
 }
 
-// HandleSubmitted sends the confirmation of a submitted request on the
-// citizen's preferred channel. It is an fabric.TxHandler.
-func (d *Deliverer) HandleSubmitted(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
+// handleSubmitted sends the confirmation of a submitted request on the
+// citizen's preferred channel. It is a fabric.TxHandler.
+func (d *deliverer) handleSubmitted(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
 	var p payload.RequestSubmitted
 	if err := json.Unmarshal(env.Payload, &p); err != nil {
 		return fabric.Invalid(fmt.Errorf("decode %s %s: %w", env.Type, env.ID, err))
@@ -97,12 +134,12 @@ func (d *Deliverer) HandleSubmitted(ctx context.Context, tx pgx.Tx, env envelope
 		template: notify.TemplateConfirmation, params: map[string]string{"protocol": p.Protocol}})
 }
 
-// HandleStatusChanged tells the citizen that their request's status
+// handleStatusChanged tells the citizen that their request's status
 // changed (request.status-changed.v1), once per event, on their preferred
 // channel. An event from a producer that does not name the citizen yet
 // (citizenId was added compatibly) is acked without a notice: there is
-// nobody to address it to. It is an fabric.TxHandler.
-func (d *Deliverer) HandleStatusChanged(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
+// nobody to address it to. It is a fabric.TxHandler.
+func (d *deliverer) handleStatusChanged(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
 	var p payload.RequestStatusChanged
 	if err := json.Unmarshal(env.Payload, &p); err != nil {
 		return fabric.Invalid(fmt.Errorf("decode %s %s: %w", env.Type, env.ID, err))
@@ -115,10 +152,10 @@ func (d *Deliverer) HandleStatusChanged(ctx context.Context, tx pgx.Tx, env enve
 		template: notify.TemplateStatus, params: map[string]string{"protocol": p.Protocol, "status": p.Status}})
 }
 
-// HandleSend executes a communication.send.v1 command: recipientRef is the
+// handleSend executes a communication.send.v1 command: recipientRef is the
 // citizen id, resolved through the contact table like any other message.
-// It is an fabric.TxHandler.
-func (d *Deliverer) HandleSend(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
+// It is a fabric.TxHandler.
+func (d *deliverer) handleSend(ctx context.Context, tx pgx.Tx, env envelope.Envelope) error {
 	var c payload.Send
 	if err := json.Unmarshal(env.Payload, &c); err != nil {
 		return fabric.Invalid(fmt.Errorf("decode %s %s: %w", env.Type, env.ID, err))
@@ -143,7 +180,7 @@ func (d *Deliverer) HandleSend(ctx context.Context, tx pgx.Tx, env envelope.Enve
 // and message id (UUIDv5).
 var notificationNamespace = uuid.MustParse("4f1d2c8e-7a0b-5c3e-9d61-2b8f0a4e6c17")
 
-func (d *Deliverer) deliver(ctx context.Context, tx pgx.Tx, env envelope.Envelope, j job) error {
+func (d *deliverer) deliver(ctx context.Context, tx pgx.Tx, env envelope.Envelope, j job) error {
 	tenantID, err := tenant.From(ctx)
 	if err != nil {
 		return fabric.Invalid(fmt.Errorf("message %s: %w", env.ID, err))
@@ -186,14 +223,18 @@ func (d *Deliverer) deliver(ctx context.Context, tx pgx.Tx, env envelope.Envelop
 // contact is nil when the citizen has none. A channel's temporary failure
 // is returned as sendErr, for the caller to retry; err is a database
 // error.
-func (d *Deliverer) settle(ctx context.Context, tx pgx.Tx, tenantID string, n notify.Notification, contact *notify.Contact,
+func (d *deliverer) settle(ctx context.Context, tx pgx.Tx, tenantID string, n notify.Notification, contact *notify.Contact,
 	params map[string]string, cause envelope.Envelope) (sendErr, err error) {
 	fail := func(reason, lastError string, attempted bool) error {
-		if err := d.store.MarkFailedTx(ctx, tx, tenantID, n.ID, reason, lastError, attempted); err != nil {
-			return fmt.Errorf("mark notification %s failed: %w", n.ID, err)
+		e, err := notify.SentEvent(cause, n, notify.Failed)
+		if err != nil {
+			return err
+		}
+		if err := d.store.MarkFailedTx(ctx, tx, tenantID, n.ID, reason, lastError, attempted, e); err != nil {
+			return err
 		}
 		d.log.Warn("notification failed", "notification", n.ID, "reason", reason, "err", lastError)
-		return d.emit(ctx, tx, cause, n, notify.Failed)
+		return nil
 	}
 	if contact == nil {
 		return nil, fail(notify.ReasonNoContact, "the citizen has no contact", false)
@@ -222,10 +263,11 @@ func (d *Deliverer) settle(ctx context.Context, tx pgx.Tx, tenantID string, n no
 		To: to, Subject: subject, Body: body})
 	switch {
 	case err == nil:
-		if err := d.store.MarkSentTx(ctx, tx, tenantID, n.ID); err != nil {
-			return nil, fmt.Errorf("mark notification %s sent: %w", n.ID, err)
+		e, err := notify.SentEvent(cause, n, notify.Sent)
+		if err != nil {
+			return nil, err
 		}
-		return nil, d.emit(ctx, tx, cause, n, notify.Sent)
+		return nil, d.store.MarkSentTx(ctx, tx, tenantID, n.ID, e)
 	case errors.Is(err, notify.ErrRejected):
 		return nil, fail(notify.ReasonRejected, err.Error(), true)
 	default:
@@ -233,13 +275,13 @@ func (d *Deliverer) settle(ctx context.Context, tx pgx.Tx, tenantID string, n no
 	}
 }
 
-// DispatchHeld sends up to limit held notifications whose quiet hours are
+// dispatchHeld sends up to limit held notifications whose quiet hours are
 // over, and returns how many it handled. The rules are applied again: the
 // citizen may have withdrawn consent or moved their quiet hours meanwhile.
-// A channel's temporary failure holds the notification RetryHeldAfter
+// A channel's temporary failure holds the notification retryHeldAfter
 // more; a database error aborts the batch, and every notification in it
 // stays held.
-func (d *Deliverer) DispatchHeld(ctx context.Context, limit int) (int, error) {
+func (d *deliverer) dispatchHeld(ctx context.Context, limit int) (int, error) {
 	return d.store.DispatchDue(ctx, d.now(), limit, func(ctx context.Context, tx pgx.Tx, h notify.HeldNotice) error {
 		contact, err := d.store.ContactTx(ctx, tx, h.TenantID, h.Notification.CitizenID)
 		var c *notify.Contact
@@ -254,25 +296,12 @@ func (d *Deliverer) DispatchHeld(ctx context.Context, limit int) (int, error) {
 			return err
 		}
 		d.log.Warn("held notification not sent; holding it again", "notification", h.Notification.ID, "err", sendErr)
-		return d.store.PostponeTx(ctx, tx, h.TenantID, h.Notification.ID, sendErr.Error(), d.now().Add(RetryHeldAfter))
+		return d.store.PostponeTx(ctx, tx, h.TenantID, h.Notification.ID, sendErr.Error(), d.now().Add(retryHeldAfter))
 	})
 }
 
-// WatchHeld runs DispatchHeld every interval until ctx ends.
-func (d *Deliverer) WatchHeld(ctx context.Context, interval time.Duration, limit int) {
-	sweep.Run(ctx, interval, limit, d.DispatchHeld,
+// watchHeld runs dispatchHeld every interval until ctx ends.
+func (d *deliverer) watchHeld(ctx context.Context, interval time.Duration, limit int) {
+	sweep.Run(ctx, interval, limit, d.dispatchHeld,
 		func(err error) { d.log.Error("dispatch held notifications", "err", err) }, nil)
-}
-
-func (d *Deliverer) emit(ctx context.Context, tx pgx.Tx, cause envelope.Envelope, n notify.Notification, st notify.Status) error {
-	p := payload.NotificationSent{NotificationID: n.ID, RequestID: n.RequestID,
-		Channel: enum.Of(payload.NotificationChannel(n.Channel)), Status: string(st)}
-	e, err := envelope.Derive(cause, p.MessageType(), Producer, p)
-	if err != nil {
-		return fabric.Transient(err)
-	}
-	if err := d.outbox.Enqueue(ctx, tx, outbox.Item{Aggregate: outbox.Aggregate{Type: "notification", ID: n.ID}, Envelope: e}); err != nil {
-		return fabric.Transient(fmt.Errorf("enqueue notification-sent %s: %w", n.ID, err))
-	}
-	return nil
 }

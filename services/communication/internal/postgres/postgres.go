@@ -1,5 +1,6 @@
 // Package postgres stores contacts and notifications in the service's
-// schema. Every transaction sets app.tenant_id for row-level security and
+// schema, and enqueues the notifications' outcomes in the same
+// transactions. Every transaction sets app.tenant_id for row-level security and
 // every query also filters by tenant, because superusers (tests, local
 // runs) bypass row-level security.
 package postgres
@@ -15,18 +16,26 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/outbox"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/services/communication/internal/notify"
 	"github.com/agora-platform/agora/services/communication/internal/postgres/pgdb"
 )
 
-// Store is the Postgres adapter of the communication service.
-type Store struct {
-	pool *pgxpool.Pool
+// Enqueuer stores envelopes in the caller's transaction (outbox.Outbox).
+type Enqueuer interface {
+	Enqueue(ctx context.Context, tx outbox.Tx, items ...outbox.Item) error
 }
 
-// New returns a Store on pool (search_path = the service schema).
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+// Store is the Postgres adapter of the communication service.
+type Store struct {
+	pool   *pgxpool.Pool
+	outbox Enqueuer
+}
+
+// New returns a Store on pool (search_path = the service schema) that
+// enqueues events to ob.
+func New(pool *pgxpool.Pool, ob Enqueuer) *Store { return &Store{pool: pool, outbox: ob} }
 
 // inTenant runs fn in a transaction scoped to tenantID and commits it.
 func (s *Store) inTenant(ctx context.Context, tenantID string, fn func(q *pgdb.Queries) error) error {
@@ -155,22 +164,38 @@ func (s *Store) RecordFailure(ctx context.Context, tenantID, sourceEventID strin
 	return nil
 }
 
-// MarkSentTx marks notification id sent inside tx.
-func (s *Store) MarkSentTx(ctx context.Context, tx pgx.Tx, tenantID, id string) error {
+// MarkSentTx marks notification id sent and enqueues its outcome event
+// inside tx.
+func (s *Store) MarkSentTx(ctx context.Context, tx pgx.Tx, tenantID, id string, event envelope.Envelope) error {
 	// Deferred: the update travels with the transaction's next statement
-	// or its COMMIT (pipetx), as the notification-sent event's outbox row does.
-	return pgdb.New(tenant.Deferring{Tx: tx}).MarkSent(ctx, pgdb.MarkSentParams{TenantID: tenantID, ID: id})
+	// or its COMMIT (pipetx), as the event's outbox row does.
+	if err := pgdb.New(tenant.Deferring{Tx: tx}).MarkSent(ctx, pgdb.MarkSentParams{TenantID: tenantID, ID: id}); err != nil {
+		return fmt.Errorf("mark notification %s sent: %w", id, err)
+	}
+	return s.enqueue(ctx, tx, id, event)
 }
 
-// MarkFailedTx marks notification id failed for reason inside tx; attempted
-// counts the attempt that produced the failure.
-func (s *Store) MarkFailedTx(ctx context.Context, tx pgx.Tx, tenantID, id, reason, lastError string, attempted bool) error {
+// MarkFailedTx marks notification id failed for reason and enqueues its
+// outcome event inside tx; attempted counts the attempt that produced the
+// failure.
+func (s *Store) MarkFailedTx(ctx context.Context, tx pgx.Tx, tenantID, id, reason, lastError string, attempted bool, event envelope.Envelope) error {
 	var n int32
 	if attempted {
 		n = 1
 	}
-	return pgdb.New(tx).MarkFailed(ctx, pgdb.MarkFailedParams{TenantID: tenantID, ID: id,
-		LastError: opt(lastError), FailureReason: &reason, Attempted: n})
+	if err := pgdb.New(tx).MarkFailed(ctx, pgdb.MarkFailedParams{TenantID: tenantID, ID: id,
+		LastError: opt(lastError), FailureReason: &reason, Attempted: n}); err != nil {
+		return fmt.Errorf("mark notification %s failed: %w", id, err)
+	}
+	return s.enqueue(ctx, tx, id, event)
+}
+
+// enqueue stores event, about notification id, in the outbox inside tx.
+func (s *Store) enqueue(ctx context.Context, tx pgx.Tx, id string, event envelope.Envelope) error {
+	if err := s.outbox.Enqueue(ctx, tx, outbox.Item{Aggregate: outbox.Aggregate{Type: "notification", ID: id}, Envelope: event}); err != nil {
+		return fmt.Errorf("enqueue %s of notification %s: %w", event.Type, id, err)
+	}
+	return nil
 }
 
 // Notifications returns the notifications of requestID in tenantID; when
