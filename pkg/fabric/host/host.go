@@ -534,6 +534,16 @@ func (h *host) Consumer(queue string) (topology.Consumer, error) {
 	return topology.Consumer{}, fmt.Errorf("host: %s is not one of the %s service's queues (declare it under services: in pkg/fabric/catalog/catalog.yaml)", queue, h.Cfg.Service)
 }
 
+// Attempts returns the most deliveries a message of queue gets before it is
+// dead-lettered: the first, and one per retry tier.
+func (h *host) Attempts(queue string) (int, error) {
+	spec, err := h.Consumer(queue)
+	if err != nil {
+		return 0, err
+	}
+	return len(spec.Tiers()) + 1, nil
+}
+
 // Consume registers a consumer of queue; it runs from Serve. Handlers that
 // change the database use ConsumeTx instead.
 func (h *host) Consume(queue string, handler fabric.Handler, opts fabric.ConsumerOptions) error {

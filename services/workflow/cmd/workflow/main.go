@@ -125,7 +125,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	}
 	defer h.Close() // Serve closes it too; Close is idempotent
 	store := postgres.New(h.Pool, h.Outbox, cfg.Catalog, time.Now, cfg.DueSoon, cfg.StuckAfter)
-	reactable, err := messaging.Reactable(h)
+	reactable, err := messaging.Reactable(h.Reg)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/catalog/payload"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
-	"github.com/agora-platform/agora/pkg/fabric/topology"
+	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/services/workflow/internal/process"
 )
 
@@ -34,7 +34,6 @@ const (
 type Host interface {
 	Consume(queue string, h fabric.Handler, o fabric.ConsumerOptions) error
 	ConsumeTx(queue string, h fabric.TxHandler, o fabric.ConsumerOptions) error
-	Consumer(queue string) (topology.Consumer, error)
 }
 
 // Store is what the handlers need of the service's store.
@@ -86,18 +85,17 @@ func Attach(h Host, d Deps) error {
 	return nil
 }
 
-// Reactable returns the types the reactions queue receives: the only types
-// a subscription may name.
-func Reactable(h Host) ([]string, error) {
-	reactions, err := h.Consumer(reactionsQueue)
-	if err != nil {
-		return nil, fmt.Errorf("messaging: %w", err)
+// Reactable returns the keys the catalog binds to the reactions queue:
+// the only types a subscription may name.
+func Reactable(reg *registry.Registry) ([]string, error) {
+	for _, svc := range reg.Services() {
+		for _, q := range svc.Consumes {
+			if q.Queue == reactionsQueue {
+				return q.Keys, nil
+			}
+		}
 	}
-	var types []string
-	for _, b := range reactions.Bindings {
-		types = append(types, b.Key)
-	}
-	return types, nil
+	return nil, fmt.Errorf("messaging: the catalog declares no queue %s", reactionsQueue)
 }
 
 // Starter starts a process inside the inbox transaction.
