@@ -233,14 +233,7 @@ func TestRetryQueuesOfAnyTierAreOwned(t *testing.T) {
 // without one RabbitMQ allows every key. The committed definitions bind
 // each Q and Q.retry.<n> to it with their own names as keys.
 func TestRetryExchangeKeysAreOwned(t *testing.T) {
-	raw, err := os.ReadFile("../rabbitmq/definitions.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var defs acl.Definitions
-	if err := json.Unmarshal(raw, &defs); err != nil {
-		t.Fatal(err)
-	}
+	defs := committedDefinitions(t)
 	var retryEx *acl.DefExchange
 	for i, e := range defs.Exchanges {
 		if e.Name == topology.RetryExchange {
@@ -317,14 +310,7 @@ func TestRetryExchangeKeysAreOwned(t *testing.T) {
 // fails with the exchanges direct (no topic permission would apply) or with
 // the keys left unanchored.
 func TestTopicGrantsHoldEachServiceToItsOwnKeys(t *testing.T) {
-	raw, err := os.ReadFile("../rabbitmq/definitions.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var defs acl.Definitions
-	if err := json.Unmarshal(raw, &defs); err != nil {
-		t.Fatal(err)
-	}
+	defs := committedDefinitions(t)
 	for _, e := range defs.Exchanges {
 		if e.Type != "topic" {
 			t.Errorf("exchange %s is %s: topic permissions would not narrow its keys", e.Name, e.Type)
@@ -359,6 +345,20 @@ func TestTopicGrantsHoldEachServiceToItsOwnKeys(t *testing.T) {
 			}
 		}
 	}
+}
+
+// committedDefinitions reads deploy/rabbitmq/definitions.json.
+func committedDefinitions(t *testing.T) acl.Definitions {
+	t.Helper()
+	raw, err := os.ReadFile("../rabbitmq/definitions.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var defs acl.Definitions
+	if err := json.Unmarshal(raw, &defs); err != nil {
+		t.Fatal(err)
+	}
+	return defs
 }
 
 func defaultRegistry(t *testing.T) *registry.Registry {
