@@ -55,9 +55,10 @@ type Host struct {
 }
 
 // Document returns service, the service's own OpenAPI 3.1 document (YAML
-// or JSON), merged with the host's routes and the shared components, as
-// JSON. A path, component or tag that both define is an error: a service
-// neither redefines nor overrides what the fabric documents.
+// or JSON), merged with the host's routes and the shared components it
+// uses (pruneHostComponents), as JSON. A path, component or tag that both
+// define is an error: a service neither redefines nor overrides what the
+// fabric documents.
 func Document(service []byte, h Host) ([]byte, error) {
 	doc, err := decode(service)
 	if err != nil {
@@ -107,6 +108,7 @@ func Document(service []byte, h Host) ([]byte, error) {
 			return nil, fmt.Errorf("%w (components)", err)
 		}
 	}
+	pruneHostComponents(doc, hostComps)
 	tags, _ := doc["tags"].([]any)
 	names := map[string]bool{}
 	for _, t := range tags {
@@ -150,6 +152,84 @@ func mergeMap(dst map[string]any, key string, src map[string]any) error {
 		to[k] = from[k]
 	}
 	return nil
+}
+
+// pruneHostComponents removes from doc the components the host's fragment
+// added (host) that nothing in doc refers to, directly or through another
+// component: a service that answers no 409 gets no Conflict response, one
+// without queues no DeadLetter schema. The service's own components stay,
+// used or not, for the API linter to report. Security schemes are named,
+// not referred to, and stay.
+func pruneHostComponents(doc, host map[string]any) {
+	comps, _ := doc["components"].(map[string]any)
+	used := map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if ref, ok := v["$ref"].(string); ok && !used[ref] {
+				used[ref] = true
+				if target := resolveLocal(doc, ref); target != nil {
+					walk(target)
+				}
+			}
+			for _, e := range v {
+				walk(e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	for k, v := range doc {
+		if k != "components" {
+			walk(v)
+		}
+	}
+	// The service's own components are kept, so what they refer to is used.
+	for section, entries := range comps {
+		own, _ := entries.(map[string]any)
+		fromHost, _ := host[section].(map[string]any)
+		for name, c := range own {
+			if _, ok := fromHost[name]; !ok {
+				walk(c)
+			}
+		}
+	}
+	for section, entries := range host {
+		if section == "securitySchemes" {
+			continue
+		}
+		own, _ := comps[section].(map[string]any)
+		for name := range entries.(map[string]any) {
+			if !used["#/components/"+section+"/"+name] {
+				delete(own, name)
+			}
+		}
+		if len(own) == 0 {
+			delete(comps, section)
+		}
+	}
+}
+
+// resolveLocal returns what ref ("#/components/schemas/X") points to in
+// doc, or nil.
+func resolveLocal(doc map[string]any, ref string) any {
+	path, ok := strings.CutPrefix(ref, "#/")
+	if !ok {
+		return nil
+	}
+	var v any = doc
+	for _, part := range strings.Split(path, "/") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
+		v = m[part]
+	}
+	return v
 }
 
 // Operation is one method on one path template of a document.

@@ -136,3 +136,53 @@ func TestOperations(t *testing.T) {
 		t.Fatalf("Operations = %v, want %v", ops, want)
 	}
 }
+
+// TestDocumentLeavesOutTheHostsUnusedComponents: a shared component nothing
+// in the merged document refers to is left out (the service's own are kept,
+// used or not, for the linter to report), and what is kept resolves.
+func TestDocumentLeavesOutTheHostsUnusedComponents(t *testing.T) {
+	own := service + "    Unused: {type: string}\n"
+	for _, tc := range []struct {
+		name       string
+		h          openapi.Host
+		kept, gone []string
+	}{
+		{"with queues", openapi.Host{Queues: []string{"things.a"}, Ops: true},
+			[]string{"responses/NotFound", "responses/BadGateway", "schemas/Problem", "schemas/DeadLetter", "schemas/Thing", "schemas/Unused", "parameters/DLQQueue", "securitySchemes/bearer"},
+			[]string{"responses/Conflict", "responses/TooManyRequests"}},
+		{"without queues", openapi.Host{},
+			[]string{"responses/NotFound", "schemas/Problem", "schemas/Thing", "schemas/Unused", "schemas/Readiness", "securitySchemes/bearer"},
+			[]string{"responses/Conflict", "responses/BadGateway", "schemas/DeadLetter", "parameters/DLQQueue"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc, err := openapi.Document([]byte(own), tc.h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := openapitest.New(doc); err != nil {
+				t.Fatalf("merged document: %v", err)
+			}
+			var d struct {
+				Components map[string]map[string]any `json:"components"`
+			}
+			if err := json.Unmarshal(doc, &d); err != nil {
+				t.Fatal(err)
+			}
+			has := func(c string) bool {
+				section, name, _ := strings.Cut(c, "/")
+				_, ok := d.Components[section][name]
+				return ok
+			}
+			for _, c := range tc.kept {
+				if !has(c) {
+					t.Errorf("components/%s left out, want it kept", c)
+				}
+			}
+			for _, c := range tc.gone {
+				if has(c) {
+					t.Errorf("components/%s kept, want it left out (nothing refers to it)", c)
+				}
+			}
+		})
+	}
+}
