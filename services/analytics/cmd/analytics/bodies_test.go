@@ -10,6 +10,6 @@ import (
 // answers each malformed one as every other service does, with the same
 // status and problem type (see httpfuzz.CheckMalformedBodies).
 func TestMalformedBodies(t *testing.T) {
-	s := startStack(t)
-	httpfuzz.New(t, s.url, s.keys).CheckMalformedBodies(t)
+	s := newStack(t).start(t, nil)
+	httpfuzz.New(t, s.url, s.Keys).CheckMalformedBodies(t)
 }

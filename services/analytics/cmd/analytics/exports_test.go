@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -15,12 +14,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/minio/minio-go/v7"
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/agora-platform/agora/pkg/fabric/auth"
-	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/services/analytics/internal/export"
 	"github.com/agora-platform/agora/services/analytics/internal/projection"
@@ -45,51 +42,16 @@ type exportView struct {
 	URLExpiresAt *time.Time `json:"urlExpiresAt"`
 }
 
-// call sends method path with an optional JSON body and returns the status,
-// headers and body. Every 4xx/5xx must be a problem.
-func (s *stack) call(t *testing.T, method, path, token, body string) (int, http.Header, []byte) {
-	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, s.url+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode >= 400 && resp.Header.Get("Content-Type") != "application/problem+json" {
-		t.Errorf("%s %s: status %d with Content-Type %q, want a problem", method, path, resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
-	return resp.StatusCode, resp.Header, data
-}
-
 // requestExport asks for an export and returns where it lives.
 func (s *stack) requestExport(t *testing.T, token, body string) (string, exportView) {
 	t.Helper()
-	status, h, data := s.call(t, http.MethodPost, "/v1/reports/exports", token, body)
-	if status != http.StatusAccepted {
-		t.Fatalf("POST /v1/reports/exports %s = %d %s, want 202", body, status, data)
+	r := s.call(t, http.MethodPost, "/v1/reports/exports", token, body)
+	if r.Status != http.StatusAccepted {
+		t.Fatalf("POST /v1/reports/exports %s = %d %s, want 202", body, r.Status, r.Body)
 	}
 	var v exportView
-	if err := json.Unmarshal(data, &v); err != nil {
-		t.Fatal(err)
-	}
-	if loc := h.Get("Location"); loc != "/v1/reports/exports/"+v.ID {
+	r.JSON(t, &v)
+	if loc := r.Header.Get("Location"); loc != "/v1/reports/exports/"+v.ID {
 		t.Errorf("Location = %q, want /v1/reports/exports/%s", loc, v.ID)
 	}
 	if v.Status != "queued" || v.RowsWritten != 0 || v.URL != "" {
@@ -101,14 +63,8 @@ func (s *stack) requestExport(t *testing.T, token, body string) (string, exportV
 // export reads an export; ok is false unless the answer is 200.
 func (s *stack) export(t *testing.T, path, token string) (exportView, int) {
 	t.Helper()
-	status, _, data := s.call(t, http.MethodGet, path, token, "")
 	var v exportView
-	if status == http.StatusOK {
-		if err := json.Unmarshal(data, &v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return v, status
+	return v, s.get(t, path, token, &v)
 }
 
 // waitStatus polls the export until it reaches status (failing at once on
@@ -220,27 +176,16 @@ func (s *stack) objectKeys(t *testing.T, prefix string) []string {
 // publishJob sends a report.export.v1 job as the relay would.
 func (s *stack) publishJob(t *testing.T, tenantID string, payload map[string]any) {
 	t.Helper()
-	e, err := envelope.New("report.export.v1", tenantID, "analytics", payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.pub.Publish(context.Background(), e); err != nil {
-		t.Fatal(err)
-	}
+	s.publishAs(t, "analytics", "report.export.v1", tenantID, payload)
 }
 
-// exec runs SQL on the service's schema as the superuser (bypassing
+// exec runs SQL on the service's schema as the administrator (bypassing
 // row-level security): for states a test cannot reach through the API.
 func (s *stack) exec(t *testing.T, sql string, args ...any) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := pgx.Connect(ctx, s.dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, strings.ReplaceAll(sql, "{schema}", pgx.Identifier{s.schema}.Sanitize()), args...); err != nil {
+	if _, err := s.Pool.Exec(ctx, sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }
@@ -287,7 +232,7 @@ func seedTwoTenants(t *testing.T, s *stack) []projection.Row {
 
 func TestExportsAreWrittenPerTenantAndDownloaded(t *testing.T) {
 	// One row per page: progress is recorded after every row.
-	s := startStack(t, "REPORTS_PAGE_ROWS", "1", "REPORTS_URL_TTL", "10m")
+	s := newStack(t).start(t, map[string]string{"REPORTS_PAGE_ROWS": "1", "REPORTS_URL_TTL": "10m"})
 	wantA := seedTwoTenants(t, s)
 	attA := s.token(t, "org-a", auth.RoleAttendant)
 	opA := s.token(t, "org-a", auth.RoleOperator)
@@ -361,7 +306,7 @@ func TestExportsAreWrittenPerTenantAndDownloaded(t *testing.T) {
 }
 
 func TestExportJobsAreIdempotent(t *testing.T) {
-	s := startStack(t)
+	s := newStack(t).start(t, nil)
 	want := seedTwoTenants(t, s)
 	att := s.token(t, "org-a", auth.RoleAttendant)
 	path, created := s.requestExport(t, att, `{"from":"2026-03-01","to":"2026-03-31"}`)
@@ -390,7 +335,7 @@ func TestExportJobsAreIdempotent(t *testing.T) {
 
 	t.Run("a running export whose worker died restarts cleanly", func(t *testing.T) {
 		// What a worker that died mid-way leaves: running, half written.
-		s.exec(t, `UPDATE {schema}.report_export SET status = 'running', attempt = 1, rows_written = 3, rows_total = 99,
+		s.exec(t, `UPDATE report_export SET status = 'running', attempt = 1, rows_written = 3, rows_total = 99,
 			object_key = NULL, finished_at = NULL WHERE id = $1`, created.ID)
 		s.publishJob(t, "org-a", job)
 		v := s.waitStatus(t, path, att, "done", 30*time.Second)
@@ -404,7 +349,7 @@ func TestExportJobsAreIdempotent(t *testing.T) {
 }
 
 func TestBadExportJobsAreDeadLettered(t *testing.T) {
-	s := startStack(t)
+	s := newStack(t).start(t, nil)
 	att := s.token(t, "org-a", auth.RoleAttendant)
 
 	// A job for an export org-a does not have (org-b's, say).
@@ -415,7 +360,7 @@ func TestBadExportJobsAreDeadLettered(t *testing.T) {
 	// A job the schema admits but the export rules do not (from after to)
 	// for a queued export: dead-lettered at once, the export failed.
 	id := uuid.NewString()
-	s.exec(t, `INSERT INTO {schema}.report_export (tenant_id, id, requested_by, from_day, to_day, format)
+	s.exec(t, `INSERT INTO report_export (tenant_id, id, requested_by, from_day, to_day, format)
 		VALUES ('org-a', $1, 'u-1', '2026-03-01', '2026-03-31', 'csv')`, id)
 	s.publishJob(t, "org-a", map[string]any{"reportId": id, "from": "2026-03-31", "to": "2026-03-01"})
 	v := s.waitStatus(t, "/v1/reports/exports/"+id, att, "failed", 20*time.Second)
@@ -428,7 +373,7 @@ func TestBadExportJobsAreDeadLettered(t *testing.T) {
 		t.Errorf("invalid jobs were retried %g times, want none", n)
 	}
 	fabrictest.Eventually(t, 30*time.Second, "both letters in the DLQ", func() bool {
-		return s.vh.Queues(t)[exportQueue+".dlq"].Messages == 2
+		return s.Vhost.Queues(t)[exportQueue+".dlq"].Messages == 2
 	})
 	if keys := s.objectKeys(t, ""); len(keys) != 0 {
 		t.Errorf("bad jobs wrote %v", keys)
@@ -436,7 +381,7 @@ func TestBadExportJobsAreDeadLettered(t *testing.T) {
 }
 
 func TestExportValidation(t *testing.T) {
-	s := startStack(t)
+	s := newStack(t).start(t, nil)
 	att := s.token(t, "org-a", auth.RoleAttendant)
 	tests := []struct {
 		name, body, token string
@@ -460,14 +405,14 @@ func TestExportValidation(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got, _, data := s.call(t, http.MethodPost, "/v1/reports/exports", tc.token, tc.body); got != tc.want {
-				t.Errorf("POST %s = %d %s, want %d", tc.body, got, data, tc.want)
+			if r := s.call(t, http.MethodPost, "/v1/reports/exports", tc.token, tc.body); r.Status != tc.want {
+				t.Errorf("POST %s = %d %s, want %d", tc.body, r.Status, r.Body, tc.want)
 			}
 		})
 	}
 	t.Run("no body", func(t *testing.T) {
-		if got, _, _ := s.call(t, http.MethodPost, "/v1/reports/exports", att, ""); got != http.StatusUnsupportedMediaType {
-			t.Errorf("POST without a body = %d, want 415", got)
+		if r := s.call(t, http.MethodPost, "/v1/reports/exports", att, ""); r.Status != http.StatusUnsupportedMediaType {
+			t.Errorf("POST without a body = %d, want 415", r.Status)
 		}
 	})
 	for _, id := range []string{uuid.NewString(), "not-a-uuid", "urn:uuid:" + uuid.NewString()} {
@@ -482,8 +427,9 @@ func TestExportValidation(t *testing.T) {
 func TestExportWaitsForTheStore(t *testing.T) {
 	// The store is down from the start: the service starts all the same
 	// (the bucket is made by the first export that reaches the store).
-	p := fabrictest.StartProxy(t, getenv("S3_ENDPOINT", "127.0.0.1:9000"))
-	s := startStack(t, "S3_ENDPOINT", p.Addr, "RETRY_TIERS", "1s,1s,1s,1s,1s,1s,1s,1s,1s,1s")
+	s := newStack(t)
+	p := fabrictest.StartProxy(t, s.Vars["S3_ENDPOINT"])
+	s.start(t, map[string]string{"S3_ENDPOINT": p.Addr, "RETRY_TIERS": "1s,1s,1s,1s,1s,1s,1s,1s,1s,1s"})
 	want := seedTwoTenants(t, s)
 	att := s.token(t, "org-a", auth.RoleAttendant)
 	path, _ := s.requestExport(t, att, `{"from":"2026-03-01","to":"2026-03-31"}`)
@@ -505,8 +451,9 @@ func TestExportWaitsForTheStore(t *testing.T) {
 }
 
 func TestExportFailsWhenTheStoreStaysDown(t *testing.T) {
-	p := fabrictest.StartProxy(t, getenv("S3_ENDPOINT", "127.0.0.1:9000")) // never up
-	s := startStack(t, "S3_ENDPOINT", p.Addr, "RETRY_TIERS", "200ms")
+	s := newStack(t)
+	p := fabrictest.StartProxy(t, s.Vars["S3_ENDPOINT"]) // never up
+	s.start(t, map[string]string{"S3_ENDPOINT": p.Addr, "RETRY_TIERS": "200ms"})
 	att := s.token(t, "org-a", auth.RoleAttendant)
 	path, _ := s.requestExport(t, att, `{"from":"2026-03-01","to":"2026-03-31"}`)
 	// One delivery plus one retry, then the DLQ; the export says so.

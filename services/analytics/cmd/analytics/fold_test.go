@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
@@ -25,20 +24,11 @@ import (
 // events are handled (it reads counters plus pending deltas), and once
 // every delta is folded the counters alone hold the same cells.
 func TestCountsAreFoldedExactly(t *testing.T) {
-	s := startStack(t, "ANALYTICS_FOLD_INTERVAL", "20ms")
+	s := newStack(t).start(t, map[string]string{"ANALYTICS_FOLD_INTERVAL": "20ms"})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cfg, err := pgxpool.ParseConfig(s.dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = s.schema
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	other := postgres.New(pool)
+	pool := s.Pool
+	other := postgres.New(pool, nil) // a fold enqueues nothing
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {

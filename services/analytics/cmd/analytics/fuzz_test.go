@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest/httpfuzz"
 )
@@ -25,21 +23,13 @@ import (
 //
 //	go test -run '^$' -fuzz '^FuzzHTTP$' -fuzztime 60s ./cmd/analytics/
 func FuzzHTTP(f *testing.F) {
-	s := startStack(f)
-	ft := httpfuzz.New(f, s.url, s.keys)
+	s := newStack(f).start(f, nil)
+	ft := httpfuzz.New(f, s.url, s.Keys)
 	// One request of the fuzz tenant in the projection, so reports have rows.
 	today := time.Now().UTC().Format(time.DateOnly)
-	e, err := envelope.New("request.submitted.v1", ft.Tenant, "request-service", map[string]any{
+	s.publish(f, "request.submitted.v1", ft.Tenant, map[string]any{
 		"requestId": uuid.NewString(), "protocol": "AG-FUZZ", "serviceId": "iptu", "formId": "f", "formVersion": 1,
 		"channel": "web", "citizenId": ft.Citizen, "submittedAt": time.Now().UTC().Format(time.RFC3339)})
-	if err != nil {
-		f.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := s.pub.Publish(ctx, e); err != nil {
-		f.Fatalf("publish %s: %v", e.Type, err)
-	}
 	q := "from=" + today + "&to=" + today
 	ft.Routes = []string{"/v1/analytics/requests"}
 	fabrictest.Eventually(f, 20*time.Second, "the fuzz tenant's request in the report", func() bool {
@@ -64,7 +54,7 @@ func FuzzHTTP(f *testing.F) {
 		"/v1/analytics/requests",
 		"/v1/analytics/",
 		"/v1/dlq/",
-		"/v1/dlq/" + queue,
+		"/v1/dlq/" + requestEventsQueue,
 		"/healthz", "/readyz", "/metrics", "/",
 		"/v1/reports/exports",
 		"/v1/reports/exports/",

@@ -10,10 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/host"
-	"github.com/agora-platform/agora/pkg/fabric/sweep"
-	"github.com/agora-platform/agora/services/analytics/internal/export"
 	"github.com/agora-platform/agora/services/analytics/internal/httpapi"
 	"github.com/agora-platform/agora/services/analytics/internal/messaging"
 	"github.com/agora-platform/agora/services/analytics/internal/postgres"
@@ -22,13 +19,6 @@ import (
 )
 
 func main() { host.Main("analytics", run) }
-
-// The service's queues: request events for the projection, and the export
-// jobs, which every instance takes its share of.
-const (
-	queue       = "analytics.request-events"
-	exportQueue = "analytics.report-export"
-)
 
 type config struct {
 	host host.Config
@@ -107,28 +97,11 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		h.Log.Warn("reports bucket not ready; exports will create it", "bucket", cfg.reportsBucket, "err", err)
 	}
 	cancel()
-	store := postgres.New(h.Pool)
-	// Handlers append counter deltas (no row another message writes), so
-	// messages are taken in batches like every other consumer's; one
-	// writer per tenant folds the deltas into the counters.
-	if err := h.ConsumeTx(queue, messaging.New(store).Handle, fabric.ConsumerOptions{Simulatable: true}); err != nil {
+	store := postgres.New(h.Pool, h.Outbox)
+	if err := messaging.Attach(h, messaging.Deps{Store: store, Objects: objects, FoldInterval: cfg.foldInterval,
+		ExportPageRows: cfg.reportsPageRows, ExportWorkers: cfg.reportsWorkers, Log: h.Log}); err != nil {
 		return err
 	}
-	h.Go("fold", func(ctx context.Context) error {
-		sweep.Run(ctx, cfg.foldInterval, 5000, store.Fold, func(err error) { h.Log.Error("counter fold failed", "err", err) }, nil)
-		return nil
-	})
-	exports := postgres.NewExports(h.Pool, h.Outbox)
-	spec, err := h.Consumer(exportQueue)
-	if err != nil {
-		return err
-	}
-	// A job that keeps failing is delivered once plus once per retry tier.
-	runner := export.NewRunner(exports, objects, cfg.reportsPageRows, len(spec.Tiers())+1, h.Log)
-	if err := h.Consume(exportQueue, messaging.ExportJobs(runner),
-		fabric.ConsumerOptions{Prefetch: cfg.reportsWorkers, Concurrency: cfg.reportsWorkers}); err != nil {
-		return err
-	}
-	routes := httpapi.NewHandler(store, httpapi.ExportDeps{Exports: exports, Links: objects, LinkTTL: cfg.reportsURLTTL}, h.Verifier, h.Log)
-	return h.Serve(ctx, routes, nil)
+	return h.Serve(ctx, httpapi.NewHandler(httpapi.Deps{Auth: h.Verifier, Reports: store, Exports: store,
+		Links: objects, LinkTTL: cfg.reportsURLTTL, Log: h.Log}), nil)
 }

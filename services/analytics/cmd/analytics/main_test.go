@@ -2,112 +2,81 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
-	"maps"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
-	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
-	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/services/analytics/internal/projection"
 )
 
+// The service's queues, as the catalog names them.
+const (
+	requestEventsQueue = "analytics.request-events"
+	exportQueue        = "analytics.report-export"
+)
+
+// stack is the analytics service's test stack with a reports bucket of its
+// own in the real object store; url is the instance start ran.
 type stack struct {
+	*deploytest.Stack
 	url    string
-	keys   *auth.DevKeys
-	pub    *broker.Publisher
-	vh     *fabrictest.Vhost
-	dbURL  string // the test database, as the superuser
-	schema string
 	s3     *minio.Client // the store itself (not through a test's proxy)
-	bucket string        // the reports bucket, one per test
+	bucket string
 }
 
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-func getenv(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
-// startStack runs the service under its own broker user and database
-// roles, with a reports bucket of its own in the real object store; extra
-// are more variables (or overrides), name then value.
-func startStack(t testing.TB, extra ...string) *stack {
+// newStack provisions the stack and its bucket (removed with everything in
+// it when the test ends); start runs the service on it.
+func newStack(t testing.TB) *stack {
 	t.Helper()
-	env := fabrictest.EnvFrom(os.Getenv)
-	vh := fabrictest.NewVhost(t, env)
-	schema := "t_" + randHex(4)
-	s := &stack{vh: vh, dbURL: env.DatabaseURL, schema: schema, bucket: "reports-test-" + randHex(6)}
-	endpoint := getenv("S3_ENDPOINT", "127.0.0.1:9000")
-	access, secret := getenv("S3_ACCESS_KEY", "agora-dev"), getenv("S3_SECRET_KEY", "agora-dev-secret")
+	s := &stack{Stack: deploytest.NewStack(t, "analytics"), bucket: deploytest.Unique("reports-test-")}
 	var err error
-	if s.s3, err = minio.New(endpoint, &minio.Options{Creds: credentials.NewStaticV4(access, secret, "")}); err != nil {
+	if s.s3, err = minio.New(s.Vars["S3_ENDPOINT"], &minio.Options{Creds: credentials.NewStaticV4(s.Vars["S3_ACCESS_KEY"], s.Vars["S3_SECRET_KEY"], "")}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		if c, err := pgx.Connect(ctx, env.DatabaseURL); err == nil {
-			_, _ = c.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
-			c.Close(ctx)
-		}
 		for o := range s.s3.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Recursive: true}) {
 			_ = s.s3.RemoveObject(ctx, s.bucket, o.Key, minio.RemoveObjectOptions{})
 		}
 		_ = s.s3.RemoveBucket(ctx, s.bucket)
 	})
-	if s.keys, err = auth.LoadOrCreateDevKeys(t.TempDir()); err != nil {
-		t.Fatal(err)
-	}
-	vars := deploytest.Service(t, vh, env.DatabaseURL, "analytics", schema)
-	maps.Copy(vars, map[string]string{"JWT_KEYS": s.keys.JWKSPath, "RETRY_TIERS": "300ms,300ms,300ms,300ms,300ms",
-		"S3_ENDPOINT": endpoint, "S3_ACCESS_KEY": access, "S3_SECRET_KEY": secret, "REPORTS_BUCKET": s.bucket})
-	for i := 0; i+1 < len(extra); i += 2 {
-		vars[extra[i]] = extra[i+1]
-	}
-	s.url = fabrictest.StartService(t, run, vars).URL
-	checkAPI(t, s.url)
-	reg, err := registry.Default()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.pub, err = broker.NewPublisher(vh.Dial(t), reg, broker.PublisherOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.pub.Close() })
+	s.Vars["REPORTS_BUCKET"] = s.bucket
+	s.Vars["RETRY_TIERS"] = "300ms,300ms,300ms,300ms,300ms"
 	return s
 }
 
-func (s *stack) publish(t *testing.T, typ, tenantID string, payload map[string]any) envelope.Envelope {
+// start runs the service with extra variables (or overrides), and has api
+// check the exchanges with it.
+func (s *stack) start(t testing.TB, extra map[string]string) *stack {
 	t.Helper()
-	e, err := envelope.New(typ, tenantID, "request-service", payload)
+	s.url = s.Start(t, run, extra).URL
+	checkAPI(t, s.url)
+	return s
+}
+
+// publish publishes an event of the request service.
+func (s *stack) publish(t testing.TB, typ, tenantID string, payload map[string]any) envelope.Envelope {
+	t.Helper()
+	return s.publishAs(t, "request-service", typ, tenantID, payload)
+}
+
+func (s *stack) publishAs(t testing.TB, producer, typ, tenantID string, payload map[string]any) envelope.Envelope {
+	t.Helper()
+	e, err := envelope.New(typ, tenantID, producer, payload)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.pub.Publish(context.Background(), e); err != nil {
-		t.Fatal(err)
-	}
+	s.Publish(t, e)
 	return e
 }
 
@@ -115,8 +84,8 @@ func (s *stack) submit(t *testing.T, tenantID, service, channel string, at time.
 	t.Helper()
 	id := uuid.NewString()
 	s.publish(t, "request.submitted.v1", tenantID, map[string]any{
-		"requestId": id, "protocol": "AG-" + strings.ToUpper(randHex(4)), "serviceId": service, "formId": "f", "formVersion": 1,
-		"channel": channel, "citizenId": "c-" + randHex(2), "submittedAt": at.Format(time.RFC3339)})
+		"requestId": id, "protocol": "AG-" + strings.ToUpper(id[:8]), "serviceId": service, "formId": "f", "formVersion": 1,
+		"channel": channel, "citizenId": "c-" + id[9:13], "submittedAt": at.Format(time.RFC3339)})
 	return id
 }
 
@@ -129,39 +98,39 @@ func (s *stack) change(t *testing.T, tenantID, requestID, status string, at time
 	s.publish(t, "request.status-changed.v1", tenantID, p)
 }
 
-func (s *stack) get(t *testing.T, path, token string, out any) int {
+// call sends method path with an optional JSON body. Every 4xx/5xx must be
+// a problem.
+func (s *stack) call(t *testing.T, method, path, token, body string) deploytest.Response {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, s.url+path, nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	var header map[string]string
+	if body != "" {
+		header = map[string]string{"Content-Type": "application/json"}
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	r := deploytest.Do(t, method, s.url+path, token, body, header)
+	if r.Status >= 400 && r.Header.Get("Content-Type") != "application/problem+json" {
+		t.Errorf("%s %s: status %d with Content-Type %q, want a problem", method, path, r.Status, r.Header.Get("Content-Type"))
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 400 && resp.Header.Get("Content-Type") != "application/problem+json" {
-		t.Errorf("GET %s: status %d with Content-Type %q, want a problem", path, resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
-	if out != nil && resp.StatusCode == http.StatusOK {
-		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return resp.StatusCode
+	return r
 }
 
+// get reads path into out when the answer is 200, and returns the status.
+func (s *stack) get(t *testing.T, path, token string, out any) int {
+	t.Helper()
+	r := s.call(t, http.MethodGet, path, token, "")
+	if out != nil && r.Status == http.StatusOK {
+		r.JSON(t, out)
+	}
+	return r.Status
+}
+
+// token mints a token of tenantID with roles.
 func (s *stack) token(t *testing.T, tenantID string, roles ...string) string {
 	t.Helper()
-	tok, err := s.keys.Mint(auth.Claims{Subject: "u-" + randHex(2), TenantID: tenantID, Roles: roles}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
+	return s.Token(t, tenantID, "u-1", roles...)
 }
 
 func TestProjectionCountsAndMovesStatuses(t *testing.T) {
-	s := startStack(t)
+	s := newStack(t).start(t, nil)
 	day1 := time.Date(2026, 3, 10, 9, 0, 0, 0, time.UTC)
 	day2 := day1.AddDate(0, 0, 1)
 	a1 := s.submit(t, "org-a", "iptu", "web", day1)
@@ -232,7 +201,7 @@ func TestProjectionCountsAndMovesStatuses(t *testing.T) {
 // its own signal: the first delivery projected, then the duplicate counted
 // as one by the inbox.
 func TestDuplicateEventCountsOnce(t *testing.T) {
-	s := startStack(t)
+	s := newStack(t).start(t, nil)
 	at := time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)
 	att := s.token(t, "org-a", auth.RoleAttendant)
 	iptu := func() int64 {
@@ -245,9 +214,7 @@ func TestDuplicateEventCountsOnce(t *testing.T) {
 	fabrictest.Eventually(t, 20*time.Second, "first delivery projected", func() bool { return iptu() == 1 })
 	dupes := map[string]string{"consumer": "analytics.request-events"}
 	before := fabrictest.Counter(t, s.url+"/metrics", "fabric_consumer_duplicates_total", dupes)
-	if err := s.pub.Publish(context.Background(), e); err != nil {
-		t.Fatal(err)
-	}
+	s.Publish(t, e)
 	fabrictest.WaitCounter(t, 20*time.Second, s.url+"/metrics", "fabric_consumer_duplicates_total", dupes, before+1)
 	if n := iptu(); n != 1 {
 		t.Errorf("iptu count after a duplicate = %d, want 1", n)
@@ -255,7 +222,7 @@ func TestDuplicateEventCountsOnce(t *testing.T) {
 }
 
 func TestQueryValidation(t *testing.T) {
-	s := startStack(t)
+	s := newStack(t).start(t, nil)
 	att := s.token(t, "org-a", auth.RoleAttendant)
 	tests := []struct {
 		name, query, token string

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"time"
@@ -21,20 +20,13 @@ const ExportsPath = "/v1/reports/exports"
 
 // Exports stores exports (and enqueues their jobs).
 type Exports interface {
-	Create(ctx context.Context, e export.Export) (export.Export, error)
-	Get(ctx context.Context, tenantID, id string) (export.Export, error)
+	CreateExport(ctx context.Context, e export.Export) (export.Export, error)
+	GetExport(ctx context.Context, tenantID, id string) (export.Export, error)
 }
 
 // Links signs download links of export files.
 type Links interface {
 	URL(ctx context.Context, key, filename string, ttl time.Duration) (*url.URL, error)
-}
-
-// ExportDeps are what the export routes need.
-type ExportDeps struct {
-	Exports Exports
-	Links   Links
-	LinkTTL time.Duration // how long a download link works
 }
 
 // maxExportBody bounds a request body: three short strings.
@@ -78,20 +70,20 @@ func view(e export.Export) exportView {
 // handleCreateExport serves POST /v1/reports/exports: it validates the
 // body, stores the export and enqueues its job in one transaction, and
 // answers 202 with the export and its Location.
-func handleCreateExport(d ExportDeps, log *slog.Logger) http.HandlerFunc {
+func handleCreateExport(d Deps) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		claims, _ := auth.FromContext(r.Context())
 		var body exportRequest
 		if err := httpjson.ReadStrict(w, r, maxExportBody, &body); err != nil {
-			problem.Fail(w, r, log, err)
+			problem.Fail(w, r, d.Log, err)
 			return
 		}
 		e, err := export.New(claims.TenantID, claims.Subject, body.From, body.To, body.Format)
 		if err == nil {
-			e, err = d.Exports.Create(r.Context(), e)
+			e, err = d.Exports.CreateExport(r.Context(), e)
 		}
 		if err != nil {
-			problem.Fail(w, r, log, err)
+			problem.Fail(w, r, d.Log, err)
 			return
 		}
 		w.Header().Set("Location", ExportsPath+"/"+e.ID)
@@ -101,12 +93,12 @@ func handleCreateExport(d ExportDeps, log *slog.Logger) http.HandlerFunc {
 
 // handleGetExport serves GET /v1/reports/exports/{id}: the export of the
 // token's tenant (404 for any other), with a download link once done.
-func handleGetExport(d ExportDeps, log *slog.Logger) http.HandlerFunc {
+func handleGetExport(d Deps) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		claims, _ := auth.FromContext(r.Context())
-		e, err := d.Exports.Get(r.Context(), claims.TenantID, chi.URLParam(r, "id"))
+		e, err := d.Exports.GetExport(r.Context(), claims.TenantID, chi.URLParam(r, "id"))
 		if err != nil {
-			problem.Fail(w, r, log, err)
+			problem.Fail(w, r, d.Log, err)
 			return
 		}
 		v := view(e)
@@ -116,7 +108,7 @@ func handleGetExport(d ExportDeps, log *slog.Logger) http.HandlerFunc {
 			if err != nil {
 				// Signing asks the store for the bucket's region once: a
 				// store that is down makes this a retryable 503.
-				log.WarnContext(r.Context(), "sign export link", "err", err, "export", e.ID)
+				d.Log.WarnContext(r.Context(), "sign export link", "err", err, "export", e.ID)
 				w.Header().Set("Retry-After", "1")
 				problem.Error(w, r, http.StatusServiceUnavailable, "the download link cannot be made now; retry")
 				return

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -15,8 +16,8 @@ import (
 	"github.com/agora-platform/agora/services/analytics/internal/projection"
 )
 
-// Store reads the projection.
-type Store interface {
+// Reports reads the projection.
+type Reports interface {
 	Counts(ctx context.Context, tenantID string, r projection.Range) ([]projection.Row, error)
 }
 
@@ -26,20 +27,30 @@ type Authenticator interface {
 	Require(roles ...string) func(http.Handler) http.Handler
 }
 
+// Deps are what the routes need.
+type Deps struct {
+	Auth    Authenticator
+	Reports Reports
+	Exports Exports
+	Links   Links
+	LinkTTL time.Duration // how long a download link works
+	Log     *slog.Logger
+}
+
 // NewHandler returns the service's routes: the report query and the
 // report exports.
-func NewHandler(store Store, exports ExportDeps, authn Authenticator, log *slog.Logger) http.Handler {
+func NewHandler(d Deps) http.Handler {
 	r := chi.NewRouter()
 	r.NotFound(problem.NoRoute)
 	r.MethodNotAllowed(problem.MethodNotAllowed)
-	staff := r.With(authn.Require(auth.RoleAttendant, auth.RoleOperator))
-	staff.Get("/v1/analytics/requests", handleRequests(store, log))
-	staff.Post(ExportsPath, handleCreateExport(exports, log))
-	staff.Get(ExportsPath+"/{id}", handleGetExport(exports, log))
+	staff := r.With(d.Auth.Require(auth.RoleAttendant, auth.RoleOperator))
+	staff.Get("/v1/analytics/requests", handleRequests(d))
+	staff.Post(ExportsPath, handleCreateExport(d))
+	staff.Get(ExportsPath+"/{id}", handleGetExport(d))
 	return r
 }
 
-func handleRequests(store Store, log *slog.Logger) http.HandlerFunc {
+func handleRequests(d Deps) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		claims, _ := auth.FromContext(r.Context())
 		rng, err := projection.ParseRange(r.URL.Query().Get("from"), r.URL.Query().Get("to"))
@@ -47,9 +58,9 @@ func handleRequests(store Store, log *slog.Logger) http.HandlerFunc {
 			problem.Error(w, r, http.StatusBadRequest, err.Error())
 			return
 		}
-		rows, err := store.Counts(r.Context(), claims.TenantID, rng)
+		rows, err := d.Reports.Counts(r.Context(), claims.TenantID, rng)
 		if err != nil {
-			log.Error("analytics query", "err", err)
+			d.Log.Error("analytics query", "err", err)
 			problem.Fail(w, r, nil, err)
 			return
 		}

@@ -11,18 +11,18 @@ import (
 	"github.com/agora-platform/agora/services/analytics/internal/export"
 )
 
-// ExportRunner carries out one export job; *export.Runner is one.
-type ExportRunner interface {
+// exportRunner carries out one export job; *export.Runner is one.
+type exportRunner interface {
 	Run(ctx context.Context, tenantID string, payload []byte) error
 }
 
-// ExportJobs returns the handler of the report.export.v1 queue. It holds
+// exportJobs returns the handler of the report.export.v1 queue. It holds
 // no transaction of its own (an export takes long, and records its
 // progress as it goes): the export's status makes a redelivery harmless.
 // A malformed job or one for an export the tenant does not have is
 // invalid and dead-lettered at once; anything else failing is a
 // dependency (database, object storage) and goes through the retry tiers.
-func ExportJobs(r ExportRunner) fabric.Handler {
+func exportJobs(r exportRunner) fabric.Handler {
 	return func(ctx context.Context, env envelope.Envelope) error {
 		tenantID, err := tenant.From(ctx)
 		if err != nil {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
@@ -16,30 +15,13 @@ import (
 	"github.com/agora-platform/agora/services/analytics/internal/projection"
 )
 
-// Enqueuer stores envelopes in the caller's transaction (outbox.Outbox).
-type Enqueuer interface {
-	Enqueue(ctx context.Context, tx outbox.Tx, items ...outbox.Item) error
-}
+// The report exports: Store keeps them, enqueues their jobs, and gives
+// export workers their snapshot of the projection.
+var _ export.Store = (*Store)(nil)
 
-// Exports stores report exports, enqueues their jobs, and gives export
-// workers their snapshot of the projection.
-type Exports struct {
-	pool   *pgxpool.Pool
-	outbox Enqueuer
-}
-
-var _ export.Store = (*Exports)(nil)
-
-// NewExports returns Exports on pool (search_path = the service schema).
-func NewExports(pool *pgxpool.Pool, ob Enqueuer) *Exports { return &Exports{pool: pool, outbox: ob} }
-
-func (s *Exports) inTenant(ctx context.Context, tenantID string, fn func(tx pgx.Tx, q *pgdb.Queries) error) error {
-	return tenant.Tx(ctx, s.pool, tenantID, func(tx pgx.Tx) error { return fn(tx, pgdb.New(tx)) })
-}
-
-// Create stores e and enqueues its report.export.v1 job in one
+// CreateExport stores e and enqueues its report.export.v1 job in one
 // transaction: the job is published if and only if the export exists.
-func (s *Exports) Create(ctx context.Context, e export.Export) (export.Export, error) {
+func (s *Store) CreateExport(ctx context.Context, e export.Export) (export.Export, error) {
 	job, err := export.NewJob(e)
 	if err != nil {
 		return export.Export{}, err
@@ -63,10 +45,10 @@ func (s *Exports) Create(ctx context.Context, e export.Export) (export.Export, e
 	return out, err
 }
 
-// Get returns export id of tenantID, or export.ErrNotFound (an id that is
+// GetExport returns export id of tenantID, or export.ErrNotFound (an id that is
 // not a UUID included, so any id of another tenant and a garbage one look
 // the same).
-func (s *Exports) Get(ctx context.Context, tenantID, id string) (export.Export, error) {
+func (s *Store) GetExport(ctx context.Context, tenantID, id string) (export.Export, error) {
 	u, err := uuid.Parse(id)
 	if err != nil {
 		return export.Export{}, export.ErrNotFound
@@ -88,7 +70,7 @@ func (s *Exports) Get(ctx context.Context, tenantID, id string) (export.Export, 
 }
 
 // Claim implements export.Store.
-func (s *Exports) Claim(ctx context.Context, tenantID, id string) (export.Export, error) {
+func (s *Store) Claim(ctx context.Context, tenantID, id string) (export.Export, error) {
 	var out export.Export
 	err := s.inTenant(ctx, tenantID, func(_ pgx.Tx, q *pgdb.Queries) error {
 		r, err := q.ClaimExport(ctx, pgdb.ClaimExportParams{TenantID: tenantID, ID: id})
@@ -111,7 +93,7 @@ func (s *Exports) Claim(ctx context.Context, tenantID, id string) (export.Export
 }
 
 // Progress implements export.Store.
-func (s *Exports) Progress(ctx context.Context, tenantID, id string, attempt int, total, written int64) error {
+func (s *Store) Progress(ctx context.Context, tenantID, id string, attempt int, total, written int64) error {
 	return s.fenced(ctx, tenantID, id, "progress", func(q *pgdb.Queries) (int64, error) {
 		return q.UpdateExportProgress(ctx, pgdb.UpdateExportProgressParams{TenantID: tenantID, ID: id, Attempt: int32(attempt),
 			RowsTotal: total, RowsWritten: written})
@@ -119,7 +101,7 @@ func (s *Exports) Progress(ctx context.Context, tenantID, id string, attempt int
 }
 
 // Finish implements export.Store.
-func (s *Exports) Finish(ctx context.Context, tenantID, id string, attempt int, objectKey string, rows int64) error {
+func (s *Store) Finish(ctx context.Context, tenantID, id string, attempt int, objectKey string, rows int64) error {
 	return s.fenced(ctx, tenantID, id, "finish", func(q *pgdb.Queries) (int64, error) {
 		return q.FinishExport(ctx, pgdb.FinishExportParams{TenantID: tenantID, ID: id, Attempt: int32(attempt),
 			Rows: rows, ObjectKey: objectKey})
@@ -128,7 +110,7 @@ func (s *Exports) Finish(ctx context.Context, tenantID, id string, attempt int, 
 
 // fenced runs an update of attempt's and returns export.ErrSuperseded when
 // it changed nothing: another attempt owns the export now.
-func (s *Exports) fenced(ctx context.Context, tenantID, id, what string, update func(q *pgdb.Queries) (int64, error)) error {
+func (s *Store) fenced(ctx context.Context, tenantID, id, what string, update func(q *pgdb.Queries) (int64, error)) error {
 	return s.inTenant(ctx, tenantID, func(_ pgx.Tx, q *pgdb.Queries) error {
 		n, err := update(q)
 		if err != nil {
@@ -142,7 +124,7 @@ func (s *Exports) fenced(ctx context.Context, tenantID, id, what string, update 
 }
 
 // Release implements export.Store.
-func (s *Exports) Release(ctx context.Context, tenantID, id string, attempt int, giveUp bool, reason string) error {
+func (s *Store) Release(ctx context.Context, tenantID, id string, attempt int, giveUp bool, reason string) error {
 	status := export.StatusQueued
 	if giveUp {
 		status = export.StatusFailed
@@ -157,7 +139,7 @@ func (s *Exports) Release(ctx context.Context, tenantID, id string, attempt int,
 }
 
 // Fail implements export.Store.
-func (s *Exports) Fail(ctx context.Context, tenantID, id, reason string) error {
+func (s *Store) Fail(ctx context.Context, tenantID, id, reason string) error {
 	return s.inTenant(ctx, tenantID, func(_ pgx.Tx, q *pgdb.Queries) error {
 		if _, err := q.FailExport(ctx, pgdb.FailExportParams{TenantID: tenantID, ID: id, Error: reason}); err != nil {
 			return fmt.Errorf("fail export %s: %w", id, err)
@@ -170,7 +152,7 @@ func (s *Exports) Fail(ctx context.Context, tenantID, id, reason string) error {
 // transaction: every page sees the projection as it was at the first
 // query, so the file adds up to the count it reports. Progress goes
 // through other, short transactions meanwhile.
-func (s *Exports) View(ctx context.Context, tenantID string, r projection.Range, fn func(export.Snapshot) error) error {
+func (s *Store) View(ctx context.Context, tenantID string, r projection.Range, fn func(export.Snapshot) error) error {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return fmt.Errorf("export snapshot: begin: %w", err)

@@ -1,4 +1,5 @@
-// Package postgres stores the analytics projection. Transactions set
+// Package postgres stores the analytics projection and the report exports,
+// and enqueues the exports' jobs in the same transactions. Transactions set
 // app.tenant_id for row-level security and queries also filter by tenant,
 // because superusers (tests, local runs) bypass row-level security.
 package postgres
@@ -11,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/agora-platform/agora/pkg/fabric/outbox"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/services/analytics/internal/postgres/pgdb"
 	"github.com/agora-platform/agora/services/analytics/internal/projection"
@@ -19,13 +21,27 @@ import (
 // ErrNoState: the request has not been projected (yet).
 var ErrNoState = errors.New("request not projected")
 
-// Store is the Postgres adapter of the analytics service.
-type Store struct {
-	pool *pgxpool.Pool
+// Enqueuer stores envelopes in the caller's transaction (outbox.Outbox).
+type Enqueuer interface {
+	Enqueue(ctx context.Context, tx outbox.Tx, items ...outbox.Item) error
 }
 
-// New returns a Store on pool (search_path = the service schema).
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+// Store is the Postgres adapter of the analytics service: the projection
+// the handlers write and the reports read, and the report exports, whose
+// workers read their snapshot of the projection.
+type Store struct {
+	pool   *pgxpool.Pool
+	outbox Enqueuer
+}
+
+// New returns a Store on pool (search_path = the service schema) that
+// enqueues export jobs to ob.
+func New(pool *pgxpool.Pool, ob Enqueuer) *Store { return &Store{pool: pool, outbox: ob} }
+
+// inTenant runs fn in a transaction scoped to tenantID and commits it.
+func (s *Store) inTenant(ctx context.Context, tenantID string, fn func(tx pgx.Tx, q *pgdb.Queries) error) error {
+	return tenant.Tx(ctx, s.pool, tenantID, func(tx pgx.Tx) error { return fn(tx, pgdb.New(tx)) })
+}
 
 // InsertState records s for a new request inside tx. It returns false when
 // the request was already projected.
@@ -112,8 +128,8 @@ func (s *Store) Fold(ctx context.Context, limit int) (int, error) {
 // Counts returns the non-empty cells of tenantID within r.
 func (s *Store) Counts(ctx context.Context, tenantID string, r projection.Range) ([]projection.Row, error) {
 	var out []projection.Row
-	err := tenant.Tx(ctx, s.pool, tenantID, func(tx pgx.Tx) error {
-		rows, err := pgdb.New(tx).ListCounts(ctx, pgdb.ListCountsParams{TenantID: tenantID, FromDay: r.From, ToDay: r.To})
+	err := s.inTenant(ctx, tenantID, func(_ pgx.Tx, q *pgdb.Queries) error {
+		rows, err := q.ListCounts(ctx, pgdb.ListCountsParams{TenantID: tenantID, FromDay: r.From, ToDay: r.To})
 		for _, row := range rows {
 			out = append(out, projection.Row{Day: row.Day.Format(projection.DateLayout), ServiceID: row.ServiceID,
 				Channel: row.Channel, Status: row.Status, Count: row.Count})
