@@ -15,13 +15,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
-	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 
 // stack is one running communication service on its test stack, with a
@@ -31,8 +29,9 @@ type stack struct {
 	*deploytest.Stack
 	url     string
 	mailDir string
-	sentCh  *amqp.Channel // bound to communication.notification-sent.v1
-	sentQ   string
+	sent    interface { // the notification-sent events it published
+		Next(t testing.TB, what string, match func(envelope.Envelope) bool) envelope.Envelope
+	}
 }
 
 // startSink builds cmd/smtpsink and runs it as a separate process.
@@ -73,17 +72,7 @@ func newStack(t testing.TB) *stack {
 	s := &stack{Stack: deploytest.NewStack(t, "communication"), mailDir: t.TempDir()}
 	s.Vars["SMTP_ADDR"] = startSink(t, s.mailDir)
 	s.Vars["RETRY_TIERS"] = "300ms,300ms,300ms,300ms,300ms,300ms"
-	var err error
-	if s.sentCh, err = s.Conn.Channel(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	s.sentQ = "test.notification-sent"
-	if _, err := s.sentCh.QueueDeclare(s.sentQ, true, false, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.sentCh.QueueBind(s.sentQ, "communication.notification-sent.v1", topology.EventsExchange, false, nil); err != nil {
-		t.Fatal(err)
-	}
+	s.sent = fabrictest.Observe(t, s.Conn, "communication.notification-sent.v1")
 	return s
 }
 
@@ -173,26 +162,17 @@ func (s *stack) mails(t *testing.T, needle string) []string {
 	return out
 }
 
-// sentEvents drains the probe queue of notification-sent events.
-func (s *stack) sentEvents(t *testing.T) map[string]string {
+// sentStatus waits for the notification-sent event of notification id and
+// returns the status it reports.
+func (s *stack) sentStatus(t *testing.T, id string) string {
 	t.Helper()
-	out := map[string]string{}
-	for {
-		d, ok, err := s.sentCh.Get(s.sentQ, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ok {
-			return out
-		}
-		var e struct {
-			Payload struct{ NotificationID, Status string }
-		}
-		if err := json.Unmarshal(d.Body, &e); err != nil {
-			t.Fatal(err)
-		}
-		out[e.Payload.NotificationID] = e.Payload.Status
+	decode := func(e envelope.Envelope) (p struct{ NotificationID, Status string }) {
+		_ = json.Unmarshal(e.Payload, &p)
+		return p
 	}
+	return decode(s.sent.Next(t, "notification-sent.v1 of "+id, func(e envelope.Envelope) bool {
+		return decode(e).NotificationID == id
+	})).Status
 }
 
 func TestConfirmationDelivery(t *testing.T) {
@@ -232,13 +212,8 @@ func TestConfirmationDelivery(t *testing.T) {
 			if !tc.wantMail && len(mails) != 0 {
 				t.Errorf("mails with %s = %d, want none", protocol, len(mails))
 			}
-			var events map[string]string
-			fabrictest.Eventually(t, 10*time.Second, "notification-sent event", func() bool {
-				events = s.sentEvents(t)
-				return events[n.ID] != ""
-			})
-			if events[n.ID] != tc.wantStatus {
-				t.Errorf("notification-sent status = %q, want %q", events[n.ID], tc.wantStatus)
+			if got := s.sentStatus(t, n.ID); got != tc.wantStatus {
+				t.Errorf("notification-sent status = %q, want %q", got, tc.wantStatus)
 			}
 		})
 	}
@@ -559,7 +534,7 @@ func TestConsentAndQuietHours(t *testing.T) {
 	s.putContact(t, "org-a", "citizen-bia", bia)
 	makeDue()
 	s.waitStatus(t, "org-a", held, "sent")
-	fabrictest.Eventually(t, 10*time.Second, "notification-sent.v1 of the held notice", func() bool {
-		return s.sentEvents(t)[n.ID] == "sent"
-	})
+	if got := s.sentStatus(t, n.ID); got != "sent" {
+		t.Errorf("notification-sent status of the held notice = %q, want sent", got)
+	}
 }
