@@ -11,6 +11,6 @@ import (
 // each malformed one as every other service does, with the same status and
 // problem type (see httpfuzz.CheckMalformedBodies).
 func TestMalformedBodies(t *testing.T) {
-	s := startStack(t, "", "LOG_LEVEL", "warn")
-	httpfuzz.New(t, s.url, s.keys).CheckMalformedBodies(t)
+	s := startStack(t, map[string]string{"LOG_LEVEL": "warn"})
+	httpfuzz.New(t, s.url, s.Keys).CheckMalformedBodies(t)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -25,8 +24,8 @@ import (
 //
 //	go test -run '^$' -fuzz '^FuzzHTTP$' -fuzztime 60s ./cmd/datalake-ingestion/
 func FuzzHTTP(f *testing.F) {
-	s := startStack(f, "", "LOG_LEVEL", "warn")
-	ft := httpfuzz.New(f, s.url, s.keys)
+	s := startStack(f, map[string]string{"LOG_LEVEL": "warn"})
+	ft := httpfuzz.New(f, s.url, s.Keys)
 	// One event of the fuzz tenant in the lake, so the fuzzer starts from a
 	// lineage that exists.
 	e, err := envelope.New("request.submitted.v1", ft.Tenant, "request-service", map[string]any{
@@ -35,11 +34,7 @@ func FuzzHTTP(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := s.pub.Publish(ctx, e); err != nil {
-		f.Fatalf("publish %s: %v", e.Type, err)
-	}
+	s.Publish(f, e)
 	ft.Routes = []string{"/v1/lineage/" + e.ID}
 	fabrictest.Eventually(f, 20*time.Second, "the lineage of event "+e.ID, func() bool {
 		status, _, _ := ft.Send(httpfuzz.Input{Method: "GET", Authn: httpfuzz.AuthnAttendant})
@@ -49,8 +44,8 @@ func FuzzHTTP(f *testing.F) {
 		"/v1/lineage/",
 		"/v1/lineage/" + e.ID,
 		"/v1/dlq/",
-		"/v1/dlq/" + queues[0],
-		"/v1/dlq/" + queues[1],
+		"/v1/dlq/datalake.request-events",
+		"/v1/dlq/datalake.platform-events",
 		"/healthz", "/readyz", "/metrics", "/",
 		"/v1/history",
 	}

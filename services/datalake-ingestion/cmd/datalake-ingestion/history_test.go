@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
@@ -34,23 +35,15 @@ type historyPage struct {
 // status and, for a 200, the raw body.
 func (s *stack) history(t *testing.T, token, query string) (historyPage, int) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, s.url+"/v1/history?"+query, nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := deploytest.Do(t, http.MethodGet, s.url+"/v1/history?"+query, token, nil, nil)
 	var p historyPage
-	if resp.StatusCode != http.StatusOK {
+	if resp.Status != http.StatusOK {
 		if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
-			t.Errorf("GET /v1/history?%s: %d with Content-Type %q, want a problem", query, resp.StatusCode, ct)
+			t.Errorf("GET /v1/history?%s: %d with Content-Type %q, want a problem", query, resp.Status, ct)
 		}
-		return p, resp.StatusCode
+		return p, resp.Status
 	}
-	dec := json.NewDecoder(resp.Body)
+	dec := json.NewDecoder(bytes.NewReader(resp.Body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
 		t.Fatalf("GET /v1/history?%s: %v", query, err)
@@ -58,7 +51,7 @@ func (s *stack) history(t *testing.T, token, query string) (historyPage, int) {
 	if p.Events == nil || p.Next == nil {
 		t.Fatalf("GET /v1/history?%s: events or next missing (events must be [] when empty, next \"\")", query)
 	}
-	return p, resp.StatusCode
+	return p, resp.Status
 }
 
 // historyAll reads every page of the selection query with pages of limit,
@@ -117,7 +110,7 @@ func (s *stack) sendEvent(t *testing.T, reg *registry.Registry, e envelope.Envel
 	if m.Body, err = e.Encode(); err != nil {
 		t.Fatal(err)
 	}
-	pd, err := s.pub.Send(context.Background(), m)
+	pd, err := s.Pub.Send(context.Background(), m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +177,7 @@ func sameEvent(got, want envelope.Envelope) string {
 // id) order, page after page with no event twice and none missing, each
 // one the envelope that was published.
 func TestHistory(t *testing.T) {
-	s := startStack(t, "")
+	s := startStack(t, nil)
 	reg, err := registry.Default()
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +213,7 @@ func TestHistory(t *testing.T) {
 			prev = e
 		}
 	}
-	operator := map[string]string{"org-a": s.token(t, "org-a", auth.RoleOperator), "org-b": s.token(t, "org-b", auth.RoleOperator)}
+	operator := map[string]string{"org-a": s.Token(t, "org-a", "u-1", auth.RoleOperator), "org-b": s.Token(t, "org-b", "u-1", auth.RoleOperator)}
 	landed := map[string]bool{}
 	fabrictest.Eventually(t, 30*time.Second, "the lineage of every event", func() bool {
 		for _, e := range published {
@@ -351,8 +344,8 @@ func TestHistory(t *testing.T) {
 		{"a tenant parameter", operator["org-a"], "tenantId=org-b", 400},
 		{"limit twice", operator["org-a"], "limit=1&limit=2", 400},
 		{"no token", "", "", 401},
-		{"an attendant", s.token(t, "org-a", auth.RoleAttendant), "", 403},
-		{"a citizen", s.token(t, "org-a", auth.RoleCitizen), "", 403},
+		{"an attendant", s.Token(t, "org-a", "u-1", auth.RoleAttendant), "", 403},
+		{"a citizen", s.Token(t, "org-a", "u-1", auth.RoleCitizen), "", 403},
 	}
 	for _, tc := range refused {
 		t.Run(tc.name, func(t *testing.T) {

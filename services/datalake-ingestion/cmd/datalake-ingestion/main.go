@@ -8,12 +8,9 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"sync"
 	"time"
 
-	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/host"
-	"github.com/agora-platform/agora/services/datalake-ingestion/internal/batch"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/history"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/httpapi"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/messaging"
@@ -23,10 +20,6 @@ import (
 )
 
 func main() { host.Main("datalake-ingestion", run) }
-
-// queues are the data lake's: request events (docs/architecture.md) and every
-// other tenant domain's events.
-var queues = []string{"datalake.request-events", "datalake.platform-events"}
 
 type config struct {
 	host         host.Config
@@ -89,33 +82,11 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		return err
 	}
 	store := postgres.New(h.Pool)
-	writer := messaging.NewWriter(objects, store, h.Log)
-	sweeper, err := messaging.NewSweeper(objects, store, cfg.orphanGrace, h.Metrics.Meter, h.Log)
-	if err != nil {
+	if err := messaging.Attach(h, messaging.Deps{Lake: objects, Store: store,
+		BatchSize: cfg.batchSize, BatchAge: cfg.batchAge, FlushTimeout: cfg.flushTimeout,
+		OrphanGrace: cfg.orphanGrace, OrphanSweep: cfg.orphanSweep, Meter: h.Metrics.Meter, Log: h.Log}); err != nil {
 		return err
 	}
-	h.Go("orphan-sweep", func(ctx context.Context) error { return sweeper.Run(ctx, cfg.orphanSweep) })
-	batcher := batch.New(cfg.batchSize, cfg.batchAge, writer.Flush)
-	// The batcher outlives the consumers: Serve waits for in-flight
-	// handlers, which wait for their batch.
-	batchCtx, stopBatcher := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		batcher.Run(batchCtx, cfg.flushTimeout)
-	}()
-	defer func() {
-		stopBatcher()
-		wg.Wait()
-	}()
-	// Every message of a batch is an unacked delivery whose handler waits:
-	// prefetch and concurrency must hold a whole batch.
-	opts := fabric.ConsumerOptions{Prefetch: cfg.batchSize, Concurrency: cfg.batchSize}
-	for _, q := range queues {
-		if err := h.Consume(q, messaging.Handler(batcher), opts); err != nil {
-			return err
-		}
-	}
-	return h.Serve(ctx, httpapi.NewHandler(store, history.New(store, objects), h.Verifier, h.Log), nil)
+	return h.Serve(ctx, httpapi.NewHandler(httpapi.Deps{Auth: h.Verifier, Lineage: store,
+		History: history.New(store, objects), Log: h.Log}), nil)
 }

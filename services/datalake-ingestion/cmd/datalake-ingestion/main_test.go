@@ -1,25 +1,19 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"maps"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/parquet-go/parquet-go"
@@ -29,7 +23,6 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
-	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/messaging"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/postgres"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/s3"
@@ -56,88 +49,53 @@ type lineage struct {
 	RowOffset                                                                         int
 }
 
+// stack is the data lake on the shared test stack (deploytest.Stack), with
+// a bucket of its own, emptied and removed when the test ends.
 type stack struct {
-	schema string
+	*deploytest.Stack
 	url    string
-	keys   *auth.DevKeys
-	pub    *broker.Publisher
 	s3     *minio.Client
 	bucket string
 }
 
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-func getenv(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
-// startStack runs the service; s3Endpoint overrides the store's address
-// (the outage test puts a proxy in between); extra are more variables,
-// name then value.
-func startStack(t testing.TB, s3Endpoint string, extra ...string) *stack {
+// newStack provisions the stack; start runs the service on it.
+func newStack(t testing.TB) *stack {
 	t.Helper()
-	env := fabrictest.EnvFrom(os.Getenv)
-	vh := fabrictest.NewVhost(t, env)
-	schema := "t_" + randHex(4)
-	s := &stack{bucket: "dl-test-" + randHex(6), schema: schema}
-	realS3 := getenv("S3_ENDPOINT", "127.0.0.1:9000")
-	access, secret := getenv("S3_ACCESS_KEY", "agora-dev"), getenv("S3_SECRET_KEY", "agora-dev-secret")
+	s := &stack{Stack: deploytest.NewStack(t, "datalake-ingestion"), bucket: deploytest.Unique("dl-test-")}
 	var err error
-	if s.s3, err = minio.New(realS3, &minio.Options{Creds: credentials.NewStaticV4(access, secret, "")}); err != nil {
+	if s.s3, err = minio.New(s.Vars["S3_ENDPOINT"], &minio.Options{
+		Creds: credentials.NewStaticV4(s.Vars["S3_ACCESS_KEY"], s.Vars["S3_SECRET_KEY"], "")}); err != nil {
 		t.Fatal(err)
 	}
+	// Registered before any instance starts, so it runs after they stopped.
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		if c, err := pgx.Connect(ctx, env.DatabaseURL); err == nil {
-			_, _ = c.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
-			c.Close(ctx)
-		}
 		for o := range s.s3.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Recursive: true}) {
 			_ = s.s3.RemoveObject(ctx, s.bucket, o.Key, minio.RemoveObjectOptions{})
 		}
 		_ = s.s3.RemoveBucket(ctx, s.bucket)
 	})
-	if s.keys, err = auth.LoadOrCreateDevKeys(t.TempDir()); err != nil {
-		t.Fatal(err)
-	}
-	if s3Endpoint == "" {
-		s3Endpoint = realS3
-	}
-	vars := map[string]string{"JWT_KEYS": s.keys.JWKSPath, "S3_ENDPOINT": s3Endpoint, "S3_ACCESS_KEY": access,
-		"S3_SECRET_KEY": secret, "DATALAKE_BUCKET": s.bucket, "DATALAKE_BATCH_SIZE": "5", "DATALAKE_BATCH_AGE": "300ms",
-		"DATALAKE_FLUSH_TIMEOUT": "3s", "RETRY_TIERS": "700ms,700ms,700ms,700ms,700ms,700ms,700ms,700ms"}
-	maps.Copy(vars, deploytest.Service(t, vh, env.DatabaseURL, "datalake-ingestion", schema))
-	for i := 0; i+1 < len(extra); i += 2 {
-		vars[extra[i]] = extra[i+1]
-	}
-	s.url = fabrictest.StartService(t, run, vars).URL
-	checkAPI(t, s.url)
-	reg, err := registry.Default()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.pub, err = broker.NewPublisher(vh.Dial(t), reg, broker.PublisherOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.pub.Close() })
 	return s
 }
 
-func (s *stack) token(t *testing.T, tenantID string, roles ...string) string {
+// start runs the service with small batches and short retry tiers; extra
+// are more variables (the outage test puts a proxy before the store).
+func (s *stack) start(t testing.TB, extra map[string]string) {
 	t.Helper()
-	tok, err := s.keys.Mint(auth.Claims{Subject: "u-1", TenantID: tenantID, Roles: roles}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
+	vars := map[string]string{"DATALAKE_BUCKET": s.bucket, "DATALAKE_BATCH_SIZE": "5", "DATALAKE_BATCH_AGE": "300ms",
+		"DATALAKE_FLUSH_TIMEOUT": "3s", "RETRY_TIERS": "700ms,700ms,700ms,700ms,700ms,700ms,700ms,700ms"}
+	maps.Copy(vars, extra)
+	s.url = s.Start(t, run, vars).URL
+	checkAPI(t, s.url)
+}
+
+// startStack is newStack, then start.
+func startStack(t testing.TB, extra map[string]string) *stack {
+	t.Helper()
+	s := newStack(t)
+	s.start(t, extra)
+	return s
 }
 
 func (s *stack) publish(t *testing.T, typ, tenantID string, payload map[string]any) envelope.Envelope {
@@ -146,39 +104,27 @@ func (s *stack) publish(t *testing.T, typ, tenantID string, payload map[string]a
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.pub.Publish(context.Background(), e); err != nil {
-		t.Fatal(err)
-	}
+	s.Publish(t, e)
 	return e
 }
 
 func (s *stack) submit(t *testing.T, tenantID string) envelope.Envelope {
 	t.Helper()
 	return s.publish(t, "request.submitted.v1", tenantID, map[string]any{
-		"requestId": uuid.NewString(), "protocol": "AG-" + strings.ToUpper(randHex(4)), "serviceId": "iptu",
+		"requestId": uuid.NewString(), "protocol": strings.ToUpper(deploytest.Unique("AG-")), "serviceId": "iptu",
 		"formId": "f", "formVersion": 1, "channel": "web", "citizenId": "c-1", "submittedAt": time.Now().UTC().Format(time.RFC3339)})
 }
 
 func (s *stack) lineage(t *testing.T, token, eventID string) (lineage, int) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, s.url+"/v1/lineage/"+eventID, nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := deploytest.Do(t, http.MethodGet, s.url+"/v1/lineage/"+eventID, token, nil, nil)
 	var l lineage
-	if resp.StatusCode == http.StatusOK {
-		if err := json.NewDecoder(resp.Body).Decode(&l); err != nil {
-			t.Fatal(err)
-		}
+	if resp.Status == http.StatusOK {
+		resp.JSON(t, &l)
 	} else if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
-		t.Errorf("status %d with Content-Type %q, want a problem", resp.StatusCode, ct)
+		t.Errorf("status %d with Content-Type %q, want a problem", resp.Status, ct)
 	}
-	return l, resp.StatusCode
+	return l, resp.Status
 }
 
 func (s *stack) readObject(t *testing.T, key string) []lakeRow {
@@ -212,7 +158,7 @@ func (s *stack) objects(t *testing.T) []string {
 }
 
 func TestIngestsBatchesAsParquetWithLineage(t *testing.T) {
-	s := startStack(t, "")
+	s := startStack(t, nil)
 	var events []envelope.Envelope
 	for range 3 {
 		events = append(events, s.submit(t, "org-a"))
@@ -223,11 +169,9 @@ func TestIngestsBatchesAsParquetWithLineage(t *testing.T) {
 		"requestId": req.RequestID, "status": "in_progress", "changedAt": time.Now().UTC().Format(time.RFC3339)}))
 	events = append(events, s.submit(t, "org-b"), s.submit(t, "org-b"))
 	// A redelivery of an already published event must not be written twice.
-	if err := s.pub.Publish(context.Background(), events[1]); err != nil {
-		t.Fatal(err)
-	}
+	s.Publish(t, events[1])
 
-	staffA, staffB := s.token(t, "org-a", auth.RoleOperator), s.token(t, "org-b", auth.RoleAttendant)
+	staffA, staffB := s.Token(t, "org-a", "u-1", auth.RoleOperator), s.Token(t, "org-b", "u-1", auth.RoleAttendant)
 	tokenOf := map[string]string{"org-a": staffA, "org-b": staffB}
 	got := map[string]lineage{}
 	fabrictest.Eventually(t, 20*time.Second, "lineage of every event", func() bool {
@@ -283,7 +227,7 @@ func TestIngestsBatchesAsParquetWithLineage(t *testing.T) {
 		{"unknown event", staffA, uuid.NewString(), 404},
 		{"not a UUID", staffA, "abc", 400},
 		{"no token", "", events[0].ID, 401},
-		{"citizens may not", s.token(t, "org-a", auth.RoleCitizen), events[0].ID, 403},
+		{"citizens may not", s.Token(t, "org-a", "u-1", auth.RoleCitizen), events[0].ID, 403},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -304,10 +248,10 @@ func TestIngestsBatchesAsParquetWithLineage(t *testing.T) {
 // sweep removes it once past the grace period, and never a file whose
 // lineage committed, nor a key the lake does not write.
 func TestOrphanFilesAreSwept(t *testing.T) {
-	s := startStack(t, "", "DATALAKE_ORPHAN_GRACE", "6s", "DATALAKE_ORPHAN_SWEEP", "300ms")
+	s := startStack(t, map[string]string{"DATALAKE_ORPHAN_GRACE": "6s", "DATALAKE_ORPHAN_SWEEP": "300ms"})
 	ctx := context.Background()
 	e := s.submit(t, "org-a")
-	tok := s.token(t, "org-a", auth.RoleOperator)
+	tok := s.Token(t, "org-a", "u-1", auth.RoleOperator)
 	var committed lineage
 	fabrictest.Eventually(t, 20*time.Second, "lineage of the submitted event", func() bool {
 		l, code := s.lineage(t, tok, e.ID)
@@ -343,7 +287,7 @@ func TestOrphanFilesAreSwept(t *testing.T) {
 }
 
 func TestKeepsWhatANewerProducerAdded(t *testing.T) {
-	s := startStack(t, "")
+	s := startStack(t, nil)
 	v1, err := envelope.New("request.submitted.v1", "org-a", "request-service", json.RawMessage(`{"requestId":"`+uuid.NewString()+
 		`","protocol":"AG-NEWER1","serviceId":"iptu","formId":"f","formVersion":1,"channel":"kiosk","citizenId":"c-1",`+
 		`"submittedAt":"2026-11-30T10:00:00Z","priority":{"level":"high"}}`))
@@ -356,7 +300,7 @@ func TestKeepsWhatANewerProducerAdded(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Sent as raw bytes: this build's own publisher would refuse them.
-	pd, err := s.pub.Send(context.Background(), broker.Message{Exchange: "platform.events", RoutingKey: v1.Type, Body: body,
+	pd, err := s.Pub.Send(context.Background(), broker.Message{Exchange: "platform.events", RoutingKey: v1.Type, Body: body,
 		MessageID: v1.ID, CorrelationID: v1.CorrelationID, Type: v1.Type, Headers: map[string]any{"x-tenant-id": "org-a"}})
 	if err != nil {
 		t.Fatal(err)
@@ -370,11 +314,9 @@ func TestKeepsWhatANewerProducerAdded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.pub.Publish(context.Background(), v2); err != nil {
-		t.Fatal(err)
-	}
+	s.Publish(t, v2)
 
-	staff := s.token(t, "org-a", auth.RoleOperator)
+	staff := s.Token(t, "org-a", "u-1", auth.RoleOperator)
 	got := map[string]lineage{}
 	fabrictest.Eventually(t, 20*time.Second, "lineage of both versions", func() bool {
 		for _, id := range []string{v1.ID, v2.ID} {
@@ -414,24 +356,14 @@ func TestKeepsWhatANewerProducerAdded(t *testing.T) {
 // both: every event is in the lake exactly once (Parquet rows = lineage
 // rows = events), whichever batch got it.
 func TestOverlappingBatchesWriteEachEventOnce(t *testing.T) {
-	s := startStack(t, "")
+	s := startStack(t, nil)
 	ctx := context.Background()
-	pc, err := pgxpool.ParseConfig(fabrictest.EnvFrom(os.Getenv).DatabaseURL)
+	objects, err := s3.New(s3.Config{Endpoint: s.Vars["S3_ENDPOINT"], AccessKey: s.Vars["S3_ACCESS_KEY"],
+		SecretKey: s.Vars["S3_SECRET_KEY"], Bucket: s.bucket})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc.ConnConfig.RuntimeParams["search_path"] = s.schema
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	objects, err := s3.New(s3.Config{Endpoint: getenv("S3_ENDPOINT", "127.0.0.1:9000"),
-		AccessKey: getenv("S3_ACCESS_KEY", "agora-dev"), SecretKey: getenv("S3_SECRET_KEY", "agora-dev-secret"), Bucket: s.bucket})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := messaging.NewWriter(objects, postgres.New(pool), slog.New(slog.DiscardHandler))
+	w := messaging.NewWriter(objects, postgres.New(s.Pool), slog.New(slog.DiscardHandler))
 	var events []envelope.Envelope
 	for i := range 6 {
 		e, err := envelope.New("request.submitted.v1", []string{"org-a", "org-b"}[i%2], "request-service", map[string]any{
@@ -461,7 +393,7 @@ func TestOverlappingBatchesWriteEachEventOnce(t *testing.T) {
 		}
 	}
 	var lineageRows int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM lineage WHERE object_key <> '' AND row_offset >= 0`).Scan(&lineageRows); err != nil {
+	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM lineage WHERE object_key <> '' AND row_offset >= 0`).Scan(&lineageRows); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range events {
@@ -474,33 +406,13 @@ func TestOverlappingBatchesWriteEachEventOnce(t *testing.T) {
 	}
 }
 
-// retried reads fabric_consumer_retried_total from /metrics.
-func retried(t *testing.T, url string) int {
-	t.Helper()
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	n := 0
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "fabric_consumer_retried_total") {
-			f := strings.Fields(line)
-			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-			n += int(v)
-		}
-	}
-	return n
-}
-
 func TestStoreOutageMessagesWaitAndIngestionResumes(t *testing.T) {
-	p := fabrictest.StartProxy(t, getenv("S3_ENDPOINT", "127.0.0.1:9000"))
-	s := startStack(t, p.Addr)
+	s := newStack(t)
+	p := fabrictest.StartProxy(t, s.Vars["S3_ENDPOINT"])
+	s.start(t, map[string]string{"S3_ENDPOINT": p.Addr})
 	e := s.submit(t, "org-a")
-	fabrictest.Eventually(t, 20*time.Second, "the message sent to a retry tier", func() bool { return retried(t, s.url) >= 1 })
-	staff := s.token(t, "org-a", auth.RoleOperator)
+	fabrictest.WaitCounter(t, 20*time.Second, s.url+"/metrics", "fabric_consumer_retried_total", nil, 1)
+	staff := s.Token(t, "org-a", "u-1", auth.RoleOperator)
 	if _, code := s.lineage(t, staff, e.ID); code != http.StatusNotFound {
 		t.Fatalf("lineage while the store is down = %d, want 404", code)
 	}

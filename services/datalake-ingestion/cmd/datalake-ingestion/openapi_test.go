@@ -2,17 +2,15 @@ package main
 
 import (
 	"context"
-	"net/http"
 	"os"
 	"testing"
 
-	"github.com/agora-platform/agora/pkg/fabric/openapi"
 	"github.com/agora-platform/agora/pkg/fabric/openapi/openapitest"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/httpapi"
 )
 
 // api checks every exchange this package's tests have with the services
-// they start (startStack registers each) against the OpenAPI document the
+// they start (start registers each) against the OpenAPI document the
 // service serves: an answer the document does not describe fails the call
 // that got it, and the test binary.
 var api = openapitest.NewTransport(nil)
@@ -30,10 +28,6 @@ func checkAPI(t testing.TB, url string) {
 // TestOpenAPIServed: the service serves its document merged with the
 // host's routes at /openapi.json, and every operation of it is served.
 func TestOpenAPIServed(t *testing.T) {
-	url := startStack(t, "").url
-	err := openapitest.CheckServed(context.Background(), http.DefaultClient, url, httpapi.OpenAPI,
-		openapi.Host{Queues: queues, Ops: true})
-	if err != nil {
-		t.Error(err)
-	}
+	s := startStack(t, nil)
+	s.CheckOpenAPI(t, s.url, httpapi.OpenAPI)
 }

@@ -10,15 +10,11 @@ package batch
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
 // FlushFunc writes one batch. An error fails every item in it.
 type FlushFunc[T any] func(ctx context.Context, items []T) error
-
-// ErrStopped: the batcher stopped before the item could be taken.
-var ErrStopped = errors.New("batcher stopped")
 
 type pending[T any] struct {
 	key  string
@@ -30,28 +26,38 @@ type pending[T any] struct {
 // are written once and share the outcome (a redelivery racing the first
 // delivery).
 type Batcher[T any] struct {
-	size  int
-	age   time.Duration
-	flush FlushFunc[T]
-	in    chan pending[T]
-	stop  chan struct{}
+	size    int
+	age     time.Duration
+	timeout time.Duration
+	flush   FlushFunc[T]
+	in      chan pending[T]
+	stop    chan struct{}
 }
 
 // New returns a Batcher flushing when size items are waiting or the oldest
-// has waited age. Call Run.
-func New[T any](size int, age time.Duration, flush FlushFunc[T]) *Batcher[T] {
-	return &Batcher[T]{size: max(size, 1), age: age, flush: flush, in: make(chan pending[T]), stop: make(chan struct{})}
+// has waited age; flushTimeout bounds each flush. Call Run.
+func New[T any](size int, age, flushTimeout time.Duration, flush FlushFunc[T]) *Batcher[T] {
+	return &Batcher[T]{size: max(size, 1), age: age, timeout: flushTimeout, flush: flush,
+		in: make(chan pending[T]), stop: make(chan struct{})}
 }
 
 // Add hands item over and waits for its batch: nil once it is written, the
-// flush error if it failed, ctx's error if the caller gave up first (the
-// item may still be written later), or ErrStopped.
+// flush error if it failed, or ctx's error if the caller gave up first (the
+// item may still be written later).
+//
+// Once Run has returned, Add writes item as a batch of its own. Run stops
+// when its worker's context ends, which is when the consumers are told to
+// stop; their handlers still finish the deliveries they hold, and each of
+// those must be written (or fail) like any other, never refused because
+// the batcher went first.
 func (b *Batcher[T]) Add(ctx context.Context, key string, item T) error {
 	p := pending[T]{key: key, item: item, done: make(chan error, 1)}
 	select {
 	case b.in <- p:
 	case <-b.stop:
-		return ErrStopped
+		fctx, cancel := context.WithTimeout(ctx, b.timeout)
+		defer cancel()
+		return b.flush(fctx, []T{item})
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -64,8 +70,8 @@ func (b *Batcher[T]) Add(ctx context.Context, key string, item T) error {
 }
 
 // Run collects and flushes batches until ctx ends, then flushes what it
-// holds and returns. flushTimeout bounds each flush.
-func (b *Batcher[T]) Run(ctx context.Context, flushTimeout time.Duration) {
+// holds and returns.
+func (b *Batcher[T]) Run(ctx context.Context) {
 	defer close(b.stop)
 	var (
 		items   []T
@@ -81,7 +87,7 @@ func (b *Batcher[T]) Run(ctx context.Context, flushTimeout time.Duration) {
 		if len(items) == 0 {
 			return
 		}
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.timeout)
 		err := b.flush(fctx, items)
 		cancel()
 		for _, ws := range waiters {

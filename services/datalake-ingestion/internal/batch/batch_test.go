@@ -28,7 +28,7 @@ func TestBatcher(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var mu sync.Mutex
 			var sizes []int
-			b := New(tc.size, tc.age, func(_ context.Context, items []string) error {
+			b := New(tc.size, tc.age, time.Second, func(_ context.Context, items []string) error {
 				mu.Lock()
 				sizes = append(sizes, len(items))
 				mu.Unlock()
@@ -36,7 +36,7 @@ func TestBatcher(t *testing.T) {
 			})
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
-			go func() { b.Run(ctx, time.Second); close(done) }()
+			go func() { b.Run(ctx); close(done) }()
 			var wg sync.WaitGroup
 			errs := make([]error, len(tc.items))
 			for i, it := range tc.items {
@@ -61,12 +61,28 @@ func TestBatcher(t *testing.T) {
 	}
 }
 
+// TestAddAfterStop: a handler still finishing its delivery after the
+// batcher stopped gets its item written on its own, and the outcome.
 func TestAddAfterStop(t *testing.T) {
-	b := New(10, time.Hour, func(context.Context, []int) error { return nil })
+	failing := errors.New("store down")
+	var flushed [][]int
+	b := New(10, time.Hour, time.Second, func(_ context.Context, items []int) error {
+		flushed = append(flushed, items)
+		if items[0] == 2 {
+			return failing
+		}
+		return nil
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	b.Run(ctx, time.Second)
-	if err := b.Add(context.Background(), "k", 1); !errors.Is(err, ErrStopped) {
-		t.Errorf("Add after stop = %v, want ErrStopped", err)
+	b.Run(ctx)
+	if err := b.Add(context.Background(), "k", 1); err != nil {
+		t.Errorf("Add after stop = %v, want nil (written alone)", err)
+	}
+	if err := b.Add(context.Background(), "l", 2); !errors.Is(err, failing) {
+		t.Errorf("Add after stop = %v, want the flush's error", err)
+	}
+	if fmt.Sprint(flushed) != "[[1] [2]]" {
+		t.Errorf("flushed %v, want [[1] [2]]", flushed)
 	}
 }

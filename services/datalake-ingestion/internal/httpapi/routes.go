@@ -33,15 +33,23 @@ type Authenticator interface {
 	Require(roles ...string) func(http.Handler) http.Handler
 }
 
+// Deps are what the routes need.
+type Deps struct {
+	Auth    Authenticator
+	Lineage Store
+	History History
+	Log     *slog.Logger
+}
+
 // NewHandler returns the service's routes.
-func NewHandler(store Store, hist History, authn Authenticator, log *slog.Logger) http.Handler {
+func NewHandler(d Deps) http.Handler {
 	r := chi.NewRouter()
 	r.NotFound(problem.NoRoute)
 	r.MethodNotAllowed(problem.MethodNotAllowed)
-	r.With(authn.Require(auth.RoleAttendant, auth.RoleOperator)).
-		Get("/v1/lineage/{eventId}", handleLineage(store, log))
-	r.With(authn.Require(auth.RoleOperator)).
-		Get("/v1/history", handleHistory(hist, log))
+	r.With(d.Auth.Require(auth.RoleAttendant, auth.RoleOperator)).
+		Get("/v1/lineage/{eventId}", handleLineage(d.Lineage, d.Log))
+	r.With(d.Auth.Require(auth.RoleOperator)).
+		Get("/v1/history", handleHistory(d.History, d.Log))
 	return r
 }
 

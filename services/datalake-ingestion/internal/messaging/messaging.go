@@ -11,12 +11,84 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/services/datalake-ingestion/internal/batch"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/lake"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/postgres"
 )
+
+// The data lake's queues (pkg/fabric/catalog/catalog.yaml, services:):
+// request events (docs/architecture.md) and every other tenant domain's
+// events.
+const (
+	requestEventsQueue  = "datalake.request-events"
+	platformEventsQueue = "datalake.platform-events"
+)
+
+// Host is what Attach needs of the service host (host.New's value).
+type Host interface {
+	Consume(queue string, h fabric.Handler, o fabric.ConsumerOptions) error
+	Go(name string, run func(ctx context.Context) error)
+}
+
+// Lake is the object store the lake's files are written to and swept
+// from; *s3.Store is one.
+type Lake interface {
+	Objects
+	Listing
+}
+
+// Store records and looks up the lineage of the lake's files;
+// *postgres.Store is one.
+type Store interface {
+	Lineage
+	Known
+}
+
+// Deps are the handlers' dependencies.
+type Deps struct {
+	Lake  Lake
+	Store Store
+	// A batch is flushed once BatchSize events wait or the oldest has
+	// waited BatchAge; FlushTimeout bounds each flush.
+	BatchSize              int
+	BatchAge, FlushTimeout time.Duration
+	// Files no committed lineage points at are removed once older than
+	// OrphanGrace, looked for every OrphanSweep.
+	OrphanGrace, OrphanSweep time.Duration
+	Meter                    metric.Meter // nil: no metric
+	Log                      *slog.Logger
+}
+
+// Attach registers the data lake's consumers on h, with the batcher their
+// handlers wait on and the sweep of orphaned files.
+func Attach(h Host, d Deps) error {
+	sw, err := newSweeper(d.Lake, d.Store, d.OrphanGrace, d.Meter, d.Log)
+	if err != nil {
+		return fmt.Errorf("messaging: %w", err)
+	}
+	h.Go("orphan-sweep", func(ctx context.Context) error { return sw.Run(ctx, d.OrphanSweep) })
+	// The batcher stops with the consumers; a handler still finishing a
+	// delivery after that has its event written alone (batch.Batcher.Add),
+	// so no message fails because the service is stopping.
+	batcher := batch.New(d.BatchSize, d.BatchAge, d.FlushTimeout, NewWriter(d.Lake, d.Store, d.Log).Flush)
+	h.Go("batcher", func(ctx context.Context) error {
+		batcher.Run(ctx)
+		return nil
+	})
+	// Every message of a batch is an unacked delivery whose handler waits:
+	// prefetch and concurrency must hold a whole batch.
+	opts := fabric.ConsumerOptions{Prefetch: d.BatchSize, Concurrency: d.BatchSize}
+	for _, q := range []string{requestEventsQueue, platformEventsQueue} {
+		if err := h.Consume(q, handler(batcher), opts); err != nil {
+			return fmt.Errorf("messaging: %w", err)
+		}
+	}
+	return nil
+}
 
 // ParquetContentType is the media type of lake files.
 const ParquetContentType = "application/vnd.apache.parquet"
@@ -112,11 +184,11 @@ func (w *Writer) Flush(ctx context.Context, envs []envelope.Envelope) error {
 	return nil
 }
 
-// Handler returns the consumer handler: every message waits for its batch,
+// handler returns the consumer handler: every message waits for its batch,
 // whose flush leaves out events already in the lake (their messages are
 // acked as done). Failures are transient: the message goes to a retry
 // tier and nothing is lost while S3 or the database is down.
-func Handler(batcher Adder) fabric.Handler {
+func handler(batcher Adder) fabric.Handler {
 	return func(ctx context.Context, env envelope.Envelope) error {
 		start := time.Now()
 		if err := batcher.Add(ctx, env.ID, env); err != nil {

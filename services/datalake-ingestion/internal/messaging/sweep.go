@@ -23,12 +23,12 @@ type Known interface {
 	ObjectHasLineage(ctx context.Context, tenantID, batchID, key string) (bool, error)
 }
 
-// Sweeper removes lake files that no committed lineage points at. Flush
+// sweeper removes lake files that no committed lineage points at. Flush
 // writes a batch's files before it commits their lineage; a process killed
 // in between leaves files whose events are redelivered and written again,
 // so a reader of the partition would count them twice. Files younger than
 // the grace period are left alone: their flush may still be committing.
-type Sweeper struct {
+type sweeper struct {
 	objects Listing
 	lineage Known
 	grace   time.Duration
@@ -36,8 +36,8 @@ type Sweeper struct {
 	removed metric.Int64Counter
 }
 
-// NewSweeper returns a Sweeper; meter may be nil (no metric).
-func NewSweeper(objects Listing, lineage Known, grace time.Duration, meter metric.Meter, log *slog.Logger) (*Sweeper, error) {
+// newSweeper returns a sweeper; meter may be nil (no metric).
+func newSweeper(objects Listing, lineage Known, grace time.Duration, meter metric.Meter, log *slog.Logger) (*sweeper, error) {
 	if meter == nil {
 		meter = noop.NewMeterProvider().Meter("")
 	}
@@ -46,13 +46,13 @@ func NewSweeper(objects Listing, lineage Known, grace time.Duration, meter metri
 	if err != nil {
 		return nil, fmt.Errorf("orphan sweep metric: %w", err)
 	}
-	return &Sweeper{objects: objects, lineage: lineage, grace: grace, log: log, removed: removed}, nil
+	return &sweeper{objects: objects, lineage: lineage, grace: grace, log: log, removed: removed}, nil
 }
 
 // Sweep makes one pass over the files older than the grace period and
 // returns how many it removed. Keys the lake does not write are left
 // alone: the bucket may hold other things.
-func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
+func (s *sweeper) Sweep(ctx context.Context) (int, error) {
 	removed := 0
 	err := s.objects.Walk(ctx, time.Now().Add(-s.grace), func(key string) error {
 		tenantID, batchID, ok := lake.ParseObjectKey(key)
@@ -79,7 +79,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 
 // Run sweeps every interval until ctx ends. A failed pass is logged and
 // tried again at the next tick: S3 or the database may be down for a while.
-func (s *Sweeper) Run(ctx context.Context, every time.Duration) error {
+func (s *sweeper) Run(ctx context.Context, every time.Duration) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

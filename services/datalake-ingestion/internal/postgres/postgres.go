@@ -143,7 +143,7 @@ func (s *Store) Ingest(ctx context.Context, batchID, bucket string, rows []Linea
 
 // ObjectHasLineage reports whether committed lineage of tenantID points at
 // key, a file of batchID: a file without it was left by a flush that
-// never committed (messaging.Sweeper).
+// never committed (the orphan sweep of package messaging).
 func (s *Store) ObjectHasLineage(ctx context.Context, tenantID, batchID, key string) (bool, error) {
 	var ok bool
 	err := tenant.Tx(ctx, s.pool, tenantID, func(tx pgx.Tx) error {
