@@ -113,7 +113,14 @@ tidy-check:
 	done; \
 	if [ -n "$$untidy" ]; then echo "not tidy:$$untidy"; exit 1; fi
 
-lint: generate-check catalog-check rules-check tidy-check
+# The OpenAPI documents as each service serves them (docs/openapi/, make generate) and
+# docs/asyncapi.json, linted by Redocly CLI pinned in deploy/lint (rules: deploy/lint/redocly.yaml;
+# Node.js and the npm ci by deploy/lint/api-lint.sh, idempotent).
+.PHONY: api-lint
+api-lint:
+	bash deploy/lint/api-lint.sh
+
+lint: generate-check api-lint catalog-check rules-check tidy-check
 	@unformatted=$$(gofmt -l pkg services e2e deploy 2>/dev/null || true); \
 	if [ -n "$$unformatted" ]; then echo "not gofmt-ed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
