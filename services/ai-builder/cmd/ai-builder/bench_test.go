@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/migrations"
 	"github.com/agora-platform/agora/services/ai-builder/internal/embed"
@@ -79,7 +80,7 @@ func BenchmarkIndexing(b *testing.B) {
 	s.start(nil)
 	rng := rand.New(rand.NewPCG(1, 2))
 	words := vocabulary(3000, rng)
-	tenantID := "org-bench-" + randHex(3)
+	tenantID := deploytest.Unique("org-bench-")
 	docs := make([]string, b.N)
 	keys := make([]string, b.N)
 	for i := range docs {
@@ -142,7 +143,7 @@ func BenchmarkChatRetrieval(b *testing.B) {
 			b.Fatalf("BENCH_EF_SEARCH: %v", err)
 		}
 	}
-	store := postgres.NewStore(pool, benchSchema, ef)
+	store := postgres.New(pool, nil, benchSchema, ef)
 	chat := knowledge.NewChat(embed.NewHash(384), store, nil)
 	many := make([]string, 1000)
 	for i := range many {
@@ -286,7 +287,7 @@ func seedRetrieval(b *testing.B, pool *pgxpool.Pool, words []string) {
 	if err := migrations.CreateSchema(ctx, pool, benchSchema); err != nil {
 		b.Fatal(err)
 	}
-	if err := migrations.ApplyFS(ctx, pool, benchSchema, "service_migrations", aimigrations.FS); err != nil {
+	if err := migrations.ApplyFS(ctx, pool, benchSchema, "service_migrations", aimigrations.FS()); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS bench_seed (name text PRIMARY KEY, chunks integer NOT NULL)"); err != nil {

@@ -11,5 +11,5 @@ import (
 // status and problem type (see httpfuzz.CheckMalformedBodies).
 func TestMalformedBodies(t *testing.T) {
 	s := newStack(t)
-	httpfuzz.New(t, s.start(map[string]string{"LOG_LEVEL": "warn"}), s.keys).CheckMalformedBodies(t)
+	httpfuzz.New(t, s.start(map[string]string{"LOG_LEVEL": "warn"}), s.Keys).CheckMalformedBodies(t)
 }

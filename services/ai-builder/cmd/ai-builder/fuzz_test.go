@@ -22,7 +22,7 @@ import (
 func FuzzHTTP(f *testing.F) {
 	s := newStack(f)
 	base := s.start(map[string]string{"LOG_LEVEL": "warn"})
-	ft := httpfuzz.New(f, base, s.keys)
+	ft := httpfuzz.New(f, base, s.Keys)
 	// The fuzz tenant has knowledge (and so its vector partition); the
 	// other tenant of the tokens has none.
 	doc := uuid.NewString()
@@ -31,7 +31,7 @@ func FuzzHTTP(f *testing.F) {
 	ft.Routes = []string{
 		"/v1/chat",
 		"/v1/dlq/",
-		"/v1/dlq/" + queue,
+		"/v1/dlq/ai.knowledge-builder",
 		"/healthz", "/readyz", "/metrics", "/",
 	}
 	const (

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/host"
 	"github.com/agora-platform/agora/services/ai-builder/internal/embed"
 	"github.com/agora-platform/agora/services/ai-builder/internal/httpapi"
@@ -22,8 +21,6 @@ import (
 	"github.com/agora-platform/agora/services/ai-builder/internal/s3"
 	"github.com/agora-platform/agora/services/ai-builder/migrations"
 )
-
-const queue = "ai.knowledge-builder"
 
 func main() { host.Main("ai-builder", run) }
 
@@ -99,14 +96,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	h, err := host.New(ctx, cfg.host, host.Options{
-		Migrations: migrations.FS, NeedsAuth: true, Relay: true,
+		Migrations: migrations.FS(), NeedsAuth: true, Relay: true,
 		OpenAPI: httpapi.OpenAPI,
 	}, stdout)
 	if err != nil {
 		return err
 	}
 	defer h.Close() // Serve closes it too; Close is idempotent
-	store := postgres.NewStore(h.Pool, cfg.host.Schema, cfg.efSearch)
+	store := postgres.New(h.Pool, h.Outbox, cfg.host.Schema, cfg.efSearch)
 	dims, err := store.Dimensions(ctx)
 	if err != nil {
 		return err
@@ -127,12 +124,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	handler := messaging.NewHandler(knowledge.NewIndexer(texts, embedder, cfg.chunking), store, h.Outbox, h.Log)
-	if err := h.Consume(queue, h.Inbox(queue).Handler(handler.Index), fabric.ConsumerOptions{
-		Concurrency: cfg.concurrency, Prefetch: cfg.concurrency * 2,
-	}); err != nil {
+	if err := messaging.Attach(h, messaging.Deps{Preparer: knowledge.NewIndexer(texts, embedder, cfg.chunking), Store: store,
+		Concurrency: cfg.concurrency, Log: h.Log}); err != nil {
 		return err
 	}
-	chat := knowledge.NewChat(embedder, store, gen)
-	return h.Serve(ctx, httpapi.NewHandler(h.Verifier.Require, chat, h.Log), nil)
+	return h.Serve(ctx, httpapi.NewHandler(httpapi.Deps{Auth: h.Verifier, Chat: knowledge.NewChat(embedder, store, gen), Log: h.Log}), nil)
 }

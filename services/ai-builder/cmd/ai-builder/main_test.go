@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,79 +16,43 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
-	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
-	"github.com/agora-platform/agora/pkg/fabric/registry"
-	"github.com/agora-platform/agora/pkg/fabric/topology"
 	"github.com/agora-platform/agora/services/ai-builder/internal/postgres"
 )
 
-// stack is an isolated corner of the real infrastructure: a vhost, a
-// schema, the documents bucket, dev signing keys, a publisher standing in
-// for the document worker and an observer of ai.knowledge-indexed.v1.
+// stack is the ai-builder on the shared test stack (deploytest.Stack),
+// with the documents bucket, the document worker's part (text objects and
+// index commands) and an observer of ai.knowledge-indexed.v1.
 type stack struct {
+	*deploytest.Stack
 	t      testing.TB
-	vhost  *fabrictest.Vhost
-	schema string
-	// identity is the service's own broker user and database roles.
-	identity map[string]string
-	pool     *pgxpool.Pool
-	s3       *minio.Client
-	bucket   string
-	conn     *broker.Conn
-	pub      *broker.Publisher
-	keys     *auth.DevKeys
-
-	mu      sync.Mutex
-	indexed []envelope.Envelope
-}
-
-func env(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
+	s3     *minio.Client
+	bucket string
+	// indexed sees ai.knowledge-indexed.v1 once the first instance has
+	// declared the exchanges.
+	indexed interface {
+		Matching(testing.TB, func(envelope.Envelope) bool) []envelope.Envelope
 	}
-	return def
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 func newStack(t testing.TB) *stack {
 	t.Helper()
-	fenv := fabrictest.EnvFrom(os.Getenv)
-	s := &stack{t: t, vhost: fabrictest.NewVhost(t, fenv), schema: "t_" + randHex(4), bucket: "documents"}
-	s.identity = deploytest.Service(t, s.vhost, fenv.DatabaseURL, "ai-builder", s.schema)
+	s := &stack{Stack: deploytest.NewStack(t, "ai-builder"), t: t, bucket: "documents"}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, fenv.DatabaseURL)
-	if err == nil {
-		err = pool.Ping(ctx)
-	}
-	if err != nil {
-		t.Fatalf("postgres at %s (run `make infra`): %v", fenv.DatabaseURL, err)
-	}
-	s.pool = pool
-	t.Cleanup(func() {
-		_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{s.schema}.Sanitize()+" CASCADE")
-		pool.Close()
-	})
-	s.s3, err = minio.New(env("S3_ENDPOINT", "127.0.0.1:9000"), &minio.Options{
-		Creds: credentials.NewStaticV4(env("S3_ACCESS_KEY", "agora-dev"), env("S3_SECRET_KEY", "agora-dev-secret"), "")})
-	if err != nil {
+	var err error
+	if s.s3, err = minio.New(s.Vars["S3_ENDPOINT"], &minio.Options{
+		Creds: credentials.NewStaticV4(s.Vars["S3_ACCESS_KEY"], s.Vars["S3_SECRET_KEY"], "")}); err != nil {
 		t.Fatal(err)
 	}
+	// The request service makes the bucket; here the test does.
 	if ok, err := s.s3.BucketExists(ctx, s.bucket); err != nil {
 		t.Fatalf("minio (run `make infra`): %v", err)
 	} else if !ok {
@@ -100,50 +62,26 @@ func newStack(t testing.TB) *stack {
 			}
 		}
 	}
-	s.conn = s.vhost.Dial(t, func(ctx context.Context, c *amqp.Connection) error {
-		return topology.Apply(ctx, c, topology.Description{Exchanges: topology.PlatformExchanges()})
-	})
-	reg, err := registry.Default()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.pub, err = broker.NewPublisher(s.conn, reg, broker.PublisherOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.pub.Close() })
-	if s.keys, err = auth.LoadOrCreateDevKeys(t.TempDir()); err != nil {
-		t.Fatal(err)
-	}
-	s.observe()
 	return s
 }
 
-func (s *stack) observe() {
-	ch, err := s.conn.Channel(context.Background())
-	if err != nil {
+// waitIndexed waits for the n-th ai.knowledge-indexed.v1 of documentID.
+func (s *stack) waitIndexed(documentID string, n int) indexedEvent {
+	s.t.Helper()
+	var found []envelope.Envelope
+	fabrictest.Eventually(s.t, 60*time.Second, "ai.knowledge-indexed.v1 of "+documentID, func() bool {
+		found = s.indexed.Matching(s.t, func(e envelope.Envelope) bool {
+			var p indexedEvent
+			return json.Unmarshal(e.Payload, &p) == nil && p.DocumentID == documentID
+		})
+		return len(found) >= n
+	})
+	var p indexedEvent
+	if err := json.Unmarshal(found[n-1].Payload, &p); err != nil {
 		s.t.Fatal(err)
 	}
-	q, err := ch.QueueDeclare("", false, true, true, false, nil)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	if err := ch.QueueBind(q.Name, "ai.knowledge-indexed.v1", topology.EventsExchange, false, nil); err != nil {
-		s.t.Fatal(err)
-	}
-	deliveries, err := ch.Consume(q.Name, "", true, true, false, false, nil)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	go func() {
-		for d := range deliveries {
-			if e, err := envelope.Decode(d.Body, 0); err == nil {
-				s.mu.Lock()
-				s.indexed = append(s.indexed, e)
-				s.mu.Unlock()
-			}
-		}
-	}()
-	s.t.Cleanup(func() { ch.Close() })
+	p.TenantID = found[n-1].TenantID
+	return p
 }
 
 type indexedEvent struct {
@@ -154,41 +92,17 @@ type indexedEvent struct {
 	Dimensions int    `json:"dimensions"`
 }
 
-// waitIndexed waits for the n-th ai.knowledge-indexed.v1 of documentID.
-func (s *stack) waitIndexed(documentID string, n int) indexedEvent {
-	s.t.Helper()
-	var found []indexedEvent
-	fabrictest.Eventually(s.t, 60*time.Second, "ai.knowledge-indexed.v1 of "+documentID, func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		found = found[:0]
-		for _, e := range s.indexed {
-			var p indexedEvent
-			if json.Unmarshal(e.Payload, &p) == nil && p.DocumentID == documentID {
-				p.TenantID = e.TenantID
-				found = append(found, p)
-			}
-		}
-		return len(found) >= n
-	})
-	return found[n-1]
-}
-
-// start runs run() against the stack and waits for /readyz; it returns
-// the base URL. The instance stops, and run must return nil, at cleanup.
+// start runs an instance with short retry tiers and extra, and returns
+// its base URL.
 func (s *stack) start(extra map[string]string) string {
 	s.t.Helper()
-	vars := map[string]string{
-		"S3_ENDPOINT":   env("S3_ENDPOINT", "127.0.0.1:9000"),
-		"S3_ACCESS_KEY": env("S3_ACCESS_KEY", "agora-dev"), "S3_SECRET_KEY": env("S3_SECRET_KEY", "agora-dev-secret"),
-		"JWT_KEYS": s.keys.JWKSPath, "RETRY_TIERS": "300ms,300ms",
-	}
-	maps.Copy(vars, s.identity)
-	for k, v := range extra {
-		vars[k] = v
-	}
-	url := fabrictest.StartService(s.t, run, vars).URL
+	vars := map[string]string{"RETRY_TIERS": "300ms,300ms"}
+	maps.Copy(vars, extra)
+	url := s.Start(s.t, run, vars).URL
 	checkAPI(s.t, url)
+	if s.indexed == nil {
+		s.indexed = fabrictest.Observe(s.t, s.Conn, "ai.knowledge-indexed.v1")
+	}
 	return url
 }
 
@@ -211,18 +125,7 @@ func (s *stack) index(tenantID, documentID, textKey string) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	if err := s.pub.Publish(context.Background(), e); err != nil {
-		s.t.Fatalf("publish index command: %v", err)
-	}
-}
-
-func (s *stack) token(tenantID string, roles ...string) string {
-	s.t.Helper()
-	tok, err := s.keys.Mint(auth.Claims{Subject: "user-" + randHex(2), TenantID: tenantID, Roles: roles}, time.Hour)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return tok
+	s.Publish(s.t, e)
 }
 
 type chatAnswer struct {
@@ -235,39 +138,24 @@ type chatAnswer struct {
 	} `json:"citations"`
 }
 
-// chat posts body to /v1/chat and returns the status, content type and body.
-func chat(t testing.TB, base, token, contentType, body string) (int, string, []byte) {
+// chat posts body to /v1/chat with contentType (none when empty).
+func chat(t testing.TB, base, token, contentType, body string) deploytest.Response {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, base+"/v1/chat", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
+	h := map[string]string{}
 	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
+		h["Content-Type"] = contentType
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header.Get("Content-Type"), data
+	return deploytest.Do(t, http.MethodPost, base+"/v1/chat", token, body, h)
 }
 
 func ask(t testing.TB, base, token, question string, topK int) chatAnswer {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"question": question, "topK": topK})
-	status, _, data := chat(t, base, token, "application/json", string(body))
-	if status != http.StatusOK {
-		t.Fatalf("chat status %d: %s", status, data)
+	r := deploytest.Do(t, http.MethodPost, base+"/v1/chat", token, map[string]any{"question": question, "topK": topK}, nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("chat status %d: %s", r.Status, r.Body)
 	}
 	var a chatAnswer
-	if err := json.Unmarshal(data, &a); err != nil {
-		t.Fatalf("chat body %s: %v", data, err)
-	}
+	r.JSON(t, &a)
 	return a
 }
 
@@ -283,7 +171,7 @@ const (
 func TestIndexAndChat(t *testing.T) {
 	s := newStack(t)
 	base := s.start(nil)
-	tenantA, tenantB := "org-a-"+randHex(3), "org-b-"+randHex(3)
+	tenantA, tenantB := deploytest.Unique("org-a-"), deploytest.Unique("org-b-")
 	padaria, iptu, other := uuid.NewString(), uuid.NewString(), uuid.NewString()
 	s.index(tenantA, padaria, s.putText(tenantA, padaria, docPadaria))
 	s.index(tenantA, iptu, s.putText(tenantA, iptu, docIPTU))
@@ -300,23 +188,23 @@ func TestIndexAndChat(t *testing.T) {
 		for _, tenantID := range []string{tenantA, tenantB} {
 			part := postgres.PartitionName(tenantID)
 			var def string
-			if err := s.pool.QueryRow(context.Background(), `SELECT indexdef FROM pg_indexes
-				WHERE schemaname = $1 AND tablename = $2 AND indexdef LIKE '%hnsw%'`, s.schema, part).Scan(&def); err != nil {
+			if err := s.Pool.QueryRow(context.Background(), `SELECT indexdef FROM pg_indexes
+				WHERE schemaname = $1 AND tablename = $2 AND indexdef LIKE '%hnsw%'`, s.Schema, part).Scan(&def); err != nil {
 				t.Fatalf("HNSW index of %s: %v", part, err)
 			}
 			if !strings.Contains(def, "vector_cosine_ops") {
 				t.Errorf("index %q, want vector_cosine_ops", def)
 			}
 			var foreign int
-			if err := s.pool.QueryRow(context.Background(), fmt.Sprintf("SELECT count(*) FROM %s WHERE tenant_id <> $1",
-				pgx.Identifier{s.schema, part}.Sanitize()), tenantID).Scan(&foreign); err != nil || foreign != 0 {
+			if err := s.Pool.QueryRow(context.Background(), fmt.Sprintf("SELECT count(*) FROM %s WHERE tenant_id <> $1",
+				pgx.Identifier{s.Schema, part}.Sanitize()), tenantID).Scan(&foreign); err != nil || foreign != 0 {
 				t.Errorf("partition %s holds %d rows of other tenants (err %v)", part, foreign, err)
 			}
 		}
 	})
 
 	t.Run("attendant of the tenant gets the passage with its citation", func(t *testing.T) {
-		a := ask(t, base, s.token(tenantA, auth.RoleAttendant), question, 5)
+		a := ask(t, base, s.Token(t, tenantA, "u-1", auth.RoleAttendant), question, 5)
 		if len(a.Citations) != 2 || a.Citations[0].DocumentID != padaria {
 			t.Fatalf("citations = %+v, want 2 with document %s first", a.Citations, padaria)
 		}
@@ -329,7 +217,7 @@ func TestIndexAndChat(t *testing.T) {
 	})
 
 	t.Run("another tenant never sees it", func(t *testing.T) {
-		a := ask(t, base, s.token(tenantB, auth.RoleAttendant), question, 20)
+		a := ask(t, base, s.Token(t, tenantB, "u-1", auth.RoleAttendant), question, 20)
 		for _, c := range a.Citations {
 			if c.DocumentID == padaria || c.DocumentID == iptu {
 				t.Errorf("tenant B got tenant A's document %s", c.DocumentID)
@@ -338,14 +226,14 @@ func TestIndexAndChat(t *testing.T) {
 		if strings.Contains(a.Answer, "Flores") {
 			t.Errorf("tenant B's answer %q carries tenant A's text", a.Answer)
 		}
-		c := ask(t, base, s.token("org-c-"+randHex(3), auth.RoleAttendant), question, 5)
+		c := ask(t, base, s.Token(t, deploytest.Unique("org-c-"), "u-1", auth.RoleAttendant), question, 5)
 		if len(c.Citations) != 0 {
 			t.Errorf("a tenant without knowledge got citations %+v", c.Citations)
 		}
 	})
 
 	t.Run("topK limits the citations", func(t *testing.T) {
-		if a := ask(t, base, s.token(tenantA, auth.RoleAttendant), question, 1); len(a.Citations) != 1 {
+		if a := ask(t, base, s.Token(t, tenantA, "u-1", auth.RoleAttendant), question, 1); len(a.Citations) != 1 {
 			t.Errorf("topK 1 gave %d citations", len(a.Citations))
 		}
 	})
@@ -359,8 +247,8 @@ func TestIndexAndChat(t *testing.T) {
 		ev := s.waitIndexed(padaria, 2)
 		var n int
 		var old bool
-		if err := s.pool.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*), bool_or(content LIKE '%%rua das Flores%%')
-			FROM %s WHERE tenant_id = $1 AND document_id = $2`, pgx.Identifier{s.schema, "chunk"}.Sanitize()),
+		if err := s.Pool.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*), bool_or(content LIKE '%%rua das Flores%%')
+			FROM %s WHERE tenant_id = $1 AND document_id = $2`, pgx.Identifier{s.Schema, "chunk"}.Sanitize()),
 			tenantA, padaria).Scan(&n, &old); err != nil {
 			t.Fatal(err)
 		}
@@ -370,14 +258,14 @@ func TestIndexAndChat(t *testing.T) {
 	})
 
 	t.Run("malformed and unauthorised requests", func(t *testing.T) {
-		att := s.token(tenantA, auth.RoleAttendant)
+		att := s.Token(t, tenantA, "u-1", auth.RoleAttendant)
 		cases := []struct {
 			name, token, contentType, body string
 			status                         int
 		}{
 			{"no token", "", "application/json", `{"question":"x"}`, http.StatusUnauthorized},
 			{"garbage token", "abc.def.ghi", "application/json", `{"question":"x"}`, http.StatusUnauthorized},
-			{"citizen", s.token(tenantA, auth.RoleCitizen), "application/json", `{"question":"x"}`, http.StatusForbidden},
+			{"citizen", s.Token(t, tenantA, "u-1", auth.RoleCitizen), "application/json", `{"question":"x"}`, http.StatusForbidden},
 			{"not json", att, "application/json", `{"question":`, http.StatusBadRequest},
 			{"unknown field", att, "application/json", `{"question":"x","tenantId":"org-b"}`, http.StatusBadRequest},
 			{"wrong type", att, "application/json", `{"question":"x","topK":"five"}`, http.StatusBadRequest},
@@ -388,13 +276,14 @@ func TestIndexAndChat(t *testing.T) {
 			{"topK 21", att, "application/json", `{"question":"x","topK":21}`, http.StatusUnprocessableEntity},
 		}
 		for _, c := range cases {
-			status, ct, body := chat(t, base, c.token, c.contentType, c.body)
+			r := chat(t, base, c.token, c.contentType, c.body)
 			var p struct {
 				Status int    `json:"status"`
 				Title  string `json:"title"`
 			}
-			if status != c.status || ct != "application/problem+json" || json.Unmarshal(body, &p) != nil || p.Status != c.status {
-				t.Errorf("%s: status %d, %s, %s; want %d with a problem body", c.name, status, ct, body, c.status)
+			ct := r.Header.Get("Content-Type")
+			if r.Status != c.status || ct != "application/problem+json" || json.Unmarshal(r.Body, &p) != nil || p.Status != c.status {
+				t.Errorf("%s: status %d, %s, %s; want %d with a problem body", c.name, r.Status, ct, r.Body, c.status)
 			}
 		}
 		if a := ask(t, base, att, question, 0+5); len(a.Citations) == 0 {
@@ -408,13 +297,13 @@ func TestIndexAndChat(t *testing.T) {
 func TestIndexRefusesObjectsOfAnotherTenant(t *testing.T) {
 	s := newStack(t)
 	s.start(nil)
-	tenantA, tenantB := "org-a-"+randHex(3), "org-b-"+randHex(3)
+	tenantA, tenantB := deploytest.Unique("org-a-"), deploytest.Unique("org-b-")
 	doc := uuid.NewString()
 	keyOfB := s.putText(tenantB, doc, docPadaria)
 	s.index(tenantA, doc, keyOfB)
 	var reason, class, errText string
 	fabrictest.Eventually(t, 30*time.Second, "dead letter in ai.knowledge-builder.dlq", func() bool {
-		ch, err := s.conn.Channel(context.Background())
+		ch, err := s.Conn.Channel(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -432,8 +321,8 @@ func TestIndexRefusesObjectsOfAnotherTenant(t *testing.T) {
 		t.Errorf("dead letter %s/%s %q, want a permanent failure naming the tenant prefix", reason, class, errText)
 	}
 	var n int
-	if err := s.pool.QueryRow(context.Background(), fmt.Sprintf("SELECT count(*) FROM %s",
-		pgx.Identifier{s.schema, "chunk"}.Sanitize())).Scan(&n); err != nil || n != 0 {
+	if err := s.Pool.QueryRow(context.Background(), fmt.Sprintf("SELECT count(*) FROM %s",
+		pgx.Identifier{s.Schema, "chunk"}.Sanitize())).Scan(&n); err != nil || n != 0 {
 		t.Errorf("%d chunks written (err %v), want none", n, err)
 	}
 }
@@ -462,12 +351,12 @@ func TestChatGenerationMasksPersonalData(t *testing.T) {
 	defer llm.Close()
 	s := newStack(t)
 	base := s.start(map[string]string{"AI_CHAT_MODEL": "test-model", "AI_BASE_URL": llm.URL + "/v1", "AI_API_KEY": "local-test-key"})
-	tenantA := "org-a-" + randHex(3)
+	tenantA := deploytest.Unique("org-a-")
 	doc := uuid.NewString()
 	text := docPadaria + " Contato do requerente: CPF 123.456.789-09, e-mail maria@example.com, telefone (21) 99876-5432."
 	s.index(tenantA, doc, s.putText(tenantA, doc, text))
 	s.waitIndexed(doc, 1)
-	a := ask(t, base, s.token(tenantA, auth.RoleAttendant), "Qual a rua da padaria? Meu CPF é 98765432100.", 3)
+	a := ask(t, base, s.Token(t, tenantA, "u-1", auth.RoleAttendant), "Qual a rua da padaria? Meu CPF é 98765432100.", 3)
 	if !a.Generated || a.Answer != "Segundo o documento [1], a padaria fica na rua das Flores." || len(a.Citations) != 1 || a.Citations[0].DocumentID != doc {
 		t.Errorf("answer = %+v, want the generated answer citing %s", a, doc)
 	}
@@ -511,8 +400,8 @@ func TestLoadConfigRejects(t *testing.T) {
 // start, before any chunk could be written.
 func TestRunRefusesEmbedderOfAnotherDimension(t *testing.T) {
 	s := newStack(t)
-	vars := map[string]string{"JWT_KEYS": s.keys.JWKSPath, "AI_EMBEDDING_DIMENSIONS": "1536"}
-	maps.Copy(vars, s.identity)
+	vars := maps.Clone(s.Vars)
+	vars["AI_EMBEDDING_DIMENSIONS"] = "1536"
 	getenv := func(k string) string {
 		if v, ok := vars[k]; ok {
 			return v

@@ -11,12 +11,24 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 )
 
-// NewHandler returns every route of the service. require is the token
-// middleware (auth.Verifier.Require).
-func NewHandler(require func(roles ...string) func(http.Handler) http.Handler, chat Asker, log *slog.Logger) http.Handler {
+// Authenticator returns middleware admitting bearers of one of roles;
+// *auth.Verifier is one.
+type Authenticator interface {
+	Require(roles ...string) func(http.Handler) http.Handler
+}
+
+// Deps are what the routes need.
+type Deps struct {
+	Auth Authenticator
+	Chat Asker
+	Log  *slog.Logger
+}
+
+// NewHandler returns every route of the service.
+func NewHandler(d Deps) http.Handler {
 	r := chi.NewRouter()
 	r.NotFound(problem.NoRoute)
 	r.MethodNotAllowed(problem.MethodNotAllowed)
-	r.With(require(auth.RoleAttendant)).Method(http.MethodPost, "/v1/chat", handleChat(chat, log))
+	r.With(d.Auth.Require(auth.RoleAttendant)).Method(http.MethodPost, "/v1/chat", handleChat(d.Chat, d.Log))
 	return r
 }

@@ -5,7 +5,8 @@
 // search_path) is written by hand; the rest comes from sqlc (pgdb).
 //
 // Every query filters by tenant as well as relying on row-level security,
-// because superusers (local runs, tests) bypass RLS.
+// because superusers (local runs, tests) bypass RLS. The events of what it
+// writes go to the outbox in the same transaction.
 package postgres
 
 import (
@@ -23,14 +24,21 @@ import (
 	"github.com/pgvector/pgvector-go"
 
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/outbox"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/services/ai-builder/internal/knowledge"
 	"github.com/agora-platform/agora/services/ai-builder/internal/postgres/pgdb"
 )
 
+// Enqueuer stores envelopes in the caller's transaction (outbox.Outbox).
+type Enqueuer interface {
+	Enqueue(ctx context.Context, tx outbox.Tx, items ...outbox.Item) error
+}
+
 // Store reads and writes the knowledge tables of one schema.
 type Store struct {
 	pool   *pgxpool.Pool
+	outbox Enqueuer
 	schema string
 	// known caches partitions that exist, so the common path does not
 	// touch the catalog.
@@ -42,11 +50,11 @@ type Store struct {
 
 var _ knowledge.Searcher = (*Store)(nil)
 
-// NewStore returns a Store for schema whose searches consider efSearch
-// HNSW candidates (at least the k asked for; higher is slower and finds
-// more of the true nearest neighbours).
-func NewStore(pool *pgxpool.Pool, schema string, efSearch int) *Store {
-	return &Store{pool: pool, schema: schema, efSearch: efSearch}
+// New returns a Store for schema, enqueuing its events in ob, whose
+// searches consider efSearch HNSW candidates (at least the k asked for;
+// higher is slower and finds more of the true nearest neighbours).
+func New(pool *pgxpool.Pool, ob Enqueuer, schema string, efSearch int) *Store {
+	return &Store{pool: pool, outbox: ob, schema: schema, efSearch: efSearch}
 }
 
 // PartitionName is the table holding tenantID's chunks: chunk_<tenant with
@@ -103,10 +111,26 @@ func (s *Store) EnsurePartition(ctx context.Context, tx pgx.Tx, tenantID string)
 // Forget drops the partition cache (after a rollback that created one).
 func (s *Store) Forget(tenantID string) { s.known.Delete(tenantID) }
 
-// Replace swaps doc's chunks for the new ones and records the document,
-// inside tx (whose app.tenant_id is doc.TenantID). eventID is the command
-// that asked for it.
-func (s *Store) Replace(ctx context.Context, tx pgx.Tx, doc knowledge.Document, eventID string) error {
+// Index swaps doc's chunks for the new ones, records the document and
+// enqueues ai.knowledge-indexed.v1, inside tx (whose app.tenant_id is
+// doc.TenantID). cause is the command that asked for it.
+func (s *Store) Index(ctx context.Context, tx pgx.Tx, doc knowledge.Document, cause envelope.Envelope) error {
+	if err := s.replace(ctx, tx, doc, cause.ID); err != nil {
+		return err
+	}
+	indexed, err := knowledge.IndexedEvent(cause, doc)
+	if err != nil {
+		return fmt.Errorf("derive indexed event of %s: %w", doc.DocumentID, err)
+	}
+	if err := s.outbox.Enqueue(ctx, tx, outbox.Item{Aggregate: outbox.Aggregate{Type: "knowledge-document", ID: doc.DocumentID}, Envelope: indexed}); err != nil {
+		return fmt.Errorf("enqueue indexed event of %s: %w", doc.DocumentID, err)
+	}
+	return nil
+}
+
+// replace swaps doc's chunks for the new ones and records the document,
+// inside tx. eventID is the command that asked for it.
+func (s *Store) replace(ctx context.Context, tx pgx.Tx, doc knowledge.Document, eventID string) error {
 	if err := s.EnsurePartition(ctx, tx, doc.TenantID); err != nil {
 		return err
 	}
