@@ -524,8 +524,8 @@ func (h *host) initBroker(ctx context.Context) error {
 	return err
 }
 
-// Consumer returns the service's topology entry for queue.
-func (h *host) Consumer(queue string) (topology.Consumer, error) {
+// consumer returns the service's topology entry for queue.
+func (h *host) consumer(queue string) (topology.Consumer, error) {
 	for _, c := range h.opts.Consumers {
 		if c.Queue == queue {
 			return c, nil
@@ -537,7 +537,7 @@ func (h *host) Consumer(queue string) (topology.Consumer, error) {
 // Attempts returns the most deliveries a message of queue gets before it is
 // dead-lettered: the first, and one per retry tier.
 func (h *host) Attempts(queue string) (int, error) {
-	spec, err := h.Consumer(queue)
+	spec, err := h.consumer(queue)
 	if err != nil {
 		return 0, err
 	}
@@ -569,7 +569,7 @@ func (h *host) ConsumeTx(queue string, handler fabric.TxHandler, opts fabric.Con
 }
 
 func (h *host) addConsumer(queue string, opts fabric.ConsumerOptions, build func(topology.Consumer, fabric.ConsumerOptions) (*broker.Consumer, error)) error {
-	spec, err := h.Consumer(queue)
+	spec, err := h.consumer(queue)
 	if err != nil {
 		return err
 	}

@@ -25,10 +25,10 @@ func TestTheServiceQueuesAreTheCatalogs(t *testing.T) {
 		t.Errorf("an undeclared service has queues %v", q)
 	}
 	h := &host{Cfg: Config{Service: "analytics"}, opts: Options{Consumers: topology.Platform().ConsumersOf("analytics")}}
-	if _, err := h.Consumer("analytics.request-events"); err != nil {
-		t.Errorf("Consumer(analytics.request-events) = %v", err)
+	if _, err := h.consumer("analytics.request-events"); err != nil {
+		t.Errorf("consumer(analytics.request-events) = %v", err)
 	}
-	_, err := h.Consumer("request.workflow-events")
+	_, err := h.consumer("request.workflow-events")
 	if err == nil || !strings.Contains(err.Error(), "catalog.yaml") {
 		t.Errorf("Consumer of another service's queue = %v, want an error naming the catalog", err)
 	}

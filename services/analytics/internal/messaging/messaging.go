@@ -17,7 +17,6 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/sweep"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
-	"github.com/agora-platform/agora/pkg/fabric/topology"
 	"github.com/agora-platform/agora/services/analytics/internal/export"
 	"github.com/agora-platform/agora/services/analytics/internal/projection"
 )
@@ -34,7 +33,7 @@ const (
 type Host interface {
 	ConsumeTx(queue string, h fabric.TxHandler, o fabric.ConsumerOptions) error
 	Consume(queue string, h fabric.Handler, o fabric.ConsumerOptions) error
-	Consumer(queue string) (topology.Consumer, error)
+	Attempts(queue string) (int, error)
 	Go(name string, run func(ctx context.Context) error)
 }
 
@@ -74,12 +73,13 @@ func Attach(h Host, d Deps) error {
 		sweep.Run(ctx, d.FoldInterval, 5000, d.Store.Fold, func(err error) { d.Log.Error("counter fold failed", "err", err) }, nil)
 		return nil
 	})
-	spec, err := h.Consumer(exportQueue)
+	// A job that keeps failing is delivered once plus once per retry tier:
+	// the last attempt marks the export failed.
+	attempts, err := h.Attempts(exportQueue)
 	if err != nil {
 		return fmt.Errorf("messaging: %w", err)
 	}
-	// A job that keeps failing is delivered once plus once per retry tier.
-	runner := export.NewRunner(d.Store, d.Objects, d.ExportPageRows, len(spec.Tiers())+1, d.Log)
+	runner := export.NewRunner(d.Store, d.Objects, d.ExportPageRows, attempts, d.Log)
 	if err := h.Consume(exportQueue, exportJobs(runner),
 		fabric.ConsumerOptions{Prefetch: d.ExportWorkers, Concurrency: d.ExportWorkers}); err != nil {
 		return fmt.Errorf("messaging: %w", err)
