@@ -2,9 +2,13 @@
 // host applies them after the fabric's tables.
 package migrations
 
-import "embed"
+import (
+	"embed"
+	"io/fs"
+)
 
-// FS is the migration files.
-//
 //go:embed *.sql
-var FS embed.FS
+var files embed.FS
+
+// FS returns the migration files.
+func FS() fs.FS { return files }

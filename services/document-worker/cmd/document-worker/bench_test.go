@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/services/document-worker/doctest"
 )
@@ -25,7 +26,7 @@ func BenchmarkOCRWorker(b *testing.B) {
 			for range instances {
 				s.start(nil)
 			}
-			tenantID := "org-bench-" + randHex(3)
+			tenantID := deploytest.Unique("org-bench-")
 			b.ResetTimer()
 			start := time.Now()
 			ids := make([]string, b.N)

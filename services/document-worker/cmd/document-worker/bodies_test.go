@@ -3,7 +3,6 @@ package main
 import (
 	"testing"
 
-	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest/httpfuzz"
 )
 
@@ -12,10 +11,6 @@ import (
 // each malformed one as every other service does, with the same status
 // and problem type (see httpfuzz.CheckMalformedBodies).
 func TestMalformedBodies(t *testing.T) {
-	keys, err := auth.LoadOrCreateDevKeys(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := newStack(t).start(map[string]string{"JWT_KEYS": keys.JWKSPath, "LOG_LEVEL": "warn"})
-	httpfuzz.New(t, w.URL, keys).CheckMalformedBodies(t)
+	s := newStack(t)
+	httpfuzz.New(t, s.start(map[string]string{"LOG_LEVEL": "warn"}).URL, s.Keys).CheckMalformedBodies(t)
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest/httpfuzz"
 )
@@ -24,13 +23,9 @@ import (
 //
 //	go test -run '^$' -fuzz '^FuzzHTTP$' -fuzztime 60s ./cmd/document-worker/
 func FuzzHTTP(f *testing.F) {
+	const queue = "document.processing"
 	s := newStack(f)
-	keys, err := auth.LoadOrCreateDevKeys(f.TempDir())
-	if err != nil {
-		f.Fatal(err)
-	}
-	w := s.start(map[string]string{"JWT_KEYS": keys.JWKSPath, "LOG_LEVEL": "warn"})
-	ft := httpfuzz.New(f, w.URL, keys)
+	ft := httpfuzz.New(f, s.start(map[string]string{"LOG_LEVEL": "warn"}).URL, s.Keys)
 	// A file the worker refuses at once (permanent failure): its message
 	// is the fuzz tenant's letter in document.processing.dlq.
 	s.upload(upload{tenant: ft.Tenant, contentType: "application/zip", name: "x.zip", data: []byte("PK\x03\x04zip")})

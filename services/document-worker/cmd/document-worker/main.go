@@ -7,13 +7,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/host"
-	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/services/document-worker/internal/document"
 	"github.com/agora-platform/agora/services/document-worker/internal/httpapi"
 	"github.com/agora-platform/agora/services/document-worker/internal/messaging"
@@ -21,12 +18,6 @@ import (
 	"github.com/agora-platform/agora/services/document-worker/internal/postgres"
 	"github.com/agora-platform/agora/services/document-worker/internal/s3"
 	"github.com/agora-platform/agora/services/document-worker/migrations"
-)
-
-const (
-	queue = "document.processing"
-	// reprocessQueue carries operators' document.process.v1 commands.
-	reprocessQueue = "document.process-commands"
 )
 
 func main() { host.Main("document-worker", run) }
@@ -77,7 +68,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	h, err := host.New(ctx, cfg.host, host.Options{
-		Migrations: migrations.FS,
+		Migrations: migrations.FS(),
 		Relay:      true,
 		OpenAPI:    httpapi.OpenAPI,
 	}, stdout)
@@ -85,7 +76,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	defer h.Close() // Serve closes it too; Close is idempotent
-	store, err := s3.New(cfg.host.S3Endpoint, cfg.host.S3AccessKey, cfg.host.S3SecretKey, false)
+	objects, err := s3.New(cfg.host.S3Endpoint, cfg.host.S3AccessKey, cfg.host.S3SecretKey, false)
 	if err != nil {
 		return err
 	}
@@ -93,22 +84,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// first creates it too. Storage being down now is not fatal: messages
 	// wait in the retry tiers until it is back.
 	bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	if err := store.EnsureBucket(bctx, cfg.bucket); err != nil {
+	if err := objects.EnsureBucket(bctx, cfg.bucket); err != nil {
 		h.Log.Warn("documents bucket not verified", "bucket", cfg.bucket, "err", err)
 	}
 	cancel()
-	proc := document.NewProcessor(store, cfg.tools, cfg.bucket, time.Now).
+	proc := document.NewProcessor(objects, cfg.tools, cfg.bucket, time.Now).
 		WithValidator(document.Validator{MinLetters: cfg.minLetters})
-	handler := messaging.NewHandler(proc, postgres.NewStore(), h.Outbox, h.Log)
-	if err := h.Consume(queue, h.Inbox(queue).Handler(handler.Uploaded), fabric.ConsumerOptions{
-		Concurrency: cfg.concurrency, Prefetch: cfg.concurrency,
-	}); err != nil {
+	store := postgres.New(h.Outbox)
+	if err := messaging.Attach(h, messaging.Deps{Processor: proc, Store: store, Concurrency: cfg.concurrency, Log: h.Log}); err != nil {
 		return err
 	}
-	if err := h.Consume(reprocessQueue, h.Inbox(reprocessQueue).Handler(handler.Reprocess), fabric.ConsumerOptions{}); err != nil {
-		return err
-	}
-	// No API of its own: every other path is a 404 problem, as on every
-	// service, not the mux's plain-text answer.
-	return h.Serve(ctx, http.HandlerFunc(problem.NoRoute), nil)
+	// No API of its own: the host answers every other path with a 404
+	// problem, as on every service, not the mux's plain-text answer.
+	return h.Serve(ctx, nil, nil)
 }

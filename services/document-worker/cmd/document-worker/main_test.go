@@ -2,189 +2,85 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric"
-	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
-	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 	"github.com/agora-platform/agora/services/document-worker/doctest"
+	"github.com/agora-platform/agora/services/document-worker/internal/document"
+	"github.com/agora-platform/agora/services/document-worker/internal/s3"
 )
 
-// stack is one isolated corner of the real infrastructure: a vhost, a
-// schema, the documents bucket, a publisher standing in for the request
-// service and an observer of what the worker emits.
+// stack is the document worker on the shared test stack
+// (deploytest.Stack), with the documents bucket, the request service's part
+// (uploads) and observers of what the worker emits.
 type stack struct {
-	t      testing.TB
-	vhost  *fabrictest.Vhost
-	schema string
-	// identity is the service's own broker user and database roles.
-	identity map[string]string
-	pool     *pgxpool.Pool
-	s3       *minio.Client
-	bucket   string
-	pub      *broker.Publisher
-	conn     interface {
-		Channel(context.Context) (*amqp.Channel, error)
+	*deploytest.Stack
+	t       testing.TB
+	objects *s3.Store
+	bucket  string
+	// events sees document.processed.v1 and document.validated.v1, in
+	// arrival order, and commands ai.knowledge.index.v1, once the first
+	// instance has declared the exchanges.
+	events, commands interface {
+		Matching(testing.TB, func(envelope.Envelope) bool) []envelope.Envelope
 	}
-
-	mu       sync.Mutex
-	received map[string][]envelope.Envelope // by type
-	// arrivals are the ids of every envelope received, in arrival order.
-	arrivals []string
-}
-
-func env(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 func newStack(t testing.TB) *stack {
 	t.Helper()
-	fenv := fabrictest.EnvFrom(os.Getenv)
-	s := &stack{t: t, vhost: fabrictest.NewVhost(t, fenv), schema: "t_" + randHex(4), bucket: "documents",
-		received: map[string][]envelope.Envelope{}}
-	s.identity = deploytest.Service(t, s.vhost, fenv.DatabaseURL, "document-worker", s.schema)
+	s := &stack{Stack: deploytest.NewStack(t, "document-worker"), t: t, bucket: "documents"}
+	var err error
+	if s.objects, err = s3.New(s.Vars["S3_ENDPOINT"], s.Vars["S3_ACCESS_KEY"], s.Vars["S3_SECRET_KEY"], false); err != nil {
+		t.Fatal(err)
+	}
+	// The request service makes the bucket; here the test does (an
+	// instance may be started with the store out of reach).
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, fenv.DatabaseURL)
-	if err != nil {
-		t.Fatalf("postgres (run `make infra`): %v", err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		t.Fatalf("postgres at %s (run `make infra`): %v", fenv.DatabaseURL, err)
-	}
-	s.pool = pool
-	t.Cleanup(func() {
-		_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{s.schema}.Sanitize()+" CASCADE")
-		pool.Close()
-	})
-	s.s3, err = minio.New(env("S3_ENDPOINT", "127.0.0.1:9000"), &minio.Options{
-		Creds: credentials.NewStaticV4(env("S3_ACCESS_KEY", "agora-dev"), env("S3_SECRET_KEY", "agora-dev-secret"), "")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := s.s3.BucketExists(ctx, s.bucket); err != nil {
+	if err := s.objects.EnsureBucket(ctx, s.bucket); err != nil {
 		t.Fatalf("minio (run `make infra`): %v", err)
-	} else if !ok {
-		if err := s.s3.MakeBucket(ctx, s.bucket, minio.MakeBucketOptions{}); err != nil {
-			if ok, _ := s.s3.BucketExists(ctx, s.bucket); !ok {
-				t.Fatalf("make bucket: %v", err)
-			}
-		}
 	}
-	conn := s.vhost.Dial(t, func(ctx context.Context, c *amqp.Connection) error {
-		return topology.Apply(ctx, c, topology.Description{Exchanges: topology.PlatformExchanges()})
-	})
-	s.conn = conn
-	reg, err := registry.Default()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.pub, err = broker.NewPublisher(conn, reg, broker.PublisherOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.pub.Close() })
-	s.observe()
 	return s
-}
-
-// observe collects document.processed.v1, document.validated.v1 and
-// ai.knowledge.index.v1 from a queue of the test's own.
-func (s *stack) observe() {
-	ch, err := s.conn.Channel(context.Background())
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	q, err := ch.QueueDeclare("", false, true, true, false, nil)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	for _, b := range []struct{ ex, key string }{
-		{topology.EventsExchange, "document.processed.v1"}, {topology.EventsExchange, "document.validated.v1"},
-		{topology.CommandsExchange, "ai.knowledge.index.v1"},
-	} {
-		if err := ch.QueueBind(q.Name, b.key, b.ex, false, nil); err != nil {
-			s.t.Fatal(err)
-		}
-	}
-	deliveries, err := ch.Consume(q.Name, "", true, true, false, false, nil)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	go func() {
-		for d := range deliveries {
-			e, err := envelope.Decode(d.Body, 0)
-			if err != nil {
-				continue
-			}
-			s.mu.Lock()
-			s.received[e.Type] = append(s.received[e.Type], e)
-			s.arrivals = append(s.arrivals, e.ID)
-			s.mu.Unlock()
-		}
-	}()
-	s.t.Cleanup(func() { ch.Close() })
 }
 
 // find returns the envelopes of typ whose payload names documentID.
 func (s *stack) find(typ, documentID string) []envelope.Envelope {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []envelope.Envelope
-	for _, e := range s.received[typ] {
+	s.t.Helper()
+	o := s.events
+	if typ == "ai.knowledge.index.v1" {
+		o = s.commands
+	}
+	return o.Matching(s.t, func(e envelope.Envelope) bool {
 		var p struct {
 			DocumentID string `json:"documentId"`
 		}
-		if json.Unmarshal(e.Payload, &p) == nil && p.DocumentID == documentID {
-			out = append(out, e)
-		}
-	}
-	return out
+		return e.Type == typ && json.Unmarshal(e.Payload, &p) == nil && p.DocumentID == documentID
+	})
 }
 
-// arrivedBefore reports whether envelope a arrived before envelope b (both
+// arrivedBefore reports whether event a arrived before event b (both
 // received).
 func (s *stack) arrivedBefore(a, b envelope.Envelope) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ia, ib := slices.Index(s.arrivals, a.ID), slices.Index(s.arrivals, b.ID)
-	return ia >= 0 && ib >= 0 && ia < ib
+	s.t.Helper()
+	both := s.events.Matching(s.t, func(e envelope.Envelope) bool { return e.ID == a.ID || e.ID == b.ID })
+	return len(both) == 2 && both[0].ID == a.ID
 }
 
 // validated is the payload of a document.validated.v1.
@@ -248,22 +144,18 @@ func (w worker) count(msg string) int {
 	return n
 }
 
-// start runs run() with the stack's infrastructure plus extra settings
-// and waits for /readyz; the instance stops (and run must return nil) at
-// cleanup.
+// start runs an instance with one handler and short retry tiers, plus
+// extra; it stops (and run must return nil) at cleanup.
 func (s *stack) start(extra map[string]string) *worker {
 	s.t.Helper()
-	vars := map[string]string{
-		"S3_ENDPOINT":   env("S3_ENDPOINT", "127.0.0.1:9000"),
-		"S3_ACCESS_KEY": env("S3_ACCESS_KEY", "agora-dev"), "S3_SECRET_KEY": env("S3_SECRET_KEY", "agora-dev-secret"),
-		"WORKER_CONCURRENCY": "1", "RETRY_TIERS": "300ms,300ms",
-	}
-	maps.Copy(vars, s.identity)
-	for k, v := range extra {
-		vars[k] = v
-	}
-	w := &worker{fabrictest.StartService(s.t, run, vars)}
+	vars := map[string]string{"WORKER_CONCURRENCY": "1", "RETRY_TIERS": "300ms,300ms"}
+	maps.Copy(vars, extra)
+	w := &worker{s.Start(s.t, run, vars)}
 	checkAPI(s.t, w.URL)
+	if s.events == nil {
+		s.events = fabrictest.Observe(s.t, s.Conn, "document.processed.v1", "document.validated.v1")
+		s.commands = fabrictest.ObserveExchange(s.t, s.Conn, topology.CommandsExchange, "ai.knowledge.index.v1")
+	}
 	return w
 }
 
@@ -288,8 +180,7 @@ func (s *stack) upload(u upload) string {
 		keyTenant = u.keyTenant
 	}
 	key := fmt.Sprintf("tenant=%s/requests/%s/documents/%s/%s", keyTenant, reqID, docID, u.name)
-	if _, err := s.s3.PutObject(ctx, s.bucket, key, bytes.NewReader(u.data), int64(len(u.data)),
-		minio.PutObjectOptions{ContentType: u.contentType}); err != nil {
+	if err := s.objects.Put(ctx, s.bucket, key, u.contentType, u.data); err != nil {
 		s.t.Fatalf("put %s: %v", key, err)
 	}
 	sum := sha256.Sum256(u.data)
@@ -304,22 +195,15 @@ func (s *stack) upload(u upload) string {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	if err := s.pub.Publish(ctx, e); err != nil {
-		s.t.Fatalf("publish upload: %v", err)
-	}
+	s.Publish(s.t, e)
 	return docID
 }
 
 func (s *stack) text(tenantID, documentID string) string {
 	s.t.Helper()
-	obj, err := s.s3.GetObject(context.Background(), s.bucket, fmt.Sprintf("tenant=%s/documents/%s/text.txt", tenantID, documentID), minio.GetObjectOptions{})
+	b, err := s.objects.Get(context.Background(), s.bucket, document.TextKey(tenantID, documentID))
 	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer obj.Close()
-	b, err := io.ReadAll(obj)
-	if err != nil {
-		s.t.Fatalf("read text of %s: %v", documentID, err)
+		s.t.Fatalf("text of %s: %v", documentID, err)
 	}
 	return string(b)
 }
@@ -336,7 +220,7 @@ func (s *stack) deadLetters() []deadLetter { return s.deadLettersIn("document.pr
 // deadLettersIn reads (and requeues) what is in dlq.
 func (s *stack) deadLettersIn(dlq string) []deadLetter {
 	s.t.Helper()
-	ch, err := s.conn.Channel(context.Background())
+	ch, err := s.Conn.Channel(context.Background())
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -408,7 +292,7 @@ func mustDoc(t testing.TB) func([]byte, error) []byte {
 func TestDocumentWorkerExtractsTextWithCompetingInstances(t *testing.T) {
 	s := newStack(t)
 	w1, w2 := s.start(nil), s.start(nil)
-	tenantID := "org-a-" + randHex(3)
+	tenantID := deploytest.Unique("org-a-")
 	want := strings.Join(doctest.Lines, "\n")
 	pngData := mustDoc(t)(doctest.PNG(doctest.Lines, 36))
 	cases := []struct {
@@ -469,8 +353,8 @@ func TestDocumentWorkerExtractsTextWithCompetingInstances(t *testing.T) {
 			}
 			var method string
 			var pages int
-			if err := s.pool.QueryRow(context.Background(), fmt.Sprintf(
-				"SELECT method, pages FROM %s.document_text WHERE tenant_id = $1 AND document_id = $2", s.schema),
+			if err := s.Pool.QueryRow(context.Background(), fmt.Sprintf(
+				"SELECT method, pages FROM %s.document_text WHERE tenant_id = $1 AND document_id = $2", s.Schema),
 				tenantID, ids[i]).Scan(&method, &pages); err != nil {
 				t.Fatalf("document row: %v", err)
 			}
@@ -504,7 +388,7 @@ func TestDocumentWorkerExtractsTextWithCompetingInstances(t *testing.T) {
 func TestDocumentWorkerJudgesDocuments(t *testing.T) {
 	s := newStack(t)
 	s.start(map[string]string{"DOCUMENT_MIN_LETTERS": "20"})
-	tenantID := "org-a-" + randHex(3)
+	tenantID := deploytest.Unique("org-a-")
 	cases := []struct {
 		name, contentType, file string
 		data                    []byte
@@ -547,7 +431,7 @@ func TestDocumentWorkerJudgesDocuments(t *testing.T) {
 func TestDocumentWorkerDeadLettersBadFiles(t *testing.T) {
 	s := newStack(t)
 	s.start(nil)
-	tenantID := "org-a-" + randHex(3)
+	tenantID := deploytest.Unique("org-a-")
 	pngData := mustDoc(t)(doctest.PNG([]string{"Documento de teste"}, 36))
 	cases := []struct {
 		name  string
@@ -558,7 +442,7 @@ func TestDocumentWorkerDeadLettersBadFiles(t *testing.T) {
 		{"garbage declared as pdf", upload{contentType: "application/pdf", name: "x.pdf", data: []byte("not a pdf at all")}, "corrupt file"},
 		{"broken pdf body", upload{contentType: "application/pdf", name: "x.pdf", data: []byte("%PDF-1.4\n%garbage without objects\n")}, "corrupt file"},
 		{"unsupported type", upload{contentType: "application/zip", name: "x.zip", data: []byte("PK\x03\x04zip")}, "unsupported content type"},
-		{"object of another tenant", upload{contentType: "image/png", name: "x.png", data: pngData, keyTenant: "org-b-" + randHex(3)}, "object outside the tenant's prefix"},
+		{"object of another tenant", upload{contentType: "image/png", name: "x.png", data: pngData, keyTenant: deploytest.Unique("org-b-")}, "object outside the tenant's prefix"},
 		{"checksum mismatch", upload{contentType: "image/png", name: "x.png", data: pngData, sha: strings.Repeat("ab", 32)}, "sha256 mismatch"},
 	}
 	ids := make([]string, len(cases))
@@ -607,7 +491,7 @@ func TestDocumentWorkerRetriesWhenDependenciesAreDown(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s := newStack(t)
 			w := s.start(c.extra)
-			tenantID := "org-a-" + randHex(3)
+			tenantID := deploytest.Unique("org-a-")
 			id := s.upload(upload{tenant: tenantID, contentType: "image/png", name: "x.png",
 				data: mustDoc(t)(doctest.PNG([]string{"Documento"}, 36))})
 			d := s.waitDeadLetter(id, 90*time.Second)
@@ -653,7 +537,7 @@ func TestLoadConfigRejects(t *testing.T) {
 func TestDocumentWorkerReprocessesOnCommand(t *testing.T) {
 	s := newStack(t)
 	s.start(nil)
-	tenantA, tenantB := "org-a-"+randHex(3), "org-b-"+randHex(3)
+	tenantA, tenantB := deploytest.Unique("org-a-"), deploytest.Unique("org-b-")
 	docID := s.upload(upload{tenant: tenantA, contentType: "text/plain", name: "note.txt", data: []byte("Requerimento de alvará")})
 	fabrictest.Eventually(t, 60*time.Second, "upload processed", func() bool {
 		return len(s.find("document.processed.v1", docID)) == 1
@@ -663,9 +547,7 @@ func TestDocumentWorkerReprocessesOnCommand(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.pub.Publish(context.Background(), e); err != nil {
-			t.Fatalf("publish command: %v", err)
-		}
+		s.Publish(t, e)
 		return e
 	}
 	cmd := command(tenantA, docID)
