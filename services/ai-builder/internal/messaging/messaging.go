@@ -16,7 +16,6 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/catalog/payload"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
-	"github.com/agora-platform/agora/pkg/fabric/inbox"
 	"github.com/agora-platform/agora/services/ai-builder/internal/knowledge"
 )
 
@@ -26,8 +25,7 @@ const knowledgeBuilderQueue = "ai.knowledge-builder"
 
 // Host is what Attach needs of the service host (host.New's value).
 type Host interface {
-	Consume(queue string, h fabric.Handler, o fabric.ConsumerOptions) error
-	Inbox(queue string) *inbox.Inbox
+	ConsumeTx(queue string, h fabric.TxHandler, o fabric.ConsumerOptions) error
 }
 
 // Preparer chunks and embeds a document.
@@ -53,11 +51,11 @@ type Deps struct {
 // Attach registers the ai-builder's consumer on h.
 func Attach(h Host, d Deps) error {
 	ix := indexer{prep: d.Preparer, store: d.Store, log: d.Log}
-	// An inbox transaction per message (Inbox.Handler), not ConsumeTx's
-	// batches, which may run a handler twice: reading and embedding a
-	// document is too costly to do twice.
-	if err := h.Consume(knowledgeBuilderQueue, h.Inbox(knowledgeBuilderQueue).Handler(ix.index), fabric.ConsumerOptions{
-		Concurrency: d.Concurrency, Prefetch: d.Concurrency * 2,
+	// An inbox transaction per message (MaxBatch 1): a failed batch runs
+	// its handlers again one by one, and reading and embedding a document
+	// is too costly to do twice.
+	if err := h.ConsumeTx(knowledgeBuilderQueue, ix.index, fabric.ConsumerOptions{
+		Concurrency: d.Concurrency, Prefetch: d.Concurrency * 2, MaxBatch: 1,
 	}); err != nil {
 		return fmt.Errorf("messaging: %w", err)
 	}
