@@ -41,7 +41,12 @@ type Config struct {
 	// address): presigned links name it, since the signature covers the
 	// host. Empty: Endpoint.
 	PublicEndpoint string
+	// MaxGet bounds what Get brings into memory (default 64 MiB): a larger
+	// object is a permanent error, never a truncated read.
+	MaxGet int64
 }
+
+const defaultMaxGet = 64 << 20
 
 // Store reads and writes objects. It contacts the server only when used,
 // so a service starts (and its messages wait) while the store is down.
@@ -59,6 +64,9 @@ func New(cfg Config) (*Store, error) {
 	c, err := client(cfg.Endpoint, cfg, "")
 	if err != nil {
 		return nil, err
+	}
+	if cfg.MaxGet <= 0 {
+		cfg.MaxGet = defaultMaxGet
 	}
 	return &Store{cfg: cfg, client: c, signers: map[string]*minio.Client{}}, nil
 }
@@ -128,16 +136,19 @@ func (s *Store) PutBytes(ctx context.Context, bucket, key string, data []byte, c
 	return s.Put(ctx, bucket, key, bytes.NewReader(data), int64(len(data)), contentType)
 }
 
-// Get returns the bytes of bucket/key.
+// Get returns the bytes of bucket/key, at most Config.MaxGet of them.
 func (s *Store) Get(ctx context.Context, bucket, key string) ([]byte, error) {
 	obj, err := s.client.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
 	if err != nil {
 		return nil, classify("get", bucket, key, err)
 	}
 	defer obj.Close()
-	data, err := io.ReadAll(obj)
+	data, err := io.ReadAll(io.LimitReader(obj, s.cfg.MaxGet+1))
 	if err != nil {
 		return nil, classify("get", bucket, key, err)
+	}
+	if int64(len(data)) > s.cfg.MaxGet {
+		return nil, fabric.Permanent(fmt.Errorf("objstore: get %s/%s: larger than %d bytes", bucket, key, s.cfg.MaxGet))
 	}
 	return data, nil
 }

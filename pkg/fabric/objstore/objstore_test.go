@@ -75,6 +75,11 @@ func TestRoundTripAndFailureClasses(t *testing.T) {
 	if got, err := s.Get(ctx, bucket, key); err != nil || string(got) != "hello" {
 		t.Fatalf("Get = %q, %v", got, err)
 	}
+	small := cfg
+	small.MaxGet = 4
+	if _, err := must(objstore.New(small)).Get(ctx, bucket, key); fabric.ClassOf(err) != fabric.ClassPermanent || !strings.Contains(err.Error(), "larger than 4 bytes") {
+		t.Errorf("Get of 5 bytes with MaxGet 4 = %v, want a permanent error", err)
+	}
 	var seen bool
 	if err := s.Walk(ctx, bucket, time.Now().Add(time.Minute), func(k string) error {
 		seen = seen || k == key
@@ -101,6 +106,13 @@ func TestRoundTripAndFailureClasses(t *testing.T) {
 	if err := down.PutBytes(ctx, bucket, key, []byte("x"), "text/plain"); fabric.ClassOf(err) != fabric.ClassTransient {
 		t.Errorf("Put to a store that is down = %v (class %s), want transient", err, fabric.ClassOf(err))
 	}
+}
+
+func must(s *objstore.Store, err error) *objstore.Store {
+	if err != nil {
+		panic(err)
+	}
+	return s
 }
 
 func env(k, def string) string {

@@ -12,13 +12,13 @@ import (
 	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric/host"
+	"github.com/agora-platform/agora/pkg/fabric/objstore"
 	"github.com/agora-platform/agora/services/ai-builder/internal/embed"
 	"github.com/agora-platform/agora/services/ai-builder/internal/httpapi"
 	"github.com/agora-platform/agora/services/ai-builder/internal/knowledge"
 	"github.com/agora-platform/agora/services/ai-builder/internal/messaging"
 	"github.com/agora-platform/agora/services/ai-builder/internal/openai"
 	"github.com/agora-platform/agora/services/ai-builder/internal/postgres"
-	"github.com/agora-platform/agora/services/ai-builder/internal/s3"
 	"github.com/agora-platform/agora/services/ai-builder/migrations"
 )
 
@@ -120,11 +120,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if cfg.chatModel != "" {
 		gen = openai.Generator{Client: client, Model: cfg.chatModel}
 	}
-	texts, err := s3.New(cfg.host.S3Endpoint, cfg.host.S3AccessKey, cfg.host.S3SecretKey, cfg.bucket, false)
+	// MaxGet bounds what one document may bring into memory.
+	texts, err := objstore.New(objstore.Config{Endpoint: cfg.host.S3Endpoint, AccessKey: cfg.host.S3AccessKey,
+		SecretKey: cfg.host.S3SecretKey, MaxGet: 32 << 20})
 	if err != nil {
 		return err
 	}
-	if err := messaging.Attach(h, messaging.Deps{Preparer: knowledge.NewIndexer(texts, embedder, cfg.chunking), Store: store,
+	if err := messaging.Attach(h, messaging.Deps{Preparer: knowledge.NewIndexer(texts, cfg.bucket, embedder, cfg.chunking), Store: store,
 		Concurrency: cfg.concurrency, Log: h.Log}); err != nil {
 		return err
 	}

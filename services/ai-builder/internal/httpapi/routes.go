@@ -11,15 +11,9 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 )
 
-// Authenticator returns middleware admitting bearers of one of roles;
-// *auth.Verifier is one.
-type Authenticator interface {
-	Require(roles ...string) func(http.Handler) http.Handler
-}
-
 // Deps are what the routes need.
 type Deps struct {
-	Auth Authenticator
+	Auth *auth.Verifier
 	Chat Asker
 	Log  *slog.Logger
 }

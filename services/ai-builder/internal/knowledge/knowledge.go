@@ -16,14 +16,12 @@ import (
 )
 
 // Failure kinds; the messaging edge maps ErrUnavailable to a transient
-// failure and ErrForeignObject to a permanent one. ErrNotFound and
-// ErrInvalid are of the fabric's kinds, which say their class and status
-// themselves.
+// failure and ErrForeignObject to a permanent one. ErrInvalid is of the
+// fabric's kinds, which say their class and status themselves, as do the
+// text store's errors (a missing object is fabric.ErrNotFound).
 var (
 	// ErrForeignObject: the text key is outside the envelope tenant's prefix.
 	ErrForeignObject = errors.New("object outside the tenant's prefix")
-	// ErrNotFound: the text object does not exist.
-	ErrNotFound = fmt.Errorf("text object %w", fabric.ErrNotFound)
 	// ErrUnavailable: storage or the embedding service is down; retry later.
 	ErrUnavailable = errors.New("dependency unavailable")
 	// ErrInvalid: a question or parameter out of range.
@@ -39,10 +37,11 @@ type Embedder interface {
 	Name() string
 }
 
-// TextSource reads extracted text.
+// TextSource reads extracted text (*objstore.Store is one): a missing
+// object is of fabric.ErrNotFound's kind, a store that is down a transient
+// failure.
 type TextSource interface {
-	// Text returns the object at key; ErrNotFound or ErrUnavailable.
-	Text(ctx context.Context, key string) (string, error)
+	Get(ctx context.Context, bucket, key string) ([]byte, error)
 }
 
 // Chunk is one embedded window of a document.
@@ -76,14 +75,15 @@ type IndexRequest struct {
 // Indexer prepares documents for the tenant's vector partition.
 type Indexer struct {
 	texts    TextSource
+	bucket   string
 	embedder Embedder
 	chunking ChunkOptions
 	batch    int
 }
 
 // NewIndexer returns an Indexer.
-func NewIndexer(texts TextSource, embedder Embedder, chunking ChunkOptions) *Indexer {
-	return &Indexer{texts: texts, embedder: embedder, chunking: chunking, batch: 64}
+func NewIndexer(texts TextSource, bucket string, embedder Embedder, chunking ChunkOptions) *Indexer {
+	return &Indexer{texts: texts, bucket: bucket, embedder: embedder, chunking: chunking, batch: 64}
 }
 
 // TenantPrefix is the object-key prefix of tenantID's objects.
@@ -104,12 +104,13 @@ func ChunkID(documentID string, ordinal int) string {
 
 // Prepare reads r's text for tenantID (the envelope's tenant: a key outside
 // its prefix is ErrForeignObject), chunks and embeds it. Errors wrap
-// ErrForeignObject, ErrNotFound or ErrUnavailable.
+// ErrForeignObject, ErrUnavailable or the text store's errors.
 func (ix *Indexer) Prepare(ctx context.Context, tenantID string, r IndexRequest) (Document, error) {
 	if !strings.HasPrefix(r.TextObjectKey, TenantPrefix(tenantID)) || strings.Contains(r.TextObjectKey, "..") {
 		return Document{}, fmt.Errorf("document %s: key %q for tenant %s: %w", r.DocumentID, r.TextObjectKey, tenantID, ErrForeignObject)
 	}
-	text, err := ix.texts.Text(ctx, r.TextObjectKey)
+	data, err := ix.texts.Get(ctx, ix.bucket, r.TextObjectKey)
+	text := string(data)
 	if err != nil {
 		return Document{}, fmt.Errorf("document %s: read text: %w", r.DocumentID, err)
 	}
