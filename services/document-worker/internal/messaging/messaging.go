@@ -17,7 +17,6 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/catalog/payload"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
-	"github.com/agora-platform/agora/pkg/fabric/inbox"
 	"github.com/agora-platform/agora/services/document-worker/internal/document"
 )
 
@@ -30,8 +29,7 @@ const (
 
 // Host is what Attach needs of the service host (host.New's value).
 type Host interface {
-	Consume(queue string, h fabric.Handler, o fabric.ConsumerOptions) error
-	Inbox(queue string) *inbox.Inbox
+	ConsumeTx(queue string, h fabric.TxHandler, o fabric.ConsumerOptions) error
 }
 
 // Processor extracts and stores a document's text.
@@ -59,15 +57,15 @@ type Deps struct {
 // Attach registers the worker's consumers on h.
 func Attach(h Host, d Deps) error {
 	hd := &handler{proc: d.Processor, rec: d.Store, log: d.Log}
-	// An inbox transaction per message (Inbox.Handler), not ConsumeTx's
-	// batches, which may run a handler twice: extracting a document (OCR)
-	// is too costly to do twice.
-	if err := h.Consume(processingQueue, h.Inbox(processingQueue).Handler(hd.uploaded), fabric.ConsumerOptions{
-		Concurrency: d.Concurrency, Prefetch: d.Concurrency,
+	// An inbox transaction per message (MaxBatch 1): a failed batch runs
+	// its handlers again one by one, and extracting a document (OCR) is
+	// too costly to do twice.
+	if err := h.ConsumeTx(processingQueue, hd.uploaded, fabric.ConsumerOptions{
+		Concurrency: d.Concurrency, Prefetch: d.Concurrency, MaxBatch: 1,
 	}); err != nil {
 		return fmt.Errorf("messaging: %w", err)
 	}
-	if err := h.Consume(reprocessQueue, h.Inbox(reprocessQueue).Handler(hd.reprocess), fabric.ConsumerOptions{}); err != nil {
+	if err := h.ConsumeTx(reprocessQueue, hd.reprocess, fabric.ConsumerOptions{MaxBatch: 1}); err != nil {
 		return fmt.Errorf("messaging: %w", err)
 	}
 	return nil
