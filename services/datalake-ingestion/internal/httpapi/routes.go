@@ -27,15 +27,9 @@ type History interface {
 	Page(ctx context.Context, tenantID string, q postgres.HistoryQuery) (history.Page, error)
 }
 
-// Authenticator returns middleware admitting bearers of one of roles;
-// *auth.Verifier is one.
-type Authenticator interface {
-	Require(roles ...string) func(http.Handler) http.Handler
-}
-
 // Deps are what the routes need.
 type Deps struct {
-	Auth    Authenticator
+	Auth    *auth.Verifier
 	Lineage Store
 	History History
 	Log     *slog.Logger
