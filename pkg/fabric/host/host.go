@@ -375,7 +375,7 @@ func (h *host) initRetention() error {
 		h.Log.Info("retention off: expired inbox, outbox and DLQ audit rows are kept")
 		return nil
 	}
-	r, err := retention.New(h.Pool, h.Cfg.Schema, append(retention.FabricTables(rc), h.opts.Retain...),
+	r, err := retention.New(h.Pool, h.Cfg.Schema, append(fabricTables(rc), h.opts.Retain...),
 		retention.Options{Interval: rc.Interval, Batch: rc.Batch, Meter: h.Metrics.Meter, Logger: h.Log})
 	if err != nil {
 		return err
@@ -779,4 +779,20 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// fabricTables are the fabric's own tables in every service schema, with
+// the ages of c. Outbox rows are measured on published_at, which is NULL
+// until the broker confirmed the row: a comparison with NULL is never
+// true, so an unpublished row is never deleted, however old.
+// inbox_security_event is not here on purpose: it is evidence of a forged
+// or corrupted event and stays until someone decides otherwise.
+func fabricTables(c retention.Config) []retention.Table {
+	return []retention.Table{
+		{Name: "inbox_message", Column: "received_at", Age: c.Inbox},
+		{Name: "outbox_event", Column: "published_at", Age: c.Outbox},
+		{Name: "dlq_audit", Column: "at", Age: c.DLQAudit},
+		// Replay jobs are audit records too (their items go with them).
+		{Name: "replay_job", Column: "updated_at", Age: c.DLQAudit},
+	}
 }

@@ -9,7 +9,6 @@
 package objstore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -48,9 +47,11 @@ type Config struct {
 
 const defaultMaxGet = 64 << 20
 
-// Store reads and writes objects. It contacts the server only when used,
+// store reads and writes objects. It contacts the server only when used,
 // so a service starts (and its messages wait) while the store is down.
-type Store struct {
+// Services reach it through interfaces of their own (the methods they
+// use), so the type itself is not part of the API.
+type store struct {
 	cfg    Config
 	client *minio.Client
 	ready  sync.Map // bucket → struct{}: known to exist
@@ -59,8 +60,8 @@ type Store struct {
 	signers map[string]*minio.Client // bucket → the client that signs its links
 }
 
-// New returns a Store for cfg.
-func New(cfg Config) (*Store, error) {
+// New returns a store for cfg.
+func New(cfg Config) (*store, error) {
 	c, err := client(cfg.Endpoint, cfg, "")
 	if err != nil {
 		return nil, err
@@ -68,7 +69,7 @@ func New(cfg Config) (*Store, error) {
 	if cfg.MaxGet <= 0 {
 		cfg.MaxGet = defaultMaxGet
 	}
-	return &Store{cfg: cfg, client: c, signers: map[string]*minio.Client{}}, nil
+	return &store{cfg: cfg, client: c, signers: map[string]*minio.Client{}}, nil
 }
 
 func client(endpoint string, cfg Config, region string) (*minio.Client, error) {
@@ -98,7 +99,7 @@ func client(endpoint string, cfg Config, region string) (*minio.Client, error) {
 
 // EnsureBucket creates bucket if it is missing (another instance creating
 // it at the same moment is fine). Put calls it until it has succeeded once.
-func (s *Store) EnsureBucket(ctx context.Context, bucket string) error {
+func (s *store) EnsureBucket(ctx context.Context, bucket string) error {
 	if _, ok := s.ready.Load(bucket); ok {
 		return nil
 	}
@@ -120,7 +121,7 @@ func (s *Store) EnsureBucket(ctx context.Context, bucket string) error {
 // Put stores body at bucket/key, replacing what is there, and returns once
 // the server has the whole object. size -1 streams a body of unknown
 // length.
-func (s *Store) Put(ctx context.Context, bucket, key string, body io.Reader, size int64, contentType string) error {
+func (s *store) Put(ctx context.Context, bucket, key string, body io.Reader, size int64, contentType string) error {
 	if err := s.EnsureBucket(ctx, bucket); err != nil {
 		return err
 	}
@@ -131,13 +132,8 @@ func (s *Store) Put(ctx context.Context, bucket, key string, body io.Reader, siz
 	return nil
 }
 
-// PutBytes stores data at bucket/key.
-func (s *Store) PutBytes(ctx context.Context, bucket, key string, data []byte, contentType string) error {
-	return s.Put(ctx, bucket, key, bytes.NewReader(data), int64(len(data)), contentType)
-}
-
 // Get returns the bytes of bucket/key, at most Config.MaxGet of them.
-func (s *Store) Get(ctx context.Context, bucket, key string) ([]byte, error) {
+func (s *store) Get(ctx context.Context, bucket, key string) ([]byte, error) {
 	obj, err := s.client.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
 	if err != nil {
 		return nil, classify("get", bucket, key, err)
@@ -154,7 +150,7 @@ func (s *Store) Get(ctx context.Context, bucket, key string) ([]byte, error) {
 }
 
 // Remove deletes bucket/key; a key already gone is not an error.
-func (s *Store) Remove(ctx context.Context, bucket, key string) error {
+func (s *store) Remove(ctx context.Context, bucket, key string) error {
 	if err := s.client.RemoveObject(ctx, bucket, key, minio.RemoveObjectOptions{}); err != nil {
 		return classify("remove", bucket, key, err)
 	}
@@ -164,7 +160,7 @@ func (s *Store) Remove(ctx context.Context, bucket, key string) error {
 // Walk calls fn with the key of every object of bucket last modified
 // before before, in key order, listing page by page (a bucket may hold
 // millions). It stops at the first error, fn's included.
-func (s *Store) Walk(ctx context.Context, bucket string, before time.Time, fn func(key string) error) error {
+func (s *store) Walk(ctx context.Context, bucket string, before time.Time, fn func(key string) error) error {
 	if err := s.EnsureBucket(ctx, bucket); err != nil {
 		return err
 	}
@@ -183,7 +179,7 @@ func (s *Store) Walk(ctx context.Context, bucket string, before time.Time, fn fu
 
 // URL returns a link that downloads bucket/key, as filename, without
 // credentials until ttl has passed; it names PublicEndpoint when set.
-func (s *Store) URL(ctx context.Context, bucket, key, filename string, ttl time.Duration) (*url.URL, error) {
+func (s *store) URL(ctx context.Context, bucket, key, filename string, ttl time.Duration) (*url.URL, error) {
 	signer, err := s.signer(ctx, bucket)
 	if err != nil {
 		return nil, err
@@ -203,7 +199,7 @@ func (s *Store) URL(ctx context.Context, bucket, key, filename string, ttl time.
 // is a client of its own, told the bucket's region (asked of the internal
 // endpoint, which the service can reach): without a region, minio-go would
 // ask the public endpoint, which the service may not reach.
-func (s *Store) signer(ctx context.Context, bucket string) (*minio.Client, error) {
+func (s *store) signer(ctx context.Context, bucket string) (*minio.Client, error) {
 	if s.cfg.PublicEndpoint == "" {
 		return s.client, nil
 	}

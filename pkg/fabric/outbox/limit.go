@@ -29,8 +29,8 @@ type Limit struct {
 	Limiter limiter
 }
 
-// ErrThrottled: an envelope is over a publish limit.
-var ErrThrottled = errors.New("over its publish limit")
+// errThrottled: an envelope is over a publish limit.
+var errThrottled = errors.New("over its publish limit")
 
 // ThrottledError names the limit an envelope is over. Enqueue returns it
 // marked transient (fabric.Transient): a consumer's handler that enqueues
@@ -42,10 +42,10 @@ type ThrottledError struct {
 }
 
 func (e *ThrottledError) Error() string {
-	return fmt.Sprintf("outbox: %s %s is %v; retry in %s", e.Limit, e.Key, ErrThrottled, e.RetryAfter.Round(time.Millisecond))
+	return fmt.Sprintf("outbox: %s %s is %v; retry in %s", e.Limit, e.Key, errThrottled, e.RetryAfter.Round(time.Millisecond))
 }
 
-func (e *ThrottledError) Unwrap() error { return ErrThrottled }
+func (e *ThrottledError) Unwrap() error { return errThrottled }
 
 // Throttled says how long until the limit admits the envelope.
 func (e *ThrottledError) Throttled() time.Duration { return e.RetryAfter }

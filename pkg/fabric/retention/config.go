@@ -80,19 +80,3 @@ func Age(getenv func(string) string, name string, def time.Duration) (time.Durat
 	}
 	return d, nil
 }
-
-// FabricTables are the fabric's own tables in every service schema, with
-// the ages of c. Outbox rows are measured on published_at, which is NULL
-// until the broker confirmed the row: a comparison with NULL is never
-// true, so an unpublished row is never deleted, however old.
-// inbox_security_event is not here on purpose: it is evidence of a forged
-// or corrupted event and stays until someone decides otherwise.
-func FabricTables(c Config) []Table {
-	return []Table{
-		{Name: "inbox_message", Column: "received_at", Age: c.Inbox},
-		{Name: "outbox_event", Column: "published_at", Age: c.Outbox},
-		{Name: "dlq_audit", Column: "at", Age: c.DLQAudit},
-		// Replay jobs are audit records too (their items go with them).
-		{Name: "replay_job", Column: "updated_at", Age: c.DLQAudit},
-	}
-}

@@ -147,7 +147,7 @@ func TestRunOnceDeletesExpiredRowsInBatches(t *testing.T) {
 	}
 	srv := httptest.NewServer(metricsH)
 	defer srv.Close()
-	tables := append(retention.FabricTables(retention.Config{Inbox: 720 * time.Hour, Outbox: 168 * time.Hour, DLQAudit: 8760 * time.Hour}),
+	tables := append(fabricTables(),
 		retention.Table{Name: "session_token", Column: "created_at", Age: 48 * time.Hour},
 		retention.Table{Name: "kept_forever", Column: "at", Age: 0})
 	r, err := retention.New(s.Pool, s.Name, tables, retention.Options{Batch: 3, Meter: mp.Meter("test")})
@@ -268,7 +268,7 @@ func TestTenantScopedTableAsNonOwnerUnderForcedRLS(t *testing.T) {
 	exec(t, s.Admin, inboxRows(2, "svc.a", "31 days")) // a fabric table without RLS, cleaned by the same role
 
 	idem := retention.Table{Name: "idem", Column: "created_at", Age: 48 * time.Hour}
-	tables := append(retention.FabricTables(retention.Config{Inbox: 720 * time.Hour, Outbox: 168 * time.Hour, DLQAudit: 8760 * time.Hour}), idem)
+	tables := append(fabricTables(), idem)
 	for _, tc := range []struct {
 		name         string
 		tenantScoped bool
@@ -313,7 +313,7 @@ func TestTenantScopedTableAsNonOwnerUnderForcedRLS(t *testing.T) {
 func TestRunStopsWithItsContext(t *testing.T) {
 	s := fabrictest.NewSchema(t, env)
 	exec(t, s.Pool, inboxRows(3, "svc.a", "31 days"))
-	r, err := retention.New(s.Pool, s.Name, retention.FabricTables(retention.Config{Inbox: 720 * time.Hour}),
+	r, err := retention.New(s.Pool, s.Name, []retention.Table{{Name: "inbox_message", Column: "received_at", Age: 720 * time.Hour}},
 		retention.Options{Interval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -332,5 +332,16 @@ func TestRunStopsWithItsContext(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after its context ended")
+	}
+}
+
+// fabricTables are the fabric's tables as the host registers them, with
+// the default ages (an unpublished outbox row has no published_at).
+func fabricTables() []retention.Table {
+	return []retention.Table{
+		{Name: "inbox_message", Column: "received_at", Age: 720 * time.Hour},
+		{Name: "outbox_event", Column: "published_at", Age: 168 * time.Hour},
+		{Name: "dlq_audit", Column: "at", Age: 8760 * time.Hour},
+		{Name: "replay_job", Column: "updated_at", Age: 8760 * time.Hour},
 	}
 }

@@ -37,7 +37,7 @@ type Embedder interface {
 	Name() string
 }
 
-// TextSource reads extracted text (*objstore.Store is one): a missing
+// TextSource reads extracted text (objstore.New's store is one): a missing
 // object is of fabric.ErrNotFound's kind, a store that is down a transient
 // failure.
 type TextSource interface {

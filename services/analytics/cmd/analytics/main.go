@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric/host"
+	"github.com/agora-platform/agora/pkg/fabric/objstore"
 	"github.com/agora-platform/agora/services/analytics/internal/httpapi"
 	"github.com/agora-platform/agora/services/analytics/internal/messaging"
 	"github.com/agora-platform/agora/services/analytics/internal/postgres"
-	"github.com/agora-platform/agora/services/analytics/internal/s3"
 	"github.com/agora-platform/agora/services/analytics/migrations"
 )
 
@@ -85,23 +85,23 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		return err
 	}
 	defer h.Close() // Serve closes it too; Close is idempotent
-	objects, err := s3.New(s3.Config{Endpoint: cfg.host.S3Endpoint, AccessKey: cfg.host.S3AccessKey,
-		SecretKey: cfg.host.S3SecretKey, Bucket: cfg.reportsBucket, PublicEndpoint: cfg.reportsPublicEndpoint})
+	objects, err := objstore.New(objstore.Config{Endpoint: cfg.host.S3Endpoint, AccessKey: cfg.host.S3AccessKey,
+		SecretKey: cfg.host.S3SecretKey, PublicEndpoint: cfg.reportsPublicEndpoint})
 	if err != nil {
 		return err
 	}
 	// The bucket is made at start when the store is up; when it is not, the
 	// projection still runs and the first export makes it.
 	bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	if err := objects.EnsureBucket(bctx); err != nil {
+	if err := objects.EnsureBucket(bctx, cfg.reportsBucket); err != nil {
 		h.Log.Warn("reports bucket not ready; exports will create it", "bucket", cfg.reportsBucket, "err", err)
 	}
 	cancel()
 	store := postgres.New(h.Pool, h.Outbox)
-	if err := messaging.Attach(h, messaging.Deps{Store: store, Objects: objects, FoldInterval: cfg.foldInterval,
+	if err := messaging.Attach(h, messaging.Deps{Store: store, Objects: objects, Bucket: cfg.reportsBucket, FoldInterval: cfg.foldInterval,
 		ExportPageRows: cfg.reportsPageRows, ExportWorkers: cfg.reportsWorkers, Log: h.Log}); err != nil {
 		return err
 	}
 	return h.Serve(ctx, httpapi.NewHandler(httpapi.Deps{Auth: h.Verifier, Reports: store, Exports: store,
-		Links: objects, LinkTTL: cfg.reportsURLTTL, Log: h.Log}), nil)
+		Links: objects, Bucket: cfg.reportsBucket, LinkTTL: cfg.reportsURLTTL, Log: h.Log}), nil)
 }

@@ -177,7 +177,7 @@ type fakeObjects struct {
 	fail error
 }
 
-func (o *fakeObjects) Put(_ context.Context, key string, body io.Reader, _ string) error {
+func (o *fakeObjects) Put(_ context.Context, _, key string, body io.Reader, _ int64, _ string) error {
 	if o.fail != nil {
 		_, _ = io.CopyN(io.Discard, body, 10)
 		return o.fail
@@ -216,7 +216,7 @@ func TestRunWritesTheFileAndProgress(t *testing.T) {
 		t.Run(string(format), func(t *testing.T) {
 			st := &fakeStore{e: queued(format), exists: true, rows: rowsOf(25)}
 			objs := &fakeObjects{}
-			r := NewRunner(st, objs, 10, 4, slog.New(slog.DiscardHandler))
+			r := NewRunner(st, objs, "reports", 10, 4, slog.New(slog.DiscardHandler))
 			if err := r.Run(context.Background(), "org-a", payloadOf(st.e)); err != nil {
 				t.Fatal(err)
 			}
@@ -243,7 +243,7 @@ func TestRunWritesTheFileAndProgress(t *testing.T) {
 func TestRunEmptyRange(t *testing.T) {
 	st := &fakeStore{e: queued(CSV), exists: true}
 	objs := &fakeObjects{}
-	if err := NewRunner(st, objs, 10, 4, slog.New(slog.DiscardHandler)).Run(context.Background(), "org-a", payloadOf(st.e)); err != nil {
+	if err := NewRunner(st, objs, "reports", 10, 4, slog.New(slog.DiscardHandler)).Run(context.Background(), "org-a", payloadOf(st.e)); err != nil {
 		t.Fatal(err)
 	}
 	if got := string(objs.puts[st.e.ObjectKey]); got != "day,service_id,channel,status,count\n" {
@@ -330,7 +330,7 @@ func TestRunOutcomes(t *testing.T) {
 			}
 			done := make(chan error, 1)
 			go func() {
-				done <- NewRunner(st, objs, 10, 4, slog.New(slog.DiscardHandler)).Run(context.Background(), "org-a", payload)
+				done <- NewRunner(st, objs, "reports", 10, 4, slog.New(slog.DiscardHandler)).Run(context.Background(), "org-a", payload)
 			}()
 			var err error
 			select {

@@ -45,15 +45,17 @@ type Snapshot interface {
 
 // Objects stores export files.
 type Objects interface {
-	// Put streams body to key, replacing any object there, and returns
-	// once the store has the whole object (or the error).
-	Put(ctx context.Context, key string, body io.Reader, contentType string) error
+	// Put streams body (size -1: unknown) to bucket/key, replacing any
+	// object there, and returns once the store has the whole object (or
+	// the error). objstore.New's store is one.
+	Put(ctx context.Context, bucket, key string, body io.Reader, size int64, contentType string) error
 }
 
 // Runner carries out export jobs.
 type Runner struct {
 	store       Store
 	objects     Objects
+	bucket      string
 	pageRows    int
 	maxAttempts int
 	log         *slog.Logger
@@ -65,8 +67,8 @@ type Runner struct {
 // plus one): the attempt that reaches it marks the export failed, since the
 // job then goes to the dead-letter queue, from which report.export.v1 is
 // not replayable.
-func NewRunner(store Store, objects Objects, pageRows, maxAttempts int, log *slog.Logger) *Runner {
-	return &Runner{store: store, objects: objects, pageRows: max(pageRows, 1), maxAttempts: max(maxAttempts, 1), log: log}
+func NewRunner(store Store, objects Objects, bucket string, pageRows, maxAttempts int, log *slog.Logger) *Runner {
+	return &Runner{store: store, objects: objects, bucket: bucket, pageRows: max(pageRows, 1), maxAttempts: max(maxAttempts, 1), log: log}
 }
 
 // Run carries out the job in payload for tenantID. It returns nil when the
@@ -141,7 +143,7 @@ func (r *Runner) write(ctx context.Context, e Export) (int64, error) {
 		pr, pw := io.Pipe()
 		uploaded := make(chan error, 1)
 		go func() {
-			err := r.objects.Put(ctx, ObjectKey(e.TenantID, e.ID, e.Format), pr, e.Format.ContentType())
+			err := r.objects.Put(ctx, r.bucket, ObjectKey(e.TenantID, e.ID, e.Format), pr, -1, e.Format.ContentType())
 			// An upload that stopped reading must not leave the encoder
 			// blocked on the pipe.
 			pr.CloseWithError(errors.Join(err, errUploadEnded))

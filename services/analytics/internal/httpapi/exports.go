@@ -26,7 +26,7 @@ type Exports interface {
 
 // Links signs download links of export files.
 type Links interface {
-	URL(ctx context.Context, key, filename string, ttl time.Duration) (*url.URL, error)
+	URL(ctx context.Context, bucket, key, filename string, ttl time.Duration) (*url.URL, error)
 }
 
 // maxExportBody bounds a request body: three short strings.
@@ -104,7 +104,7 @@ func handleGetExport(d Deps) http.HandlerFunc {
 		v := view(e)
 		if e.Status == export.StatusDone {
 			expires := time.Now().Add(d.LinkTTL).UTC().Truncate(time.Second)
-			u, err := d.Links.URL(r.Context(), e.ObjectKey, e.FileName(), d.LinkTTL)
+			u, err := d.Links.URL(r.Context(), d.Bucket, e.ObjectKey, e.FileName(), d.LinkTTL)
 			if err != nil {
 				// Signing asks the store for the bucket's region once: a
 				// store that is down makes this a retryable 503.

@@ -33,6 +33,7 @@ type Deps struct {
 	Reports Reports
 	Exports Exports
 	Links   Links
+	Bucket  string        // the bucket of the export files
 	LinkTTL time.Duration // how long a download link works
 	Log     *slog.Logger
 }

@@ -51,6 +51,7 @@ type Store interface {
 type Deps struct {
 	Store   Store
 	Objects export.Objects // where export files go
+	Bucket  string         // in this bucket
 	// FoldInterval is how often counter deltas are folded.
 	FoldInterval time.Duration
 	// ExportPageRows is how many rows an export reads at a time (its
@@ -79,7 +80,7 @@ func Attach(h Host, d Deps) error {
 	if err != nil {
 		return fmt.Errorf("messaging: %w", err)
 	}
-	runner := export.NewRunner(d.Store, d.Objects, d.ExportPageRows, attempts, d.Log)
+	runner := export.NewRunner(d.Store, d.Objects, d.Bucket, d.ExportPageRows, attempts, d.Log)
 	if err := h.Consume(exportQueue, exportJobs(runner),
 		fabric.ConsumerOptions{Prefetch: d.ExportWorkers, Concurrency: d.ExportWorkers}); err != nil {
 		return fmt.Errorf("messaging: %w", err)

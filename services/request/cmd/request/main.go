@@ -15,13 +15,13 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric/gateway"
 	"github.com/agora-platform/agora/pkg/fabric/host"
+	"github.com/agora-platform/agora/pkg/fabric/objstore"
 	"github.com/agora-platform/agora/pkg/fabric/ratelimit"
 	"github.com/agora-platform/agora/pkg/fabric/retention"
 	"github.com/agora-platform/agora/services/request/internal/httpapi"
 	"github.com/agora-platform/agora/services/request/internal/messaging"
 	"github.com/agora-platform/agora/services/request/internal/postgres"
 	"github.com/agora-platform/agora/services/request/internal/request"
-	"github.com/agora-platform/agora/services/request/internal/s3"
 	"github.com/agora-platform/agora/services/request/migrations"
 )
 
@@ -108,10 +108,12 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 	// Before host.New: a store that cannot be reached fails the start-up
 	// before any connection is opened.
-	blobs, err := s3.Open(ctx, s3.Config{Endpoint: cfg.S3Endpoint, AccessKey: cfg.S3AccessKey,
-		SecretKey: cfg.S3SecretKey, Bucket: cfg.DocumentsBucket})
+	blobs, err := objstore.New(objstore.Config{Endpoint: cfg.S3Endpoint, AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey})
 	if err != nil {
 		return err
+	}
+	if err := blobs.EnsureBucket(ctx, cfg.DocumentsBucket); err != nil {
+		return fmt.Errorf("object store %s: %w", cfg.S3Endpoint, err)
 	}
 	h, err := host.New(ctx, cfg.Config, host.Options{
 		Migrations: migrations.FS(), NeedsAuth: true, Relay: true,

@@ -446,7 +446,7 @@ func (s *testService) view(t *testing.T, tenant, id string) requestView {
 
 func TestWorkflowEventsKeepStatusCurrent(t *testing.T) {
 	s := start(t, nil)
-	obs := fabrictest.Observe(t, s.Conn, "request.Status-changed.v1")
+	obs := fabrictest.Observe(t, s.Conn, "request.status-changed.v1")
 	tests := []struct {
 		outcome string
 		want    string
@@ -463,7 +463,7 @@ func TestWorkflowEventsKeepStatusCurrent(t *testing.T) {
 				return s.view(t, "org-a", rc.ID).Status == "in_progress"
 			})
 			changed := obs.Next(t, "status-changed to in_progress", func(e envelope.Envelope) bool {
-				return ofType("request.Status-changed.v1", rc.ID)(e) && strings.Contains(string(e.Payload), `"in_progress"`)
+				return ofType("request.status-changed.v1", rc.ID)(e) && strings.Contains(string(e.Payload), `"in_progress"`)
 			})
 			if changed.CausationID != started.ID || changed.CorrelationID != started.CorrelationID {
 				t.Errorf("status-changed causation %s correlation %s, want %s %s", changed.CausationID, changed.CorrelationID, started.ID, started.CorrelationID)
@@ -486,7 +486,7 @@ func TestWorkflowEventsKeepStatusCurrent(t *testing.T) {
 			s.publish(t, "org-a", "workflow.process-started.v1",
 				map[string]any{"processId": processID, "requestId": rc.ID, "definitionId": "standard-review"})
 			obs.Next(t, "status-changed to "+tc.want, func(e envelope.Envelope) bool {
-				return ofType("request.Status-changed.v1", rc.ID)(e) && strings.Contains(string(e.Payload), `"`+tc.want+`"`)
+				return ofType("request.status-changed.v1", rc.ID)(e) && strings.Contains(string(e.Payload), `"`+tc.want+`"`)
 			})
 			// The marker: another request's process-started, behind the
 			// late one on the same queue. The consumer runs several handlers
@@ -506,11 +506,11 @@ func TestWorkflowEventsKeepStatusCurrent(t *testing.T) {
 				map[string]string{"consumer": "request.workflow-events"}, float64(queued))
 			fabrictest.WaitCounter(t, 15*time.Second, s.url+"/metrics", "fabric_consumer_processed_total",
 				map[string]string{"consumer": "request.workflow-events.priority"}, float64(alerts))
-			fabrictest.WaitOutboxPublished(t, s.Pool, "request.Status-changed.v1", "")
+			fabrictest.WaitOutboxPublished(t, s.Pool, "request.status-changed.v1", "")
 			if got := s.view(t, "org-a", rc.ID).Status; got != tc.want {
 				t.Errorf("status after a late process-started = %s, want %s", got, tc.want)
 			}
-			if n := len(obs.Matching(t, ofType("request.Status-changed.v1", rc.ID))); n != 2 {
+			if n := len(obs.Matching(t, ofType("request.status-changed.v1", rc.ID))); n != 2 {
 				t.Errorf("%d status-changed events, want 2 (in_progress, %s)", n, tc.want)
 			}
 		})

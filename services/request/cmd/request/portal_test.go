@@ -127,7 +127,7 @@ func TestListRequests(t *testing.T) {
 // change travel together, the second caused by the first.
 func TestCancelRequest(t *testing.T) {
 	s := start(t, nil)
-	obs := fabrictest.Observe(t, s.Conn, "request.cancelled.v1", "request.Status-changed.v1")
+	obs := fabrictest.Observe(t, s.Conn, "request.cancelled.v1", "request.status-changed.v1")
 	maria := s.Token(t, "org-a", "citizen-maria", "citizen")
 	cancel := func(token, id, body string) deploytest.Response {
 		t.Helper()
@@ -173,7 +173,7 @@ func TestCancelRequest(t *testing.T) {
 	if err := json.Unmarshal(cancelled.Payload, &p); err != nil || p.PreviousStatus != "submitted" || p.CancelledBy != "citizen-maria" || p.Reason != "submitted by mistake" {
 		t.Errorf("request.cancelled.v1 payload = %s (%v), want previousStatus submitted by citizen-maria with the reason", cancelled.Payload, err)
 	}
-	changed := obs.Next(t, "request.Status-changed.v1 to cancelled", ofType("request.Status-changed.v1", rc.ID))
+	changed := obs.Next(t, "request.status-changed.v1 to cancelled", ofType("request.status-changed.v1", rc.ID))
 	if changed.CausationID != cancelled.ID || changed.CorrelationID != cancelled.CorrelationID {
 		t.Errorf("status change caused by %s in %s, want caused by the cancellation %s in %s",
 			changed.CausationID, changed.CorrelationID, cancelled.ID, cancelled.CorrelationID)
@@ -181,7 +181,7 @@ func TestCancelRequest(t *testing.T) {
 	// Exactly one cancellation was ever enqueued: the retry changed nothing.
 	var n int
 	if err := s.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox_event
-		WHERE event_type IN ('request.cancelled.v1', 'request.Status-changed.v1') AND payload->>'requestId' = $1`, rc.ID).Scan(&n); err != nil {
+		WHERE event_type IN ('request.cancelled.v1', 'request.status-changed.v1') AND payload->>'requestId' = $1`, rc.ID).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 2 {
@@ -252,10 +252,10 @@ func TestTimeline(t *testing.T) {
 	want := []entry{
 		{"request.submitted.v1", "submitted", true},
 		{"workflow.process-started.v1", "", false},
-		{"request.Status-changed.v1", "in_progress", true},
+		{"request.status-changed.v1", "in_progress", true},
 		{"workflow.task-completed.v1", "", false},
 		{"workflow.process-completed.v1", "", false},
-		{"request.Status-changed.v1", "completed", true},
+		{"request.status-changed.v1", "completed", true},
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("staff timeline = %+v, want %+v", got, want)

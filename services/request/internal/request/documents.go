@@ -25,11 +25,12 @@ type DocumentStore interface {
 	AddDocument(ctx context.Context, a Actor, r Request, d Document) error
 }
 
-// Blobs stores objects in the documents bucket.
+// Blobs stores objects (objstore.New's store is one).
 type Blobs interface {
-	// Put streams body to key; it returns body's read error if any.
-	Put(ctx context.Context, key string, body io.Reader, contentType string) error
-	Remove(ctx context.Context, key string) error
+	// Put streams body (size -1: unknown) to bucket/key; it returns body's
+	// read error if any.
+	Put(ctx context.Context, bucket, key string, body io.Reader, size int64, contentType string) error
+	Remove(ctx context.Context, bucket, key string) error
 }
 
 // Documents attaches files to requests: bytes to object storage, the
@@ -78,7 +79,7 @@ func (s *Documents) Upload(ctx context.Context, a Actor, requestID string, u Upl
 		UploadedBy:  a.Subject,
 	}
 	cr := &countingReader{r: u.Body, h: sha256.New(), max: u.MaxSize}
-	if err := s.blobs.Put(ctx, d.ObjectKey, cr, d.ContentType); err != nil {
+	if err := s.blobs.Put(ctx, s.bucket, d.ObjectKey, cr, -1, d.ContentType); err != nil {
 		if cr.exceeded {
 			return Document{}, ErrTooLarge
 		}
@@ -87,7 +88,7 @@ func (s *Documents) Upload(ctx context.Context, a Actor, requestID string, u Upl
 	d.Size, d.SHA256, d.UploadedAt = cr.n, hex.EncodeToString(cr.h.Sum(nil)), s.now().UTC()
 	if err := s.store.AddDocument(ctx, a, r, d); err != nil {
 		// The row was not committed: the object would be an orphan.
-		if rmErr := s.blobs.Remove(context.WithoutCancel(ctx), d.ObjectKey); rmErr != nil {
+		if rmErr := s.blobs.Remove(context.WithoutCancel(ctx), s.bucket, d.ObjectKey); rmErr != nil {
 			err = errors.Join(err, fmt.Errorf("remove orphan object %s: %w", d.ObjectKey, rmErr))
 		}
 		return Document{}, fmt.Errorf("record document %s: %w", d.ID, err)
