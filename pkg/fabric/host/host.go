@@ -564,7 +564,7 @@ func (h *host) ConsumeTx(queue string, handler fabric.TxHandler, opts fabric.Con
 		h.simulatable[queue] = handler
 	}
 	return h.addConsumer(queue, opts, func(spec topology.Consumer, opts fabric.ConsumerOptions) (*broker.Consumer, error) {
-		return broker.NewConsumer(h.Conn, h.Pub, h.Reg, spec, h.Inbox(queue).BatchHandler(handler), opts)
+		return broker.NewConsumer(h.Conn, h.Pub, h.Reg, spec, h.inbox(queue).BatchHandler(handler), opts)
 	})
 }
 
@@ -590,8 +590,8 @@ func (h *host) Go(name string, run func(ctx context.Context) error) {
 	h.workers = append(h.workers, worker{name: name, run: run})
 }
 
-// Inbox returns the inbox of queue in the service's schema.
-func (h *host) Inbox(queue string) *inbox.Inbox {
+// inbox returns the inbox of queue in the service's schema.
+func (h *host) inbox(queue string) *inbox.Inbox {
 	return inbox.New(h.Pool, h.Cfg.Schema, queue, inbox.Options{Metrics: h.Metrics, Logger: h.Log})
 }
 
