@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric/host"
+	"github.com/agora-platform/agora/pkg/fabric/objstore"
 	"github.com/agora-platform/agora/services/document-worker/internal/document"
 	"github.com/agora-platform/agora/services/document-worker/internal/httpapi"
 	"github.com/agora-platform/agora/services/document-worker/internal/messaging"
 	"github.com/agora-platform/agora/services/document-worker/internal/ocr"
 	"github.com/agora-platform/agora/services/document-worker/internal/postgres"
-	"github.com/agora-platform/agora/services/document-worker/internal/s3"
 	"github.com/agora-platform/agora/services/document-worker/migrations"
 )
 
@@ -76,7 +76,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	defer h.Close() // Serve closes it too; Close is idempotent
-	objects, err := s3.New(cfg.host.S3Endpoint, cfg.host.S3AccessKey, cfg.host.S3SecretKey, false)
+	objects, err := objstore.New(objstore.Config{Endpoint: cfg.host.S3Endpoint, AccessKey: cfg.host.S3AccessKey, SecretKey: cfg.host.S3SecretKey})
 	if err != nil {
 		return err
 	}

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -21,10 +23,10 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/pkg/fabric/objstore"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 	"github.com/agora-platform/agora/services/document-worker/doctest"
 	"github.com/agora-platform/agora/services/document-worker/internal/document"
-	"github.com/agora-platform/agora/services/document-worker/internal/s3"
 )
 
 // stack is the document worker on the shared test stack
@@ -33,8 +35,12 @@ import (
 type stack struct {
 	*deploytest.Stack
 	t       testing.TB
-	objects *s3.Store
-	bucket  string
+	objects interface {
+		EnsureBucket(ctx context.Context, bucket string) error
+		Put(ctx context.Context, bucket, key string, body io.Reader, size int64, contentType string) error
+		Get(ctx context.Context, bucket, key string) ([]byte, error)
+	}
+	bucket string
 	// events sees document.processed.v1 and document.validated.v1, in
 	// arrival order, and commands ai.knowledge.index.v1, once the first
 	// instance has declared the exchanges.
@@ -47,7 +53,7 @@ func newStack(t testing.TB) *stack {
 	t.Helper()
 	s := &stack{Stack: deploytest.NewStack(t, "document-worker"), t: t, bucket: "documents"}
 	var err error
-	if s.objects, err = s3.New(s.Vars["S3_ENDPOINT"], s.Vars["S3_ACCESS_KEY"], s.Vars["S3_SECRET_KEY"], false); err != nil {
+	if s.objects, err = objstore.New(objstore.Config{Endpoint: s.Vars["S3_ENDPOINT"], AccessKey: s.Vars["S3_ACCESS_KEY"], SecretKey: s.Vars["S3_SECRET_KEY"]}); err != nil {
 		t.Fatal(err)
 	}
 	// The request service makes the bucket; here the test does (an
@@ -180,7 +186,7 @@ func (s *stack) upload(u upload) string {
 		keyTenant = u.keyTenant
 	}
 	key := fmt.Sprintf("tenant=%s/requests/%s/documents/%s/%s", keyTenant, reqID, docID, u.name)
-	if err := s.objects.Put(ctx, s.bucket, key, u.contentType, u.data); err != nil {
+	if err := s.objects.Put(ctx, s.bucket, key, bytes.NewReader(u.data), int64(len(u.data)), u.contentType); err != nil {
 		s.t.Fatalf("put %s: %v", key, err)
 	}
 	sum := sha256.Sum256(u.data)
@@ -485,7 +491,7 @@ func TestDocumentWorkerRetriesWhenDependenciesAreDown(t *testing.T) {
 	}{
 		{"ocr engine missing", map[string]string{"TESSERACT_BIN": "/nonexistent/tesseract"}, "dependency unavailable"},
 		{"ocr engine times out", map[string]string{"TESSERACT_BIN": hang, "OCR_TIMEOUT": "300ms"}, "no result within 300ms"},
-		{"object storage unreachable", map[string]string{"S3_ENDPOINT": "127.0.0.1:1"}, "dependency unavailable"},
+		{"object storage unreachable", map[string]string{"S3_ENDPOINT": "127.0.0.1:1"}, "connection refused"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -103,11 +104,12 @@ const (
 )
 
 // ObjectStore reads and writes objects.
+// objstore.New's store is one: a missing object is of fabric.ErrNotFound's
+// kind, a store that is down a transient failure.
 type ObjectStore interface {
-	// Get returns the object's bytes; ErrNotFound or ErrUnavailable.
 	Get(ctx context.Context, bucket, key string) ([]byte, error)
-	// Put stores data; ErrUnavailable.
-	Put(ctx context.Context, bucket, key, contentType string, data []byte) error
+	// Put stores size bytes of body.
+	Put(ctx context.Context, bucket, key string, body io.Reader, size int64, contentType string) error
 }
 
 // Extractor turns a file of a known kind into text.
@@ -176,7 +178,7 @@ func (p *Processor) Process(ctx context.Context, tenantID string, u Uploaded) (R
 	}
 	text := strings.TrimSpace(ex.Text)
 	key := TextKey(tenantID, u.DocumentID)
-	if err := p.store.Put(ctx, p.bucket, key, "text/plain; charset=utf-8", []byte(text)); err != nil {
+	if err := p.store.Put(ctx, p.bucket, key, strings.NewReader(text), int64(len(text)), "text/plain; charset=utf-8"); err != nil {
 		return Result{}, fmt.Errorf("document %s: store text: %w", u.DocumentID, err)
 	}
 	return Result{

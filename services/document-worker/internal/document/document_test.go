@@ -3,6 +3,7 @@ package document_test
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -80,9 +81,10 @@ func (m memStore) Get(_ context.Context, bucket, key string) ([]byte, error) {
 	return b, nil
 }
 
-func (m memStore) Put(_ context.Context, bucket, key, _ string, data []byte) error {
+func (m memStore) Put(_ context.Context, bucket, key string, body io.Reader, _ int64, _ string) error {
+	data, err := io.ReadAll(body)
 	m[bucket+"/"+key] = data
-	return nil
+	return err
 }
 
 type plainExtractor struct{}
