@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric/host"
+	"github.com/agora-platform/agora/pkg/fabric/objstore"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/history"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/httpapi"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/messaging"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/postgres"
-	"github.com/agora-platform/agora/services/datalake-ingestion/internal/s3"
 	"github.com/agora-platform/agora/services/datalake-ingestion/migrations"
 )
 
@@ -76,13 +76,13 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		return err
 	}
 	defer h.Close() // Serve closes it too; Close is idempotent
-	objects, err := s3.New(s3.Config{Endpoint: cfg.host.S3Endpoint, AccessKey: cfg.host.S3AccessKey,
-		SecretKey: cfg.host.S3SecretKey, Bucket: cfg.bucket})
+	objects, err := objstore.New(objstore.Config{Endpoint: cfg.host.S3Endpoint, AccessKey: cfg.host.S3AccessKey,
+		SecretKey: cfg.host.S3SecretKey})
 	if err != nil {
 		return err
 	}
 	store := postgres.New(h.Pool)
-	if err := messaging.Attach(h, messaging.Deps{Lake: objects, Store: store,
+	if err := messaging.Attach(h, messaging.Deps{Lake: objects, Bucket: cfg.bucket, Store: store,
 		BatchSize: cfg.batchSize, BatchAge: cfg.batchAge, FlushTimeout: cfg.flushTimeout,
 		OrphanGrace: cfg.orphanGrace, OrphanSweep: cfg.orphanSweep, Meter: h.Metrics.Meter, Log: h.Log}); err != nil {
 		return err

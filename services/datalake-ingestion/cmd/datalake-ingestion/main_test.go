@@ -23,9 +23,9 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/pkg/fabric/objstore"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/messaging"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/postgres"
-	"github.com/agora-platform/agora/services/datalake-ingestion/internal/s3"
 )
 
 // lakeRow is the reader's view of a lake file, declared here so the test
@@ -358,12 +358,12 @@ func TestKeepsWhatANewerProducerAdded(t *testing.T) {
 func TestOverlappingBatchesWriteEachEventOnce(t *testing.T) {
 	s := startStack(t, nil)
 	ctx := context.Background()
-	objects, err := s3.New(s3.Config{Endpoint: s.Vars["S3_ENDPOINT"], AccessKey: s.Vars["S3_ACCESS_KEY"],
-		SecretKey: s.Vars["S3_SECRET_KEY"], Bucket: s.bucket})
+	objects, err := objstore.New(objstore.Config{Endpoint: s.Vars["S3_ENDPOINT"], AccessKey: s.Vars["S3_ACCESS_KEY"],
+		SecretKey: s.Vars["S3_SECRET_KEY"]})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := messaging.NewWriter(objects, postgres.New(s.Pool), slog.New(slog.DiscardHandler))
+	w := messaging.NewWriter(objects, s.bucket, postgres.New(s.Pool), slog.New(slog.DiscardHandler))
 	var events []envelope.Envelope
 	for i := range 6 {
 		e, err := envelope.New("request.submitted.v1", []string{"org-a", "org-b"}[i%2], "request-service", map[string]any{

@@ -20,7 +20,7 @@ type Index interface {
 	History(ctx context.Context, tenantID string, q postgres.HistoryQuery) ([]postgres.Located, error)
 }
 
-// Objects reads lake files; *s3.Store is one.
+// Objects reads lake files; objstore.New's store is one.
 type Objects interface {
 	Get(ctx context.Context, bucket, key string) ([]byte, error)
 }

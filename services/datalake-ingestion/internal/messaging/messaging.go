@@ -5,8 +5,10 @@
 package messaging
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -35,7 +37,7 @@ type Host interface {
 }
 
 // Lake is the object store the lake's files are written to and swept
-// from; *s3.Store is one.
+// from; objstore.New's store is one.
 type Lake interface {
 	Objects
 	Listing
@@ -50,8 +52,9 @@ type Store interface {
 
 // Deps are the handlers' dependencies.
 type Deps struct {
-	Lake  Lake
-	Store Store
+	Lake   Lake
+	Bucket string // the lake's bucket
+	Store  Store
 	// A batch is flushed once BatchSize events wait or the oldest has
 	// waited BatchAge; FlushTimeout bounds each flush.
 	BatchSize              int
@@ -66,7 +69,7 @@ type Deps struct {
 // Attach registers the data lake's consumers on h, with the batcher their
 // handlers wait on and the sweep of orphaned files.
 func Attach(h Host, d Deps) error {
-	sw, err := newSweeper(d.Lake, d.Store, d.OrphanGrace, d.Meter, d.Log)
+	sw, err := newSweeper(d.Lake, d.Bucket, d.Store, d.OrphanGrace, d.Meter, d.Log)
 	if err != nil {
 		return fmt.Errorf("messaging: %w", err)
 	}
@@ -74,7 +77,7 @@ func Attach(h Host, d Deps) error {
 	// The batcher stops with the consumers; a handler still finishing a
 	// delivery after that has its event written alone (batch.Batcher.Add),
 	// so no message fails because the service is stopping.
-	batcher := batch.New(d.BatchSize, d.BatchAge, d.FlushTimeout, NewWriter(d.Lake, d.Store, d.Log).Flush)
+	batcher := batch.New(d.BatchSize, d.BatchAge, d.FlushTimeout, NewWriter(d.Lake, d.Bucket, d.Store, d.Log).Flush)
 	h.Go("batcher", func(ctx context.Context) error {
 		batcher.Run(ctx)
 		return nil
@@ -95,9 +98,8 @@ const ParquetContentType = "application/vnd.apache.parquet"
 
 // Objects is where lake files go.
 type Objects interface {
-	Bucket() string
-	Put(ctx context.Context, key string, data []byte, contentType string) error
-	Remove(ctx context.Context, key string) error
+	Put(ctx context.Context, bucket, key string, body io.Reader, size int64, contentType string) error
+	Remove(ctx context.Context, bucket, key string) error
 }
 
 // Lineage records where events landed (postgres.Store.Ingest).
@@ -113,13 +115,14 @@ type Adder interface {
 // Writer writes batches.
 type Writer struct {
 	objects Objects
+	bucket  string
 	lineage Lineage
 	log     *slog.Logger
 }
 
 // NewWriter returns a Writer.
-func NewWriter(objects Objects, lineage Lineage, log *slog.Logger) *Writer {
-	return &Writer{objects: objects, lineage: lineage, log: log}
+func NewWriter(objects Objects, bucket string, lineage Lineage, log *slog.Logger) *Writer {
+	return &Writer{objects: objects, bucket: bucket, lineage: lineage, log: log}
 }
 
 // Flush writes envs as one batch, exactly once per event: the events are
@@ -146,12 +149,12 @@ func (w *Writer) Flush(ctx context.Context, envs []envelope.Envelope) error {
 	var written []string
 	undo := func() {
 		for _, k := range written {
-			if err := w.objects.Remove(context.WithoutCancel(ctx), k); err != nil {
+			if err := w.objects.Remove(context.WithoutCancel(ctx), w.bucket, k); err != nil {
 				w.log.Warn("could not remove the file of a failed batch; its rows have no lineage", "key", k, "err", err)
 			}
 		}
 	}
-	n, err := w.lineage.Ingest(ctx, batchID, w.objects.Bucket(), claims, func(fresh map[string]bool) ([]postgres.Lineage, error) {
+	n, err := w.lineage.Ingest(ctx, batchID, w.bucket, claims, func(fresh map[string]bool) ([]postgres.Lineage, error) {
 		var keep []lake.Row
 		for _, r := range rows {
 			if fresh[r.EventID] {
@@ -166,7 +169,7 @@ func (w *Writer) Flush(ctx context.Context, envs []envelope.Envelope) error {
 				return nil, err
 			}
 			key := g.Partition.ObjectKey(batchID)
-			if err := w.objects.Put(ctx, key, data, ParquetContentType); err != nil {
+			if err := w.objects.Put(ctx, w.bucket, key, bytes.NewReader(data), int64(len(data)), ParquetContentType); err != nil {
 				return nil, err
 			}
 			written = append(written, key)

@@ -14,8 +14,8 @@ import (
 
 // Listing walks the lake's files and removes one.
 type Listing interface {
-	Walk(ctx context.Context, before time.Time, fn func(key string) error) error
-	Remove(ctx context.Context, key string) error
+	Walk(ctx context.Context, bucket string, before time.Time, fn func(key string) error) error
+	Remove(ctx context.Context, bucket, key string) error
 }
 
 // Known tells whether committed lineage points at a file.
@@ -30,6 +30,7 @@ type Known interface {
 // the grace period are left alone: their flush may still be committing.
 type sweeper struct {
 	objects Listing
+	bucket  string
 	lineage Known
 	grace   time.Duration
 	log     *slog.Logger
@@ -37,7 +38,7 @@ type sweeper struct {
 }
 
 // newSweeper returns a sweeper; meter may be nil (no metric).
-func newSweeper(objects Listing, lineage Known, grace time.Duration, meter metric.Meter, log *slog.Logger) (*sweeper, error) {
+func newSweeper(objects Listing, bucket string, lineage Known, grace time.Duration, meter metric.Meter, log *slog.Logger) (*sweeper, error) {
 	if meter == nil {
 		meter = noop.NewMeterProvider().Meter("")
 	}
@@ -46,7 +47,7 @@ func newSweeper(objects Listing, lineage Known, grace time.Duration, meter metri
 	if err != nil {
 		return nil, fmt.Errorf("orphan sweep metric: %w", err)
 	}
-	return &sweeper{objects: objects, lineage: lineage, grace: grace, log: log, removed: removed}, nil
+	return &sweeper{objects: objects, bucket: bucket, lineage: lineage, grace: grace, log: log, removed: removed}, nil
 }
 
 // Sweep makes one pass over the files older than the grace period and
@@ -54,7 +55,7 @@ func newSweeper(objects Listing, lineage Known, grace time.Duration, meter metri
 // alone: the bucket may hold other things.
 func (s *sweeper) Sweep(ctx context.Context) (int, error) {
 	removed := 0
-	err := s.objects.Walk(ctx, time.Now().Add(-s.grace), func(key string) error {
+	err := s.objects.Walk(ctx, s.bucket, time.Now().Add(-s.grace), func(key string) error {
 		tenantID, batchID, ok := lake.ParseObjectKey(key)
 		if !ok {
 			return nil
@@ -63,7 +64,7 @@ func (s *sweeper) Sweep(ctx context.Context) (int, error) {
 		if err != nil || known {
 			return err
 		}
-		if err := s.objects.Remove(ctx, key); err != nil {
+		if err := s.objects.Remove(ctx, s.bucket, key); err != nil {
 			return err
 		}
 		removed++
