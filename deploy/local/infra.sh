@@ -6,7 +6,8 @@
 #   bash deploy/local/infra.sh stop     # stop what this script started (MinIO only)
 #
 # Components: RabbitMQ (+ management plugin), PostgreSQL 15 (+ pgvector built
-# from Debian trixie's source package), MinIO (go install, pinned), Tesseract OCR
+# from Debian trixie's source package: no Debian suite packages it for PostgreSQL 15),
+# MinIO (go install, pinned; compiled in the background while the other steps run), Tesseract OCR
 # (por, eng) and poppler-utils; a container engine for compose (deploy/local/docker.sh:
 # Debian's docker.io, dockerd, the compose plugin). Debian bookworm, run as root; the
 # platform itself runs without Docker. See deploy/local/README.md.
@@ -31,8 +32,9 @@ MINIO_LOG="$LOG_DIR/minio.log"
 # Override with S3_ACCESS_KEY / S3_SECRET_KEY.
 S3_ACCESS_KEY="${S3_ACCESS_KEY:-agora-dev}"
 S3_SECRET_KEY="${S3_SECRET_KEY:-agora-dev-secret}"
-# go install parallelism (-p) for the MinIO build; 1 keeps one core free on a 2-core box.
-INFRA_GO_BUILD_P="${INFRA_GO_BUILD_P:-1}"
+# go install parallelism (-p) for the MinIO build: every core by default (it runs at nice 10,
+# in the background while the other steps wait on apt and the network); 1 leaves a core free.
+INFRA_GO_BUILD_P="${INFRA_GO_BUILD_P:-$(nproc)}"
 
 PG_MAJOR=15
 PG_CONFIG="/usr/lib/postgresql/$PG_MAJOR/bin/pg_config"
@@ -244,26 +246,53 @@ build_pgvector() {
   [[ -f "$VECTOR_CONTROL" ]] || die "make install did not produce $VECTOR_CONTROL"
 }
 
+# MinIO has no Debian package and no release binary can be fetched here: it is compiled from
+# its module (pinned), the one large build of this script. It starts first, in the background,
+# and compiles while the other steps wait on apt and the network; do_minio waits for it.
+MINIO_BUILD_PID=""
+MINIO_BUILD_T0=0
+minio_build_start() {
+  local bin built
+  command -v go >/dev/null || die "go not found in PATH (needed to build MinIO)"
+  bin=$(minio_bin)
+  built=$(minio_built_version)
+  [[ "$built" == "$MINIO_VERSION" ]] && return 0
+  step "MinIO: go install $MINIO_MODULE@$MINIO_VERSION in the background (-p $INFRA_GO_BUILD_P, log $LOG_DIR/minio-build.log)"
+  [[ -n "$built" ]] && info "found $built, want $MINIO_VERSION: rebuilding"
+  MINIO_BUILD_T0=$SECONDS
+  # -s -w: no symbol table or DWARF, a shorter link; `go version -m` still reads the version.
+  (trap - ERR; run_logged minio-build env CGO_ENABLED=0 GOTOOLCHAIN=local GOBIN="$(dirname "$bin")" \
+    GOFLAGS="${GOFLAGS:-} -p=$INFRA_GO_BUILD_P" \
+    nice -n 10 go install -ldflags="-s -w" "$MINIO_MODULE@$MINIO_VERSION") &
+  MINIO_BUILD_PID=$!
+}
+
+# kill_tree PID: the process and its descendants (the background build, when the script
+# stops before it is waited for).
+kill_tree() {
+  local c
+  for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do kill_tree "$c"; done
+  kill "$1" 2>/dev/null || true
+}
+minio_build_abort() { [[ -z "$MINIO_BUILD_PID" ]] || kill_tree "$MINIO_BUILD_PID"; }
+
 do_minio() {
   local bin built pid
-  command -v go >/dev/null || die "go not found in PATH (needed to build MinIO)"
   bin=$(minio_bin)
 
   step "MinIO: binary $bin ($MINIO_VERSION)"
-  built=$(minio_built_version)
-  if [[ "$built" == "$MINIO_VERSION" ]]; then
-    info "already built"
-  else
-    [[ -n "$built" ]] && info "found $built, want $MINIO_VERSION: rebuilding"
-    info "go install $MINIO_MODULE@$MINIO_VERSION (cold: several minutes; log $LOG_DIR/minio-build.log)"
-    local t0=$SECONDS
-    run_logged minio-build env CGO_ENABLED=0 GOTOOLCHAIN=local GOBIN="$(dirname "$bin")" \
-      GOFLAGS="${GOFLAGS:-} -p=$INFRA_GO_BUILD_P" \
-      nice -n 10 go install "$MINIO_MODULE@$MINIO_VERSION" || die "go install $MINIO_MODULE@$MINIO_VERSION failed"
-    built=$(minio_built_version)
-    [[ "$built" == "$MINIO_VERSION" ]] || die "built binary reports '$built', expected $MINIO_VERSION"
-    info "built in $((SECONDS - t0)) s"
+  if [[ -n "$MINIO_BUILD_PID" ]]; then
+    info "waiting for the background go install (started $((SECONDS - MINIO_BUILD_T0)) s ago)"
+    wait "$MINIO_BUILD_PID" || { MINIO_BUILD_PID=""; die "go install $MINIO_MODULE@$MINIO_VERSION failed (log $LOG_DIR/minio-build.log)"; }
+    MINIO_BUILD_PID=""
+    info "built in $((SECONDS - MINIO_BUILD_T0)) s"
   fi
+  built=$(minio_built_version)
+  if [[ "$built" != "$MINIO_VERSION" ]]; then
+    # Not built by this run (minio_build_start found it), yet not the pin: started elsewhere?
+    die "$bin reports '${built:-nothing}', expected $MINIO_VERSION"
+  fi
+  info "ok: $built"
 
   step "MinIO: server on $MINIO_ADDR (console $MINIO_CONSOLE_ADDR)"
   if port_open "${MINIO_ADDR##*:}"; then
@@ -380,7 +409,9 @@ cmd_up() {
   local t0=$SECONDS c
   [[ $EUID -eq 0 ]] || die "run as root (apt-get, make install, pg_ctlcluster)"
   mkdir -p "$LOG_DIR" "$STATE_DIR"
-  for c in rabbitmq postgres minio ocr browser docker; do
+  trap minio_build_abort EXIT
+  skipped minio || minio_build_start
+  for c in rabbitmq postgres ocr browser docker minio; do
     if skipped "$c"; then echo "==> $c: skipped (INFRA_SKIP)"; else "do_$c"; fi
   done
   summary
@@ -406,6 +437,6 @@ case "${1:-up}" in
   up) cmd_up ;;
   stop) cmd_stop ;;
   status) mkdir -p "$LOG_DIR"; summary ;;
-  -h|--help|help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' ;;
+  -h|--help|help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) echo "usage: $0 [up|status|stop]" >&2; exit 2 ;;
 esac
