@@ -95,14 +95,30 @@ func NewStack(t testing.TB, service string) *Stack {
 	return s
 }
 
+// exchanges checks every HTTP exchange of a test binary with the instances
+// its Stacks started against the OpenAPI document of the instance that
+// answered. Main installs it as http.DefaultTransport, process-wide as
+// that is.
+var exchanges = openapitest.NewTransport(nil)
+
+// Main runs a service's end-to-end tests; call it from TestMain. An
+// answer from an instance a Stack started that its OpenAPI document does
+// not describe fails the call that got it, and the test binary.
+func Main(m *testing.M) { os.Exit(exchanges.Run(m)) }
+
 // Start runs one instance of the service (run is its main's run) with Vars
-// and extra, waits until it is ready and stops it when the test ends; see
-// fabrictest.StartService.
+// and extra, waits until it is ready and stops it when the test ends (see
+// fabrictest.StartService); under Main, every exchange with it is checked
+// against the document it serves.
 func (s *Stack) Start(t testing.TB, run func(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error, extra map[string]string) *fabrictest.Service {
 	t.Helper()
 	vars := maps.Clone(s.Vars)
 	maps.Copy(vars, extra)
-	return fabrictest.StartService(t, run, vars)
+	svc := fabrictest.StartService(t, run, vars)
+	if err := exchanges.AddService(context.Background(), svc.URL); err != nil {
+		t.Fatal(err)
+	}
+	return svc
 }
 
 // Token mints a token of tenant for subject with roles, valid for an hour.

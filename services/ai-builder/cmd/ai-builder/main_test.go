@@ -99,7 +99,6 @@ func (s *stack) start(extra map[string]string) string {
 	vars := map[string]string{"RETRY_TIERS": "300ms,300ms"}
 	maps.Copy(vars, extra)
 	url := s.Start(s.t, run, vars).URL
-	checkAPI(s.t, url)
 	if s.indexed == nil {
 		s.indexed = fabrictest.Observe(s.t, s.Conn, "ai.knowledge-indexed.v1")
 	}

@@ -60,7 +60,6 @@ func newStack(t testing.TB) *stack {
 func (s *stack) start(t testing.TB, extra map[string]string) *stack {
 	t.Helper()
 	s.url = s.Start(t, run, extra).URL
-	checkAPI(t, s.url)
 	return s
 }
 

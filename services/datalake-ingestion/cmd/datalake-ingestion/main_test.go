@@ -87,7 +87,6 @@ func (s *stack) start(t testing.TB, extra map[string]string) {
 		"DATALAKE_FLUSH_TIMEOUT": "3s", "RETRY_TIERS": "700ms,700ms,700ms,700ms,700ms,700ms,700ms,700ms"}
 	maps.Copy(vars, extra)
 	s.url = s.Start(t, run, vars).URL
-	checkAPI(t, s.url)
 }
 
 // startStack is newStack, then start.

@@ -157,7 +157,6 @@ func (s *stack) start(extra map[string]string) *worker {
 	vars := map[string]string{"WORKER_CONCURRENCY": "1", "RETRY_TIERS": "300ms,300ms"}
 	maps.Copy(vars, extra)
 	w := &worker{s.Start(s.t, run, vars)}
-	checkAPI(s.t, w.URL)
 	if s.events == nil {
 		s.events = fabrictest.Observe(s.t, s.Conn, "document.processed.v1", "document.validated.v1")
 		s.commands = fabrictest.ObserveExchange(s.t, s.Conn, topology.CommandsExchange, "ai.knowledge.index.v1")
