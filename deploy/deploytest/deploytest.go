@@ -9,8 +9,6 @@ package deploytest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -54,7 +52,7 @@ func NewBroker(t testing.TB, vh *fabrictest.Vhost, services ...string) *Broker {
 		}
 		pol.Grants = keep
 	}
-	b := &Broker{vh: vh, opts: acl.Options{Vhost: vh.Name, UserSuffix: "-" + randHex(t, 4)}}
+	b := &Broker{vh: vh, opts: acl.Options{Vhost: vh.Name, UserSuffix: Unique("-")}}
 
 	// The exchanges first, as the test's administrator.
 	conn := vh.Dial(t)
@@ -108,7 +106,7 @@ type Database struct {
 // starting services, so services stop first and the database goes last.
 func NewDatabase(t testing.TB, dbURL string) *Database {
 	t.Helper()
-	return provision(t, dbURL, postgres.Options{RoleSuffix: "_" + randHex(t, 4), Vector: true})
+	return provision(t, dbURL, postgres.Options{RoleSuffix: Unique("_"), Vector: true})
 }
 
 // NewSchema is NewDatabase for one throwaway schema in a database that
@@ -196,12 +194,4 @@ func Service(t testing.TB, vh *fabrictest.Vhost, dbURL, service, schema string) 
 		"DATABASE_MIGRATE_URL": d.OwnerURL(schema),
 		"DATABASE_SCHEMA":      schema,
 	}
-}
-
-func randHex(t testing.TB, n int) string {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
 }

@@ -54,7 +54,7 @@ type Stack struct {
 func NewStack(t testing.TB, service string) *Stack {
 	t.Helper()
 	env := fabrictest.EnvFrom(os.Getenv)
-	s := &Stack{Service: service, Env: env, Schema: "t_" + randHex(t, 4)}
+	s := &Stack{Service: service, Env: env, Schema: Unique("t_")}
 	s.Vhost = fabrictest.NewVhost(t, env)
 	s.Vars = Service(t, s.Vhost, env.DatabaseURL, service, s.Schema)
 	keys, err := auth.LoadOrCreateDevKeys(t.TempDir())

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -75,7 +76,7 @@ func TestTopologyApplyUpgradesDirectExchanges(t *testing.T) {
 	p := newPublisher(t, vh)
 	p.many(topology.CommandsExchange, "workflow.start.v1", "cmd", 3, "")
 	p.many(topology.DeadLetterExchange, queue, "letter", 2, "")
-	fabrictest.Eventually(t, 10e9, "3 commands in "+queue+" and 2 letters in its DLQ", func() bool {
+	fabrictest.Eventually(t, 10*time.Second, "3 commands in "+queue+" and 2 letters in its DLQ", func() bool {
 		return depth(t, vh, queue) == 3 && depth(t, vh, queue+".dlq") == 2
 	})
 }
