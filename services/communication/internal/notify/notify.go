@@ -45,6 +45,9 @@ const (
 	Failed Status = "failed"
 	// Withheld: not sent, for want of the citizen's consent.
 	Withheld Status = "withheld"
+	// Coalesced: never sent, superseded while held by a newer notice of
+	// the same request and channel that carries its news (see Coalesce).
+	Coalesced Status = "coalesced"
 )
 
 // Failure reasons recorded on failed notifications.
@@ -143,6 +146,8 @@ type Notification struct {
 	FailureReason string     `json:"failureReason,omitempty"`
 	CreatedAt     time.Time  `json:"createdAt"`
 	SentAt        *time.Time `json:"sentAt,omitempty"`
+	// CoalescedInto is the notice that carries a coalesced one's news.
+	CoalescedInto string `json:"coalescedInto,omitempty"`
 }
 
 // Message is what a channel adapter delivers.
@@ -174,6 +179,14 @@ func Render(template string, params map[string]string) (subject, body string, er
 		return "Request received: protocol " + p,
 			"We received your request.\r\nProtocol number: " + p +
 				"\r\nKeep this number to follow your request.\r\n", nil
+	case TemplateReceivedStatus:
+		p, s := params["protocol"], params["status"]
+		if p == "" || s == "" {
+			return "", "", fmt.Errorf("%w: %s needs the protocol and status parameters", ErrInvalid, template)
+		}
+		return "Request received: protocol " + p + ", now " + s,
+			"We received your request.\r\nProtocol number: " + p +
+				"\r\nKeep this number to follow your request.\r\nIts status is now: " + s + "\r\n", nil
 	case TemplateStatus:
 		p, s := params["protocol"], params["status"]
 		if s == "" {
