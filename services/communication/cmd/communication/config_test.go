@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLoadConfig(t *testing.T) {
@@ -13,14 +14,23 @@ func TestLoadConfig(t *testing.T) {
 	if err != nil || c.concurrency != 4 || c.smtp.Addr != "127.0.0.1:1025" {
 		t.Fatalf("defaults: %+v, %v", c, err)
 	}
+	if c.coalesceWindow != 3*time.Second {
+		t.Errorf("default NOTICE_COALESCE_WINDOW = %v, want 3s", c.coalesceWindow)
+	}
 	if c, err := loadConfig(env(map[string]string{"COMMUNICATION_HANDLERS": "8"})); err != nil || c.concurrency != 8 {
 		t.Errorf("COMMUNICATION_HANDLERS=8: %d, %v", c.concurrency, err)
+	}
+	for value, want := range map[string]time.Duration{"0": 0, "0s": 0, "250ms": 250 * time.Millisecond, "10m": 10 * time.Minute} {
+		if c, err := loadConfig(env(map[string]string{"NOTICE_COALESCE_WINDOW": value})); err != nil || c.coalesceWindow != want {
+			t.Errorf("NOTICE_COALESCE_WINDOW=%s: %v, %v; want %v", value, c.coalesceWindow, err, want)
+		}
 	}
 	for name, value := range map[string]string{
 		"COMMUNICATION_HANDLERS": "0",
 		"HELD_CHECK_INTERVAL":    "-1s",
 		"SMTP_STARTTLS":          "maybe",
 		"SMTP_TIMEOUT":           "soon",
+		"NOTICE_COALESCE_WINDOW": "-1s",
 	} {
 		if _, err := loadConfig(env(map[string]string{name: value})); err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s=%s: %v, want an error naming the variable", name, value, err)

@@ -34,7 +34,20 @@ type config struct {
 	// heldInterval is how often notifications held for quiet hours are
 	// looked at (HELD_CHECK_INTERVAL).
 	heldInterval time.Duration
+	// coalesceWindow is how long a request's status notices wait so that
+	// the ones within it reach the citizen as one (NOTICE_COALESCE_WINDOW;
+	// 0 sends each at once).
+	coalesceWindow time.Duration
 }
+
+// defaultCoalesceWindow covers the usual gap between a submission and the
+// workflow's move to in progress (about a second), so the citizen gets one
+// mail for both, at the cost of a confirmation three seconds later.
+const defaultCoalesceWindow = 3 * time.Second
+
+// maxCoalesceWindow bounds the window: a notice is a notice of something
+// that happened, and one held for longer is late news.
+const maxCoalesceWindow = 10 * time.Minute
 
 func loadConfig(getenv func(string) string) (config, error) {
 	hc, err := host.ConfigFrom("communication", ":8083", getenv)
@@ -47,7 +60,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		HeloName: getenv("SMTP_HELO"),
 		Username: getenv("SMTP_USERNAME"),
 		Password: getenv("SMTP_PASSWORD"),
-	}, concurrency: 4, heldInterval: 30 * time.Second}
+	}, concurrency: 4, heldInterval: 30 * time.Second, coalesceWindow: defaultCoalesceWindow}
 	if c.smtp.Addr == "" {
 		c.smtp.Addr = "127.0.0.1:1025"
 	}
@@ -62,6 +75,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if v := getenv("HELD_CHECK_INTERVAL"); v != "" {
 		if c.heldInterval, err = time.ParseDuration(v); err != nil || c.heldInterval <= 0 {
 			return c, fmt.Errorf("HELD_CHECK_INTERVAL %q: want a positive duration like 30s", v)
+		}
+	}
+	if v := getenv("NOTICE_COALESCE_WINDOW"); v != "" {
+		if c.coalesceWindow, err = time.ParseDuration(v); err != nil || c.coalesceWindow < 0 || c.coalesceWindow > maxCoalesceWindow {
+			return c, fmt.Errorf("NOTICE_COALESCE_WINDOW %q: want a duration from 0 (off) to %v, like 3s", v, maxCoalesceWindow)
 		}
 	}
 	if v := getenv("COMMUNICATION_HANDLERS"); v != "" {
@@ -101,7 +119,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 			notify.SMS:      logchannel.New(notify.SMS, h.Log),
 			notify.WhatsApp: logchannel.New(notify.WhatsApp, h.Log),
 		},
-		Concurrency: cfg.concurrency, HeldInterval: cfg.heldInterval, Log: h.Log,
+		Concurrency: cfg.concurrency, HeldInterval: cfg.heldInterval, CoalesceWindow: cfg.coalesceWindow, Log: h.Log,
 	}); err != nil {
 		return err
 	}

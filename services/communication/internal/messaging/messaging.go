@@ -50,15 +50,18 @@ type Deps struct {
 	// Concurrency is how many handlers each queue runs.
 	Concurrency int
 	// HeldInterval is how often notifications held for quiet hours are
-	// looked at.
+	// looked at (more often with coalescing on: heldPollInterval).
 	HeldInterval time.Duration
-	Log          *slog.Logger
+	// CoalesceWindow is how long a request's status notices are held so
+	// that the ones within it go out as one; 0 sends each at once.
+	CoalesceWindow time.Duration
+	Log            *slog.Logger
 }
 
 // Attach registers the communication service's consumers on h, and the
-// dispatcher of the notifications held for quiet hours.
+// dispatcher of the notifications held for quiet hours or to coalesce.
 func Attach(h Host, d Deps) error {
-	dl := &deliverer{store: d.Store, senders: d.Senders, log: d.Log, now: time.Now}
+	dl := &deliverer{store: d.Store, senders: d.Senders, log: d.Log, now: time.Now, window: d.CoalesceWindow}
 	opts := fabric.ConsumerOptions{Concurrency: d.Concurrency}
 	for _, c := range []struct {
 		queue  string
@@ -69,12 +72,38 @@ func Attach(h Host, d Deps) error {
 		}
 	}
 	// The dispatcher stops with the consumers, before the relay: a batch in
-	// flight rolls back and its notifications stay held.
-	h.Go("held-notifications", func(ctx context.Context) error {
-		dl.watchHeld(ctx, d.HeldInterval, 100)
-		return nil
-	})
+	// flight rolls back and its notifications stay held. With coalescing
+	// on, every status notice goes out through it rather than the
+	// handlers, so it runs as many workers as a queue has handlers, on
+	// small batches, for mails to go out side by side as before (SKIP
+	// LOCKED shares the due notices among them).
+	workers, batch := 1, 100
+	if d.CoalesceWindow > 0 {
+		workers, batch = max(d.Concurrency, 1), 8
+	}
+	interval := heldPollInterval(d.HeldInterval, d.CoalesceWindow)
+	for i := range workers {
+		h.Go(fmt.Sprintf("held-notifications-%d", i), func(ctx context.Context) error {
+			dl.watchHeld(ctx, interval, batch)
+			return nil
+		})
+	}
 	return nil
+}
+
+// heldPollInterval is how often the dispatcher looks for due held
+// notices. Quiet hours end on the minute and may wait for interval; a
+// coalesced notice is due a window after the first change, so with
+// coalescing on the dispatcher looks four times a window (not below 50 ms):
+// the citizen gets the mail within a quarter window of its due time. A due
+// time is not a timer in this process because any instance may dispatch
+// it, and one that restarted must still find it; the look is one indexed
+// query on the small hold table.
+func heldPollInterval(interval, window time.Duration) time.Duration {
+	if window <= 0 {
+		return interval
+	}
+	return min(interval, max(window/4, 50*time.Millisecond))
 }
 
 // Sender is a channel adapter: SMTP for e-mail, providers for the rest.
@@ -97,7 +126,11 @@ type Store interface {
 	MarkSentTx(ctx context.Context, tx pgx.Tx, tenantID, id string, event envelope.Envelope) error
 	MarkFailedTx(ctx context.Context, tx pgx.Tx, tenantID, id, reason, lastError string, attempted bool, event envelope.Envelope) error
 	MarkWithheldTx(ctx context.Context, tx pgx.Tx, tenantID, id, reason string) error
-	MarkHeldTx(ctx context.Context, tx pgx.Tx, tenantID, id string, until time.Time, params map[string]string, cause envelope.Envelope) error
+	MarkHeldTx(ctx context.Context, tx pgx.Tx, tenantID, id string, until time.Time, notice notify.Notice, cause envelope.Envelope) error
+	// SupersedeHeldTx marks the other notices of n's request and channel
+	// still held, of one of templates, coalesced into n, and returns them
+	// oldest first; until tx ends, no other transaction does so for them.
+	SupersedeHeldTx(ctx context.Context, tx pgx.Tx, tenantID string, n notify.Notification, templates []string) ([]notify.Superseded, error)
 	DispatchDue(ctx context.Context, now time.Time, limit int, fn func(ctx context.Context, tx pgx.Tx, h notify.HeldNotice) error) (int, error)
 	PostponeTx(ctx context.Context, tx pgx.Tx, tenantID, id, lastError string, until time.Time) error
 }
@@ -108,6 +141,9 @@ type deliverer struct {
 	senders map[notify.Channel]Sender
 	log     *slog.Logger
 	now     func() time.Time
+	// window is how long a request's status notices wait to coalesce (0:
+	// sent at once).
+	window time.Duration
 }
 
 // retryHeldAfter is how long a held notification whose channel failed
@@ -121,6 +157,9 @@ type job struct {
 	channel   notify.Channel // empty: the contact's preferred channel
 	template  string
 	params    map[string]string
+	// coalesce: a status notice of the request, held for the coalescing
+	// window. Commands are not: whoever sends one asked for that message.
+	coalesce bool
 }
 
 // handleSubmitted sends the confirmation of a submitted request on the
@@ -130,7 +169,7 @@ func (d *deliverer) handleSubmitted(ctx context.Context, tx pgx.Tx, env envelope
 	if err := json.Unmarshal(env.Payload, &p); err != nil {
 		return fabric.Invalid(fmt.Errorf("decode %s %s: %w", env.Type, env.ID, err))
 	}
-	return d.deliver(ctx, tx, env, job{requestID: p.RequestID, citizenID: p.CitizenID,
+	return d.deliver(ctx, tx, env, job{requestID: p.RequestID, citizenID: p.CitizenID, coalesce: true,
 		template: notify.TemplateConfirmation, params: map[string]string{"protocol": p.Protocol}})
 }
 
@@ -148,8 +187,10 @@ func (d *deliverer) handleStatusChanged(ctx context.Context, tx pgx.Tx, env enve
 		d.log.Info("status change names no citizen; no notice", "event", env.ID, "request", p.RequestID)
 		return nil
 	}
-	return d.deliver(ctx, tx, env, job{requestID: p.RequestID, citizenID: p.CitizenID,
-		template: notify.TemplateStatus, params: map[string]string{"protocol": p.Protocol, "status": p.Status}})
+	// changedAt orders the changes if they are coalesced (notify.Coalesce).
+	return d.deliver(ctx, tx, env, job{requestID: p.RequestID, citizenID: p.CitizenID, coalesce: true,
+		template: notify.TemplateStatus, params: map[string]string{"protocol": p.Protocol, "status": p.Status,
+			"changedAt": p.ChangedAt.UTC().Format(time.RFC3339Nano)}})
 }
 
 // handleSend executes a communication.send.v1 command: recipientRef is the
@@ -199,7 +240,8 @@ func (d *deliverer) deliver(ctx context.Context, tx pgx.Tx, env envelope.Envelop
 	if n.Status != notify.Pending {
 		return nil // settled by an earlier delivery of this message
 	}
-	sendErr, err := d.settle(ctx, tx, tenantID, n, c, j.params, env)
+	coalesce := j.coalesce && d.window > 0 && j.requestID != ""
+	sendErr, err := d.settle(ctx, tx, tenantID, n, c, j.params, env, coalesce)
 	if err != nil {
 		return fabric.Transient(err)
 	}
@@ -220,11 +262,12 @@ func (d *deliverer) deliver(ctx context.Context, tx pgx.Tx, env envelope.Envelop
 
 // settle applies the citizen's rules to n and sends it when they allow,
 // recording in tx whatever becomes of it: sent, failed, withheld or held.
-// contact is nil when the citizen has none. A channel's temporary failure
-// is returned as sendErr, for the caller to retry; err is a database
-// error.
+// With coalesce, a notice the rules allow is held for the coalescing
+// window instead of sent (see coalesce). contact is nil when the citizen
+// has none. A channel's temporary failure is returned as sendErr, for the
+// caller to retry; err is a database error.
 func (d *deliverer) settle(ctx context.Context, tx pgx.Tx, tenantID string, n notify.Notification, contact *notify.Contact,
-	params map[string]string, cause envelope.Envelope) (sendErr, err error) {
+	params map[string]string, cause envelope.Envelope, coalesce bool) (sendErr, err error) {
 	fail := func(reason, lastError string, attempted bool) error {
 		e, err := notify.SentEvent(cause, n, notify.Failed)
 		if err != nil {
@@ -243,7 +286,8 @@ func (d *deliverer) settle(ctx context.Context, tx pgx.Tx, tenantID string, n no
 	if !ok {
 		return nil, fail(notify.ReasonNoContact, fmt.Sprintf("no %s address for the citizen", n.Channel), false)
 	}
-	subject, body, err := notify.Render(n.Template, params)
+	template := contact.Narrow(n.Template)
+	subject, body, err := notify.Render(template, params)
 	if err != nil {
 		return nil, fail(notify.ReasonUnknownTemplate, err.Error(), false)
 	}
@@ -251,13 +295,17 @@ func (d *deliverer) settle(ctx context.Context, tx pgx.Tx, tenantID string, n no
 	if sender == nil {
 		return nil, fail(notify.ReasonNoAdapter, "no adapter for channel "+string(n.Channel), false)
 	}
-	switch verdict, until := notify.Decide(*contact, n.Channel, n.Template, d.now()); verdict {
-	case notify.Withhold:
+	// A notice withheld for want of consent is settled before it could
+	// coalesce: it must not carry its status into a held confirmation.
+	switch verdict, until := notify.Decide(*contact, n.Channel, template, d.now()); {
+	case verdict == notify.Withhold:
 		d.log.Info("notification withheld: no consent to progress notices", "notification", n.ID)
 		return nil, d.store.MarkWithheldTx(ctx, tx, tenantID, n.ID, notify.ReasonNoConsent)
-	case notify.Hold:
+	case coalesce:
+		return nil, d.coalesce(ctx, tx, tenantID, n, params, cause, until)
+	case verdict == notify.Hold:
 		d.log.Info("notification held for quiet hours", "notification", n.ID, "until", until)
-		return nil, d.store.MarkHeldTx(ctx, tx, tenantID, n.ID, until, params, cause)
+		return nil, d.store.MarkHeldTx(ctx, tx, tenantID, n.ID, until, notify.Notice{Template: n.Template, Params: params}, cause)
 	}
 	err = sender.Send(ctx, notify.Message{NotificationID: n.ID, RequestID: n.RequestID, Channel: n.Channel,
 		To: to, Subject: subject, Body: body})
@@ -275,12 +323,41 @@ func (d *deliverer) settle(ctx context.Context, tx pgx.Tx, tenantID string, n no
 	}
 }
 
-// dispatchHeld sends up to limit held notifications whose quiet hours are
-// over, and returns how many it handled. The rules are applied again: the
-// citizen may have withdrawn consent or moved their quiet hours meanwhile.
-// A channel's temporary failure holds the notification retryHeldAfter
-// more; a database error aborts the batch, and every notification in it
-// stays held.
+// coalesce holds n for the coalescing window instead of sending it, and
+// has it take over the notices of its request and channel still held: they
+// become coalesced, and n says what they said (notify.Coalesce) and is due
+// when the first of them was. quietUntil, when set, is the end of the
+// citizen's quiet hours, before which n would not go anyway; the
+// dispatcher applies the rules again when n is due. The notice that
+// supersedes another is the newer one, so its cause (the latest change)
+// is what its notification-sent.v1 derives from; a coalesced notice
+// announces nothing, having never been sent.
+func (d *deliverer) coalesce(ctx context.Context, tx pgx.Tx, tenantID string, n notify.Notification,
+	params map[string]string, cause envelope.Envelope, quietUntil time.Time) error {
+	due := d.now().Add(d.window)
+	if quietUntil.After(due) {
+		due = quietUntil
+	}
+	held, err := d.store.SupersedeHeldTx(ctx, tx, tenantID, n, notify.StatusTemplates())
+	if err != nil {
+		return fmt.Errorf("coalesce notice: %w", err)
+	}
+	notice, due := notify.Supersede(held, notify.Notice{Template: n.Template, Params: params}, due)
+	for _, h := range held {
+		d.log.Info("notification coalesced", "notification", h.ID, "into", n.ID)
+	}
+	if err := d.store.MarkHeldTx(ctx, tx, tenantID, n.ID, due, notice, cause); err != nil {
+		return fmt.Errorf("coalesce notice: %w", err)
+	}
+	return nil
+}
+
+// dispatchHeld sends up to limit held notifications that are due (their
+// quiet hours or coalescing window are over), and returns how many it
+// handled. The rules are applied again: the citizen may have withdrawn
+// consent or moved their quiet hours meanwhile. A channel's temporary
+// failure holds the notification retryHeldAfter more; a database error
+// aborts the batch, and every notification in it stays held.
 func (d *deliverer) dispatchHeld(ctx context.Context, limit int) (int, error) {
 	return d.store.DispatchDue(ctx, d.now(), limit, func(ctx context.Context, tx pgx.Tx, h notify.HeldNotice) error {
 		contact, err := d.store.ContactTx(ctx, tx, h.TenantID, h.Notification.CitizenID)
@@ -291,7 +368,7 @@ func (d *deliverer) dispatchHeld(ctx context.Context, limit int) (int, error) {
 		case !errors.Is(err, notify.ErrNotFound):
 			return err
 		}
-		sendErr, err := d.settle(ctx, tx, h.TenantID, h.Notification, c, h.Params, h.Cause)
+		sendErr, err := d.settle(ctx, tx, h.TenantID, h.Notification, c, h.Params, h.Cause, false)
 		if err != nil || sendErr == nil {
 			return err
 		}

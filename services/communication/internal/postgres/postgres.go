@@ -69,7 +69,7 @@ func notificationOf(n pgdb.Notification) notify.Notification {
 	return notify.Notification{ID: n.ID, RequestID: deref(n.RequestID), CitizenID: n.CitizenID,
 		Channel: notify.Channel(n.Channel), Template: n.Template, Status: notify.Status(n.Status),
 		Attempts: int(n.Attempts), LastError: deref(n.LastError), FailureReason: deref(n.FailureReason),
-		CreatedAt: n.CreatedAt, SentAt: n.SentAt}
+		CoalescedInto: deref(n.CoalescedInto), CreatedAt: n.CreatedAt, SentAt: n.SentAt}
 }
 
 // PutContact creates or replaces the contact of c.CitizenID in tenantID.
@@ -223,9 +223,10 @@ func (s *Store) MarkWithheldTx(ctx context.Context, tx pgx.Tx, tenantID, id, rea
 }
 
 // MarkHeldTx holds notification id until until inside tx, keeping what
-// sending it then needs.
-func (s *Store) MarkHeldTx(ctx context.Context, tx pgx.Tx, tenantID, id string, until time.Time, params map[string]string, cause envelope.Envelope) error {
-	ps, err := json.Marshal(params)
+// sending it then needs: what it says (its template may have changed by
+// coalescing) and the header of the message that asked for it.
+func (s *Store) MarkHeldTx(ctx context.Context, tx pgx.Tx, tenantID, id string, until time.Time, notice notify.Notice, cause envelope.Envelope) error {
+	ps, err := json.Marshal(notice.Params)
 	if err != nil {
 		return fmt.Errorf("hold notification %s: %w", id, err)
 	}
@@ -235,13 +236,40 @@ func (s *Store) MarkHeldTx(ctx context.Context, tx pgx.Tx, tenantID, id string, 
 		return fmt.Errorf("hold notification %s: %w", id, err)
 	}
 	q := pgdb.New(tx)
-	if err := q.MarkHeld(ctx, pgdb.MarkHeldParams{TenantID: tenantID, ID: id, NotBefore: &until, Params: ps, Cause: c}); err != nil {
+	if err := q.MarkHeld(ctx, pgdb.MarkHeldParams{TenantID: tenantID, ID: id, Template: notice.Template,
+		NotBefore: &until, Params: ps, Cause: c}); err != nil {
 		return fmt.Errorf("hold notification %s: %w", id, err)
 	}
 	if err := q.PutHold(ctx, pgdb.PutHoldParams{NotificationID: id, TenantID: tenantID, NotBefore: until}); err != nil {
 		return fmt.Errorf("hold notification %s: %w", id, err)
 	}
 	return nil
+}
+
+// SupersedeHeldTx makes n the one held status notice of its request and
+// channel: under a lock on that key, kept until tx ends, it marks every
+// other notice of theirs still held, of one of templates, coalesced into
+// n, releases their holds and returns them, oldest first.
+func (s *Store) SupersedeHeldTx(ctx context.Context, tx pgx.Tx, tenantID string, n notify.Notification, templates []string) ([]notify.Superseded, error) {
+	q := pgdb.New(tx)
+	if err := q.LockRequestNotices(ctx, pgdb.LockRequestNoticesParams{TenantID: tenantID, RequestID: n.RequestID,
+		Channel: string(n.Channel)}); err != nil {
+		return nil, fmt.Errorf("coalesce notice %s: lock its request: %w", n.ID, err)
+	}
+	rows, err := q.SupersedeHeld(ctx, pgdb.SupersedeHeldParams{TenantID: tenantID, RequestID: &n.RequestID,
+		Channel: string(n.Channel), Templates: templates, ID: n.ID})
+	if err != nil {
+		return nil, fmt.Errorf("coalesce notice %s: %w", n.ID, err)
+	}
+	out := make([]notify.Superseded, 0, len(rows))
+	for _, r := range rows {
+		sup := notify.Superseded{ID: r.ID, Notice: notify.Notice{Template: r.Template}, NotBefore: r.NotBefore}
+		if err := json.Unmarshal(r.Params, &sup.Notice.Params); err != nil {
+			return nil, fmt.Errorf("coalesce notice %s: params of %s: %w", n.ID, r.ID, err)
+		}
+		out = append(out, sup)
+	}
+	return out, nil
 }
 
 // DispatchDue hands each held notification due at now (at most limit) to

@@ -60,7 +60,7 @@ WITH c AS (
     VALUES ($3, $1, $4, $5, $2,
             coalesce($6::text, (SELECT c.preferred_channel FROM c), 'email'), $7, 'pending')
     ON CONFLICT (tenant_id, source_event_id) DO UPDATE SET updated_at = now()
-    RETURNING id, tenant_id, source_event_id, request_id, citizen_id, channel, template, status, attempts, last_error, failure_reason, created_at, updated_at, sent_at, params, cause, not_before
+    RETURNING id, tenant_id, source_event_id, request_id, citizen_id, channel, template, status, attempts, last_error, failure_reason, created_at, updated_at, sent_at, params, cause, not_before, coalesced_into
 )
 SELECT n.id, n.tenant_id, n.source_event_id, n.request_id, n.citizen_id, n.channel, n.template, n.status,
        n.attempts, n.last_error, n.failure_reason, n.created_at, n.updated_at, n.sent_at,
@@ -180,7 +180,7 @@ func (q *Queries) GetContact(ctx context.Context, arg GetContactParams) (Contact
 }
 
 const getNotification = `-- name: GetNotification :one
-SELECT id, tenant_id, source_event_id, request_id, citizen_id, channel, template, status, attempts, last_error, failure_reason, created_at, updated_at, sent_at, params, cause, not_before FROM notification WHERE tenant_id = $1 AND id = $2
+SELECT id, tenant_id, source_event_id, request_id, citizen_id, channel, template, status, attempts, last_error, failure_reason, created_at, updated_at, sent_at, params, cause, not_before, coalesced_into FROM notification WHERE tenant_id = $1 AND id = $2
 `
 
 type GetNotificationParams struct {
@@ -209,12 +209,13 @@ func (q *Queries) GetNotification(ctx context.Context, arg GetNotificationParams
 		&i.Params,
 		&i.Cause,
 		&i.NotBefore,
+		&i.CoalescedInto,
 	)
 	return i, err
 }
 
 const listNotifications = `-- name: ListNotifications :many
-SELECT id, tenant_id, source_event_id, request_id, citizen_id, channel, template, status, attempts, last_error, failure_reason, created_at, updated_at, sent_at, params, cause, not_before FROM notification
+SELECT id, tenant_id, source_event_id, request_id, citizen_id, channel, template, status, attempts, last_error, failure_reason, created_at, updated_at, sent_at, params, cause, not_before, coalesced_into FROM notification
 WHERE tenant_id = $1 AND request_id = $2
   AND ($3::text IS NULL OR citizen_id = $3)
 ORDER BY created_at, id
@@ -254,6 +255,7 @@ func (q *Queries) ListNotifications(ctx context.Context, arg ListNotificationsPa
 			&i.Params,
 			&i.Cause,
 			&i.NotBefore,
+			&i.CoalescedInto,
 		); err != nil {
 			return nil, err
 		}
@@ -263,6 +265,28 @@ func (q *Queries) ListNotifications(ctx context.Context, arg ListNotificationsPa
 		return nil, err
 	}
 	return items, nil
+}
+
+const lockRequestNotices = `-- name: LockRequestNotices :exec
+SELECT pg_advisory_xact_lock(1668246893,
+    hashtext($1::text || '/' || $2::text || '/' || $3::text))
+`
+
+type LockRequestNoticesParams struct {
+	TenantID  string
+	RequestID string
+	Channel   string
+}
+
+// Serializes the notices of one request and channel until the transaction
+// ends: without it two handlers (the submission's and a status change's
+// queue run apart) could each hold a notice of the key, neither seeing the
+// other's uncommitted one, and the citizen would get both. The two-key form
+// has a key space of its own, apart from single-key advisory locks; the
+// first key names this use ('comm').
+func (q *Queries) LockRequestNotices(ctx context.Context, arg LockRequestNoticesParams) error {
+	_, err := q.db.Exec(ctx, lockRequestNotices, arg.TenantID, arg.RequestID, arg.Channel)
+	return err
 }
 
 const markFailed = `-- name: MarkFailed :exec
@@ -291,25 +315,29 @@ func (q *Queries) MarkFailed(ctx context.Context, arg MarkFailedParams) error {
 }
 
 const markHeld = `-- name: MarkHeld :exec
-UPDATE notification SET status = 'held', not_before = $3, params = $4, cause = $5, updated_at = now()
-WHERE tenant_id = $1 AND id = $2
+UPDATE notification SET status = 'held', template = $1, not_before = $2,
+    params = $3, cause = $4, updated_at = now()
+WHERE tenant_id = $5 AND id = $6
 `
 
 type MarkHeldParams struct {
-	TenantID  string
-	ID        string
+	Template  string
 	NotBefore *time.Time
 	Params    []byte
 	Cause     []byte
+	TenantID  string
+	ID        string
 }
 
+// The template changes when the notice took over a held one (coalescing).
 func (q *Queries) MarkHeld(ctx context.Context, arg MarkHeldParams) error {
 	_, err := q.db.Exec(ctx, markHeld,
-		arg.TenantID,
-		arg.ID,
+		arg.Template,
 		arg.NotBefore,
 		arg.Params,
 		arg.Cause,
+		arg.TenantID,
+		arg.ID,
 	)
 	return err
 }
@@ -416,6 +444,76 @@ func (q *Queries) RecordAttemptFailure(ctx context.Context, arg RecordAttemptFai
 		arg.LastError,
 	)
 	return err
+}
+
+const supersedeHeld = `-- name: SupersedeHeld :many
+WITH released AS (
+    DELETE FROM notification_hold h
+    USING notification n
+    WHERE n.tenant_id = $1 AND n.request_id = $2 AND n.channel = $3
+      AND n.status = 'held' AND n.template = ANY($4::text[]) AND n.id <> $5
+      AND h.tenant_id = $1 AND h.notification_id = n.id
+    RETURNING h.notification_id, h.not_before
+), superseded AS (
+    UPDATE notification SET status = 'coalesced', coalesced_into = $5, updated_at = now()
+    FROM released
+    WHERE notification.tenant_id = $1 AND notification.id = released.notification_id
+      AND notification.status = 'held'
+    RETURNING notification.id, notification.template, notification.params, released.not_before, notification.created_at
+)
+SELECT id, template, params, not_before FROM superseded ORDER BY created_at, id
+`
+
+type SupersedeHeldParams struct {
+	TenantID  string
+	RequestID *string
+	Channel   string
+	Templates []string
+	ID        string
+}
+
+type SupersedeHeldRow struct {
+	ID        string
+	Template  string
+	Params    []byte
+	NotBefore time.Time
+}
+
+// Takes over the held notices of a request and channel (of the given
+// templates) for notification id: releases their holds, marks them
+// coalesced into id and returns them, oldest first. Deleting the hold
+// first is what keeps the dispatcher out: it locks a hold before it sends
+// (FOR UPDATE SKIP LOCKED), so a hold it is sending makes this wait and
+// then find it gone, and one deleted here is skipped by the dispatcher.
+func (q *Queries) SupersedeHeld(ctx context.Context, arg SupersedeHeldParams) ([]SupersedeHeldRow, error) {
+	rows, err := q.db.Query(ctx, supersedeHeld,
+		arg.TenantID,
+		arg.RequestID,
+		arg.Channel,
+		arg.Templates,
+		arg.ID,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SupersedeHeldRow
+	for rows.Next() {
+		var i SupersedeHeldRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Template,
+			&i.Params,
+			&i.NotBefore,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const upsertContact = `-- name: UpsertContact :one

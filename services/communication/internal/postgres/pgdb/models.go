@@ -40,6 +40,7 @@ type Notification struct {
 	Params        []byte
 	Cause         []byte
 	NotBefore     *time.Time
+	CoalescedInto *string
 }
 
 type NotificationHold struct {

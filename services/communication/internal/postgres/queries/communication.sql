@@ -64,8 +64,10 @@ UPDATE notification SET status = 'withheld', failure_reason = $3, updated_at = n
 WHERE tenant_id = $1 AND id = $2;
 
 -- name: MarkHeld :exec
-UPDATE notification SET status = 'held', not_before = $3, params = $4, cause = $5, updated_at = now()
-WHERE tenant_id = $1 AND id = $2;
+-- The template changes when the notice took over a held one (coalescing).
+UPDATE notification SET status = 'held', template = sqlc.arg(template), not_before = sqlc.arg(not_before),
+    params = sqlc.arg(params), cause = sqlc.arg(cause), updated_at = now()
+WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id);
 
 -- name: PutHold :exec
 INSERT INTO notification_hold (notification_id, tenant_id, not_before) VALUES ($1, $2, $3)
@@ -87,3 +89,36 @@ SELECT * FROM notification WHERE tenant_id = $1 AND id = $2;
 -- A failed attempt to send a held notification: it waits again.
 UPDATE notification SET attempts = attempts + 1, last_error = $3, not_before = $4, updated_at = now()
 WHERE tenant_id = $1 AND id = $2;
+
+-- name: LockRequestNotices :exec
+-- Serializes the notices of one request and channel until the transaction
+-- ends: without it two handlers (the submission's and a status change's
+-- queue run apart) could each hold a notice of the key, neither seeing the
+-- other's uncommitted one, and the citizen would get both. The two-key form
+-- has a key space of its own, apart from single-key advisory locks; the
+-- first key names this use ('comm').
+SELECT pg_advisory_xact_lock(1668246893,
+    hashtext(sqlc.arg(tenant_id)::text || '/' || sqlc.arg(request_id)::text || '/' || sqlc.arg(channel)::text));
+
+-- name: SupersedeHeld :many
+-- Takes over the held notices of a request and channel (of the given
+-- templates) for notification id: releases their holds, marks them
+-- coalesced into id and returns them, oldest first. Deleting the hold
+-- first is what keeps the dispatcher out: it locks a hold before it sends
+-- (FOR UPDATE SKIP LOCKED), so a hold it is sending makes this wait and
+-- then find it gone, and one deleted here is skipped by the dispatcher.
+WITH released AS (
+    DELETE FROM notification_hold h
+    USING notification n
+    WHERE n.tenant_id = sqlc.arg(tenant_id) AND n.request_id = sqlc.arg(request_id) AND n.channel = sqlc.arg(channel)
+      AND n.status = 'held' AND n.template = ANY(sqlc.arg(templates)::text[]) AND n.id <> sqlc.arg(id)
+      AND h.tenant_id = sqlc.arg(tenant_id) AND h.notification_id = n.id
+    RETURNING h.notification_id, h.not_before
+), superseded AS (
+    UPDATE notification SET status = 'coalesced', coalesced_into = sqlc.arg(id), updated_at = now()
+    FROM released
+    WHERE notification.tenant_id = sqlc.arg(tenant_id) AND notification.id = released.notification_id
+      AND notification.status = 'held'
+    RETURNING notification.id, notification.template, notification.params, released.not_before, notification.created_at
+)
+SELECT id, template, params, not_before FROM superseded ORDER BY created_at, id;
