@@ -120,6 +120,7 @@ func submittedEvent(t *testing.T, tenantID, citizen, requestID, protocol string)
 
 type notification struct {
 	ID, RequestID, CitizenID, Channel, Status, FailureReason, LastError string
+	Template, CoalescedInto                                             string
 	Attempts                                                            int
 }
 
@@ -218,8 +219,11 @@ func TestConfirmationDelivery(t *testing.T) {
 	}
 }
 
+// TestTemporarySMTPFailureIsRetried follows a mail sent at once (no
+// coalescing window) through the retry tiers; a held one waits
+// retryHeldAfter instead.
 func TestTemporarySMTPFailureIsRetried(t *testing.T) {
-	s := newStack(t).start(t, nil)
+	s := newStack(t).start(t, map[string]string{"NOTICE_COALESCE_WINDOW": "0"})
 	const tenantID = "org-a"
 	s.putContact(t, tenantID, "citizen-busy", map[string]string{"email": "busy@example.org"})
 	requestID := uuid.NewString()
@@ -316,12 +320,24 @@ func TestDuplicateEventSendsOnce(t *testing.T) {
 }
 
 // A crash between the relay accepting a mail and the commit that records
-// it (here: the commit fails once, after the send) makes the redelivery
-// send the mail again. Both copies must carry the same Message-ID, so the
-// relay or the citizen's client can drop the second; with a Message-ID
-// drawn per attempt they could not.
+// it (here: the commit fails once, after the send) makes the mail go
+// again: on redelivery when it was sent at once, at the dispatcher's next
+// look when it was held to coalesce. Both copies must carry the same
+// Message-ID, so the relay or the citizen's client can drop the second;
+// with a Message-ID drawn per attempt they could not.
 func TestMailResentAfterLostCommitKeepsItsMessageID(t *testing.T) {
-	s := newStack(t).start(t, nil)
+	for _, tc := range []struct{ name, window string }{
+		{"sent at once, redelivered", "0"},
+		{"held to coalesce, dispatched again", "500ms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			testLostCommit(t, tc.window)
+		})
+	}
+}
+
+func testLostCommit(t *testing.T, window string) {
+	s := newStack(t).start(t, map[string]string{"NOTICE_COALESCE_WINDOW": window})
 	const tenantID = "org-a"
 	s.putContact(t, tenantID, "citizen-crash", map[string]string{"email": "crash@example.org", "preferredChannel": "email"})
 	ctx := context.Background()
@@ -353,7 +369,7 @@ func TestMailResentAfterLostCommitKeepsItsMessageID(t *testing.T) {
 	}
 	mails := s.mails(t, protocol)
 	if len(mails) != 2 {
-		t.Fatalf("mails with %s = %d, want 2: one before the lost commit, one on redelivery", protocol, len(mails))
+		t.Fatalf("mails with %s = %d, want 2: one before the lost commit, one after", protocol, len(mails))
 	}
 	want := "Message-ID: <" + n.ID + "@agora.communication>"
 	for i, m := range mails {
@@ -447,7 +463,9 @@ func TestConcurrentDeliveriesWithASmallPool(t *testing.T) {
 	if strings.Contains(dbURL, "?") {
 		sep = "&"
 	}
-	s.start(t, map[string]string{"DATABASE_URL": dbURL + sep + "pool_max_conns=3"})
+	// Sent at once (no coalescing window): the handlers, not the
+	// dispatcher, hold the pool's connections while they send.
+	s.start(t, map[string]string{"DATABASE_URL": dbURL + sep + "pool_max_conns=3", "NOTICE_COALESCE_WINDOW": "0"})
 	const tenantID = "org-a"
 	s.putContact(t, tenantID, "citizen-ok", map[string]string{"email": "ok@example.org"})
 	s.putContact(t, tenantID, "citizen-busy", map[string]string{"email": "busy@example.org"})
