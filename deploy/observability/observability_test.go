@@ -247,9 +247,12 @@ func TestFabricMetrics(t *testing.T) {
 		"fabric_consumer_lag_seconds_bucket", "fabric_consumer_lag_seconds_count", "fabric_consumer_lag_seconds_sum",
 		"fabric_consumer_pace_wait_seconds_bucket", "fabric_consumer_pace_wait_seconds_count", "fabric_consumer_pace_wait_seconds_sum",
 		"fabric_consumer_processed_total", "fabric_consumer_queue_depth", "fabric_consumer_retried_total",
+		"fabric_operator_mass_action_items_total",
 		"fabric_publisher_confirmed_total", "fabric_publisher_failed_total",
 		"fabric_ratelimit_throttled_total",
 		"fabric_retention_rows_deleted_total",
+		"fabric_security_authorization_failures_total", "fabric_security_capability_refused_total",
+		"fabric_security_cross_tenant_total", "fabric_security_repeated_authorization_failures_total",
 	}
 	if names := sorted(got); !slices.Equal(names, want) {
 		t.Errorf("FabricMetrics =\n%v\nwant\n%v", names, want)

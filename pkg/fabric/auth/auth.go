@@ -17,6 +17,7 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwt"
 
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/internal/security"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 )
 
@@ -185,8 +186,11 @@ func FromContext(ctx context.Context) (Claims, bool) {
 
 // Require returns middleware that admits requests with a valid bearer token
 // holding at least one of roles (any role when none are given). Failures
-// answer 401 or 403 with a problem body.
+// answer 401 or 403 with a problem body; a 403 is reported as a refused
+// capability, "role:" and the roles (the host counts it, package
+// internal/security).
 func (v *Verifier) Require(roles ...string) func(http.Handler) http.Handler {
+	capability := "role:" + strings.Join(roles, "|")
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			h := r.Header.Get("Authorization")
@@ -203,6 +207,7 @@ func (v *Verifier) Require(roles ...string) func(http.Handler) http.Handler {
 				return
 			}
 			if len(roles) > 0 && !slices.ContainsFunc(roles, c.Has) {
+				security.CapabilityRefused(r.Context(), capability)
 				problem.Error(w, r, http.StatusForbidden, fmt.Sprintf("requires one of the roles %v", roles))
 				return
 			}

@@ -50,6 +50,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/internal/ops"
 	"github.com/agora-platform/agora/pkg/fabric/internal/relay"
 	"github.com/agora-platform/agora/pkg/fabric/internal/replay"
+	"github.com/agora-platform/agora/pkg/fabric/internal/security"
 	"github.com/agora-platform/agora/pkg/fabric/migrations"
 	"github.com/agora-platform/agora/pkg/fabric/openapi"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
@@ -643,7 +644,10 @@ func (h *host) Serve(ctx context.Context, routes http.Handler, ready func(addr s
 		}
 		mux.Handle(console.Path, httpspan.Server(h.Tracer)(edge.ValidText(ui)))
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Every answer passes the security watch: it counts each 401 and 403
+	// and what the handlers report (refused capabilities, other tenants
+	// named, operators' mass actions), whoever wrote it.
+	srv := &http.Server{Handler: security.Watch(mux, h.Metrics), ReadHeaderTimeout: 10 * time.Second}
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
 	errs := make(chan error, len(h.consumers)+len(h.workers)+2)

@@ -42,7 +42,9 @@ func (c HeaderCarrier) Keys() []string {
 	return out
 }
 
-// Metrics are the fabric's instruments. All carry attributes consumer and type.
+// Metrics are the fabric's instruments. The consumer's and publisher's carry
+// attributes consumer and type; the security signals (docs/runbooks.md) carry
+// only bounded labels of their own, never a tenant, subject or id.
 type Metrics struct {
 	// Meter registers observable instruments (queue depth) per consumer.
 	Meter        metric.Meter
@@ -61,6 +63,22 @@ type Metrics struct {
 	Throttled    metric.Int64Counter
 	Published    metric.Int64Counter
 	PublishFail  metric.Int64Counter
+
+	// MassActionItems counts the items an operator's bulk action touched
+	// (label action: dlq_replay, dlq_purge, history_replay, reaction_review).
+	MassActionItems metric.Int64Counter
+	// CrossTenant counts requests that named another tenant than their
+	// token's (label surface). Envelopes of the wrong tenant are dead-letters
+	// with a security reason (DeadLettered), not counted again here.
+	CrossTenant metric.Int64Counter
+	// AuthFailures counts requests answered 401 or 403 (label reason), and
+	// RepeatedAuthFailures one principal passing the repeat limit of such
+	// answers within a window (package internal/security).
+	AuthFailures         metric.Int64Counter
+	RepeatedAuthFailures metric.Int64Counter
+	// CapabilityRefused counts calls refused because the caller lacks what
+	// the route or action requires (label capability).
+	CapabilityRefused metric.Int64Counter
 }
 
 // NewMetrics creates the instruments on mp (a no-op provider when nil).
@@ -87,6 +105,13 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 		BatchRetried: counter("fabric.consumer.batch_retried", "Batches rolled back at a failing message and run again one message per savepoint."),
 		Published:    counter("fabric.publisher.confirmed", "Messages confirmed by the broker."),
 		PublishFail:  counter("fabric.publisher.failed", "Publishes that were nacked, returned or lost."),
+
+		MassActionItems: counter("fabric.operator.mass_action_items", "Items an operator's bulk action touched (letters replayed or purged, events replayed, requests a mass reaction reviewed), by action."),
+		CrossTenant:     counter("fabric.security.cross_tenant", "Requests that named a tenant other than their credentials', by surface."),
+		AuthFailures:    counter("fabric.security.authorization_failures", "Requests answered 401 or 403, by reason."),
+		RepeatedAuthFailures: counter("fabric.security.repeated_authorization_failures",
+			"Times one principal reached the repeat limit of 401/403 answers within the window, by reason of the last one."),
+		CapabilityRefused: counter("fabric.security.capability_refused", "Calls refused because the caller lacks the role or right they need, by capability."),
 	}
 	out.Duration, err = m.Float64Histogram("fabric.consumer.duration", metric.WithUnit("s"),
 		metric.WithDescription("Handler processing time."))
