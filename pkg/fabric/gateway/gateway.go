@@ -38,6 +38,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/gateway/signature"
 	"github.com/agora-platform/agora/pkg/fabric/httpjson"
+	"github.com/agora-platform/agora/pkg/fabric/internal/security"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
@@ -199,6 +200,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ce.TenantID != "" && ce.TenantID != src.TenantID {
+		security.CrossTenant(r.Context(), "gateway")
 		g.refuse(w, r, http.StatusForbidden, "the event names a tenant that is not its source's", ce)
 		return
 	}
@@ -209,6 +211,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !slices.Contains(src.Types, ce.Type) {
+		security.CapabilityRefused(r.Context(), "gateway:event-type")
 		g.refuse(w, r, http.StatusForbidden, "the source may not send "+ce.Type, ce)
 		return
 	}
@@ -287,6 +290,9 @@ func (g *gateway) verify(src Source, header string, body []byte) error {
 // refuse answers status with detail and logs the refusal: refusals are
 // security events an operator may need to trace.
 func (g *gateway) refuse(w http.ResponseWriter, r *http.Request, status int, detail string, ce cloudEvent) {
+	// A source signs, it sends no bearer: its refusals are charged to the
+	// source it claims (package internal/security).
+	security.Presented(r.Context(), "gateway source "+ce.Source)
 	g.log.WarnContext(r.Context(), "external event refused", "status", status, "reason", detail, "source", ce.Source, "id", ce.ID, "type", ce.Type)
 	problem.Error(w, r, status, detail)
 }

@@ -19,8 +19,10 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/gateway"
 	"github.com/agora-platform/agora/pkg/fabric/gateway/signature"
+	"github.com/agora-platform/agora/pkg/fabric/internal/security"
 	"github.com/agora-platform/agora/pkg/fabric/outbox"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
+	"github.com/agora-platform/agora/pkg/fabric/telemetry"
 )
 
 const (
@@ -31,8 +33,9 @@ const (
 var now = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 
 type stack struct {
-	schema *fabrictest.Schema
-	srv    *httptest.Server
+	schema  *fabrictest.Schema
+	srv     *httptest.Server
+	metrics string // the Prometheus endpoint of the security signals
 }
 
 func newStack(t *testing.T) *stack {
@@ -49,7 +52,19 @@ func newStack(t *testing.T) *stack {
 			Types: []string{"citizen.updated.v1"}},
 	}
 	g := gateway.New(s.schema.Pool, outbox.New(reg), reg, sources, func() time.Time { return now }, 0, slog.New(slog.DiscardHandler))
-	s.srv = httptest.NewServer(g)
+	// Behind the security watch, as a service host serves it.
+	mp, scrape, err := telemetry.Prometheus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := telemetry.NewMetrics(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := httptest.NewServer(scrape)
+	t.Cleanup(metrics.Close)
+	s.metrics = metrics.URL
+	s.srv = httptest.NewServer(security.Watch(g, m))
 	t.Cleanup(s.srv.Close)
 	return s
 }
@@ -154,6 +169,25 @@ func TestGateway(t *testing.T) {
 	}
 	if rows := s.enqueued(t); len(rows) != 1 {
 		t.Errorf("after the refusals the outbox holds %d events, want still 1: %v", len(rows), rows)
+	}
+	// The refusals as security signals: the tenant named is a cross-tenant
+	// attempt, the type a capability the source lacks, and every 401/403
+	// is counted by reason (no source sent ten: no repeat).
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"fabric_security_cross_tenant_total", map[string]string{"surface": "gateway"}, 1},
+		{"fabric_security_capability_refused_total", map[string]string{"capability": "gateway:event-type"}, 1},
+		{"fabric_security_capability_refused_total", map[string]string{"capability": "handler"}, 0},
+		{"fabric_security_authorization_failures_total", map[string]string{"reason": "credentials_refused"}, 5},
+		{"fabric_security_authorization_failures_total", map[string]string{"reason": "forbidden"}, 2},
+		{"fabric_security_repeated_authorization_failures_total", nil, 0},
+	} {
+		if got := fabrictest.Counter(t, s.metrics, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %g, want %g", c.name, c.labels, got, c.want)
+		}
 	}
 
 	t.Run("another source's tenant is its own", func(t *testing.T) {

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric/auth"
+	"github.com/agora-platform/agora/pkg/fabric/internal/security"
 )
 
 // Path is where a host mounts the console.
@@ -191,9 +192,12 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 		c.render(w, http.StatusBadRequest, "login", map[string]any{"Error": "Paste your operator token."})
 		return
 	case err != nil:
+		security.Presented(r.Context(), token)
 		c.render(w, http.StatusUnauthorized, "login", map[string]any{"Error": "The token was refused: " + err.Error()})
 		return
 	case !claims.Has(auth.RoleOperator) || claims.TenantID == "":
+		security.Presented(r.Context(), token)
+		security.CapabilityRefused(r.Context(), "role:"+auth.RoleOperator)
 		c.render(w, http.StatusForbidden, "login", map[string]any{"Error": "The console is for operators of a tenant; this token has neither the operator role or no tenant."})
 		return
 	}

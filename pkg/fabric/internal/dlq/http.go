@@ -12,6 +12,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/httpjson"
 	"github.com/agora-platform/agora/pkg/fabric/internal/edge"
 	"github.com/agora-platform/agora/pkg/fabric/internal/retryable"
+	"github.com/agora-platform/agora/pkg/fabric/internal/security"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 )
 
@@ -94,6 +95,9 @@ func Handler(ops *Ops, queues []string) http.Handler {
 		// Another tenant's letter is "not found", not "forbidden": an
 		// operator learns nothing about other tenants' letters.
 		if errors.Is(err, ErrNotFound) || (err == nil && !l.BelongsTo(c.TenantID)) {
+			if err == nil {
+				security.CrossTenant(r.Context(), "dlq_letter")
+			}
 			problem.Error(w, r, http.StatusNotFound, "no such letter")
 			return
 		}
@@ -124,6 +128,9 @@ func Handler(ops *Ops, queues []string) http.Handler {
 				problem.Write(w, r, problem.Details{Status: http.StatusBadRequest, Detail: "a filter is required",
 					Errors: map[string]any{"filter": "name ids, a reason, a type, or all: true"}})
 				return
+			}
+			if body.Filter.Tenant != "" && body.Filter.Tenant != c.TenantID {
+				security.CrossTenant(r.Context(), "dlq_filter")
 			}
 			body.Filter.Tenant = c.TenantID // never beyond the operator's tenant
 			req := Request{Queue: q, Filter: body.Filter, Operator: c.Subject, Reason: body.Reason, DryRun: body.DryRun}
