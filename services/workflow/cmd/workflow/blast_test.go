@@ -25,7 +25,7 @@ func TestBlastRadiusGate(t *testing.T) {
 	p := newPlatform(t)
 	extra := map[string]string{"REACTION_JOB_INTERVAL": "100ms", "REACTION_JOB_BATCH": "500"}
 	url := p.start(t, extra)
-	p.start(t, extra)
+	other := p.start(t, extra)
 	author, approver := p.Token(t, "org-a", "ana", "attendant"), p.Token(t, "org-a", "olga", "operator")
 	ctx := context.Background()
 	// The open requests, written directly: 5,000 processes of street-lighting
@@ -92,6 +92,20 @@ func TestBlastRadiusGate(t *testing.T) {
 	})
 	if n, distinct := reviewed(big); n != 5000 || distinct != 5000 || d.Job.Done != 5000 {
 		t.Errorf("%d reviews of %d requests (job done %d), want each of the 5,000 once", n, distinct, d.Job.Done)
+	}
+	// The security signal MassActionDetected: the requests reviewed are
+	// mass-action items, counted by whichever instance ran each batch (after
+	// its commit, so a moment after the job reads done).
+	items := func() float64 {
+		var sum float64
+		for _, u := range []string{url, other} {
+			sum += fabrictest.Counter(t, u+"/metrics", "fabric_operator_mass_action_items_total", map[string]string{"action": "reaction_review"})
+		}
+		return sum
+	}
+	fabrictest.Eventually(t, 10*time.Second, "5,000 mass-action items", func() bool { return items() >= 5000 })
+	if got := items(); got != 5000 {
+		t.Errorf("fabric_operator_mass_action_items_total{action=reaction_review} over both instances = %g, want 5000", got)
 	}
 
 	// At the threshold: the limit itself runs at once, one more waits.

@@ -15,6 +15,9 @@ import (
 	// Schedules name IANA time zones: the image may have no zoneinfo.
 	_ "time/tzdata"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/agora-platform/agora/pkg/fabric/host"
 	"github.com/agora-platform/agora/services/workflow/internal/httpapi"
 	"github.com/agora-platform/agora/services/workflow/internal/messaging"
@@ -155,9 +158,20 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		process.Watch(ctx, "watchdog", store.SweepStuck, cfg.WatchdogInterval, cfg.SLABatch, h.Log)
 		return nil
 	})
-	// Mass reactions, a batch per transaction (resumed after a crash).
+	// Mass reactions, a batch per transaction (resumed after a crash). The
+	// requests a committed batch reviewed are the fabric's mass-action
+	// items (AgoraMassActionDetected, docs/runbooks.md), beside the
+	// workflow's own workflow.reaction.job_requests.
+	reviewed := metric.WithAttributes(attribute.String("action", "reaction_review"))
+	sweepJobs := func(ctx context.Context, limit int) (int, error) {
+		n, err := subs.SweepJobs(ctx, limit)
+		if n > 0 {
+			h.Metrics.MassActionItems.Add(ctx, int64(n), reviewed)
+		}
+		return n, err
+	}
 	h.Go("reaction-jobs", func(ctx context.Context) error {
-		process.Watch(ctx, "reaction-jobs", subs.SweepJobs, cfg.JobInterval, cfg.JobBatch, h.Log)
+		process.Watch(ctx, "reaction-jobs", sweepJobs, cfg.JobInterval, cfg.JobBatch, h.Log)
 		return nil
 	})
 	// Scheduled events: each due slot fires once across instances.
