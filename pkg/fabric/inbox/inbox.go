@@ -16,6 +16,7 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/internal/crosstenant"
 	"github.com/agora-platform/agora/pkg/fabric/internal/pipetx"
 	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/telemetry"
@@ -103,6 +104,14 @@ func (in *Inbox) settings(env envelope.Envelope) statement {
 		[]any{in.schema, env.TenantID}}
 }
 
+// The claims table is under row-level security (fabric migration 00013),
+// and a claim must see every tenant's: a batch claims several tenants' ids
+// in one statement, and an id reused under another tenant is a conflict to
+// report, not a row to miss. So the claim statements run in platform scope
+// and leave the transaction as they found it, scoped to the tenant the
+// handler's work belongs to.
+const unscope = "SELECT set_config('app.scope', '', true)"
+
 // claimAfter runs before, then inserts (consumer, event id), all in one
 // round trip, and tells a first claim from a duplicate or a conflict.
 func (in *Inbox) claimAfter(ctx context.Context, tx pgx.Tx, env envelope.Envelope, before ...statement) (bool, error) {
@@ -120,17 +129,22 @@ func (in *Inbox) claimAfter(ctx context.Context, tx pgx.Tx, env envelope.Envelop
 	if env.CorrelationID != "" {
 		correlationID = &env.CorrelationID
 	}
+	b.Queue(wire.PlatformScope)
 	b.Queue(`INSERT INTO `+in.table+` (consumer, event_id, tenant_id, event_type, payload_hash, correlation_id)
 		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (consumer, event_id) DO NOTHING`,
 		in.consumer, env.ID, tenantID, env.Type, hash, correlationID)
+	b.Queue(unscope)
 	br := tx.SendBatch(ctx, b)
-	for range before {
+	for range len(before) + 1 {
 		if _, err := br.Exec(); err != nil {
 			br.Close()
 			return false, fmt.Errorf("inbox: before claiming %s: %w", env.ID, err)
 		}
 	}
 	tag, err := br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
@@ -149,8 +163,11 @@ func (in *Inbox) claimAfter(ctx context.Context, tx pgx.Tx, env envelope.Envelop
 func (in *Inbox) duplicate(ctx context.Context, tx pgx.Tx, env envelope.Envelope, tenantID *string, hash []byte) (bool, error) {
 	var firstTenant *string
 	var firstHash []byte
-	if err := tx.QueryRow(ctx, `SELECT tenant_id, payload_hash FROM `+in.table+` WHERE consumer = $1 AND event_id = $2`,
-		in.consumer, env.ID).Scan(&firstTenant, &firstHash); err != nil {
+	err := inScope(ctx, tx, func() error {
+		return tx.QueryRow(ctx, `SELECT tenant_id, payload_hash FROM `+in.table+` WHERE consumer = $1 AND event_id = $2`,
+			in.consumer, env.ID).Scan(&firstTenant, &firstHash)
+	})
+	if err != nil {
 		return false, fmt.Errorf("inbox claim %s: read first claim: %w", env.ID, err)
 	}
 	sameTenant := sameTenant(firstTenant, tenantID)
@@ -162,14 +179,30 @@ func (in *Inbox) duplicate(ctx context.Context, tx pgx.Tx, env envelope.Envelope
 		reason = "tenant differs"
 	}
 	// Recorded on the pool, not tx: the handler's transaction rolls back.
-	if _, err := in.pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s
-		(consumer, event_id, event_type, tenant_id, first_tenant_id, payload_hash, first_hash, reason)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, pgx.Identifier{in.schema, "inbox_security_event"}.Sanitize()),
-		in.consumer, env.ID, env.Type, tenantID, firstTenant, hash, firstHash, reason); err != nil {
+	err = crosstenant.Tx(ctx, in.pool, func(rec pgx.Tx) error {
+		_, err := rec.Exec(ctx, fmt.Sprintf(`INSERT INTO %s
+			(consumer, event_id, event_type, tenant_id, first_tenant_id, payload_hash, first_hash, reason)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, pgx.Identifier{in.schema, "inbox_security_event"}.Sanitize()),
+			in.consumer, env.ID, env.Type, tenantID, firstTenant, hash, firstHash, reason)
+		return err
+	})
+	if err != nil {
 		return false, fmt.Errorf("inbox claim %s: record security event: %w", env.ID, err)
 	}
 	in.log.Error("inbox: event id reused", "id", env.ID, "reason", reason, "tenant", env.TenantID)
 	return false, fmt.Errorf("%w: %s: %s", errConflict, env.ID, reason)
+}
+
+// inScope runs fn's statements on tx in platform scope, then ends it.
+func inScope(ctx context.Context, tx pgx.Tx, fn func() error) error {
+	if _, err := tx.Exec(ctx, wire.PlatformScope); err != nil {
+		return err
+	}
+	if err := fn(); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, unscope)
+	return err
 }
 
 // Handler returns the one-call path a service uses: begin a transaction
@@ -281,21 +314,28 @@ func (in *Inbox) together(ctx context.Context, batch []fabric.Received, h fabric
 	b := &pgx.Batch{}
 	first := in.settings(batch[0].Env)
 	b.Queue(first.sql, first.args...)
+	b.Queue(wire.PlatformScope)
 	b.Queue(`INSERT INTO `+in.table+` (consumer, event_id, tenant_id, event_type, payload_hash, correlation_id)
 		SELECT $1, id::uuid, tenant, type, hash, correlation
 		FROM unnest($2::text[], $3::text[], $4::text[], $5::bytea[], $6::text[]) AS m(id, tenant, type, hash, correlation)
 		ON CONFLICT (consumer, event_id) DO NOTHING
 		RETURNING event_id`, in.consumer, ids, tenants, types, hashes, correlations)
+	b.Queue(unscope)
 	br := tx.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return nil, false
+	for range 2 { // the settings, the scope
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return nil, false
+		}
 	}
 	claimed := map[[16]byte]bool{}
 	rows, err := br.Query()
 	if err == nil {
 		var id [16]byte
 		_, err = pgx.ForEachRow(rows, []any{&id}, func() error { claimed[id] = true; return nil })
+	}
+	if err == nil {
+		_, err = br.Exec()
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -371,14 +411,18 @@ func (in *Inbox) sameAsClaimed(ctx context.Context, tx pgx.Tx, batch []fabric.Re
 		hash   []byte
 	}
 	claims := map[[16]byte]claim{}
-	rows, err := tx.Query(ctx, `SELECT event_id, tenant_id, payload_hash FROM `+in.table+`
-		WHERE consumer = $1 AND event_id = ANY($2::text[]::uuid[])`, in.consumer, ids)
+	err := inScope(ctx, tx, func() error {
+		rows, err := tx.Query(ctx, `SELECT event_id, tenant_id, payload_hash FROM `+in.table+`
+			WHERE consumer = $1 AND event_id = ANY($2::text[]::uuid[])`, in.consumer, ids)
+		if err != nil {
+			return err
+		}
+		var id [16]byte
+		var c claim
+		_, err = pgx.ForEachRow(rows, []any{&id, &c.tenant, &c.hash}, func() error { claims[id] = c; return nil })
+		return err
+	})
 	if err != nil {
-		return false
-	}
-	var id [16]byte
-	var c claim
-	if _, err := pgx.ForEachRow(rows, []any{&id, &c.tenant, &c.hash}, func() error { claims[id] = c; return nil }); err != nil {
 		return false
 	}
 	for _, i := range again {
@@ -486,14 +530,19 @@ func (in *Inbox) DeleteOlderThan(ctx context.Context, age time.Duration, batch i
 	tbl := in.table
 	var total int64
 	for {
-		tag, err := in.pool.Exec(ctx, fmt.Sprintf(`DELETE FROM %s WHERE (consumer, event_id) IN (
-			SELECT consumer, event_id FROM %s WHERE consumer = $1 AND received_at < now() - $2::interval LIMIT $3)`, tbl, tbl),
-			in.consumer, fmt.Sprintf("%d milliseconds", age.Milliseconds()), batch)
+		var n int64
+		err := crosstenant.Tx(ctx, in.pool, func(tx pgx.Tx) error {
+			tag, err := tx.Exec(ctx, fmt.Sprintf(`DELETE FROM %s WHERE (consumer, event_id) IN (
+				SELECT consumer, event_id FROM %s WHERE consumer = $1 AND received_at < now() - $2::interval LIMIT $3)`, tbl, tbl),
+				in.consumer, fmt.Sprintf("%d milliseconds", age.Milliseconds()), batch)
+			n = tag.RowsAffected()
+			return err
+		})
 		if err != nil {
 			return total, fmt.Errorf("inbox retention: %w", err)
 		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < int64(batch) || ctx.Err() != nil {
+		total += n
+		if n < int64(batch) || ctx.Err() != nil {
 			return total, nil
 		}
 	}

@@ -32,23 +32,23 @@ type Limit struct {
 // errThrottled: an envelope is over a publish limit.
 var errThrottled = errors.New("over its publish limit")
 
-// ThrottledError names the limit an envelope is over. Enqueue returns it
+// throttledError names the limit an envelope is over. Enqueue returns it
 // marked transient (fabric.Transient): a consumer's handler that enqueues
 // is retried after its retry tier, and an HTTP handler answers 429 with
 // Retry-After (problem.Fail reads Throttled).
-type ThrottledError struct {
+type throttledError struct {
 	Limit, Key string
 	RetryAfter time.Duration
 }
 
-func (e *ThrottledError) Error() string {
+func (e *throttledError) Error() string {
 	return fmt.Sprintf("outbox: %s %s is %v; retry in %s", e.Limit, e.Key, errThrottled, e.RetryAfter.Round(time.Millisecond))
 }
 
-func (e *ThrottledError) Unwrap() error { return errThrottled }
+func (e *throttledError) Unwrap() error { return errThrottled }
 
 // Throttled says how long until the limit admits the envelope.
-func (e *ThrottledError) Throttled() time.Duration { return e.RetryAfter }
+func (e *throttledError) Throttled() time.Duration { return e.RetryAfter }
 
 // WithLimits returns an Outbox whose Enqueue first draws a token from each
 // limit that covers each item (m, if set, counts refusals in
@@ -78,7 +78,7 @@ func (o *Outbox) admit(ctx context.Context, items []Item) error {
 					o.metrics.Throttled.Add(ctx, 1, metric.WithAttributes(attribute.String("limiter", "publish-"+l.Name),
 						attribute.String("tenant", it.Envelope.TenantID)))
 				}
-				return fabric.Transient(&ThrottledError{Limit: l.Name, Key: key, RetryAfter: wait})
+				return fabric.Transient(&throttledError{Limit: l.Name, Key: key, RetryAfter: wait})
 			}
 		}
 	}

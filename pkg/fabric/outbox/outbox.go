@@ -77,7 +77,7 @@ func (o *Outbox) WithWake(wake func(rows int)) *Outbox {
 // its schema and encoded now, so the relay publishes exactly these bytes.
 // The trace context of ctx travels with the row, so consumers' spans join
 // the trace that produced the event. It returns registry or envelope
-// validation errors, a *ThrottledError over a publish limit (WithLimits),
+// validation errors, a *throttledError over a publish limit (WithLimits),
 // or the database error. In a transaction that defers writes (pipetx.Tx,
 // what the inbox hands consumers) the rows travel with its next statement
 // or its COMMIT, and a database error surfaces there.

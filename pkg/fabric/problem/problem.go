@@ -102,7 +102,7 @@ const statusClientClosed = 499
 // client can tell "try again" (safe with the same Idempotency-Key) from a
 // bug; 500 otherwise. The caller logs err; the body does not carry it.
 func unexpected(w http.ResponseWriter, r *http.Request, err error) {
-	// Work over a rate limit (outbox.ThrottledError): the caller slows down.
+	// Work over a rate limit (the outbox's throttledError): the caller slows down.
 	var throttled interface{ Throttled() time.Duration }
 	if errors.As(err, &throttled) {
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(throttled.Throttled().Seconds())))))

@@ -109,7 +109,7 @@ func TestRouteProblems(t *testing.T) {
 	}
 }
 
-// throttled says it is over a rate limit, as outbox.ThrottledError does
+// throttled says it is over a rate limit, as outbox.throttledError does
 // (problem may not import outbox).
 type throttled time.Duration
 

@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/agora-platform/agora/pkg/fabric/internal/crosstenant"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
 )
 
@@ -32,8 +33,9 @@ type Table struct {
 	Name   string        // in the service's schema
 	Column string        // the timestamptz column a row's age is measured on
 	Age    time.Duration // rows older than this are deleted; 0 keeps every row
-	// TenantScoped marks a table with row-level security on app.tenant_id
-	// (and a tenant_id column). It is cleaned once per tenant listed in
+	// TenantScoped marks a table whose row-level security admits one
+	// tenant at a time (a service's tables; the fabric's also admit the
+	// platform scope and are cleaned in one pass). It is cleaned once per tenant listed in
 	// retention_tenant, so it needs the retention_note_tenant trigger
 	// (fabric migration 00006) to keep that list complete.
 	TenantScoped bool
@@ -173,9 +175,16 @@ func (r *retention) RunOnce(ctx context.Context) ([]Result, error) {
 func (r *retention) clean(ctx context.Context, t Table) (Result, error) {
 	res := Result{Table: t.Name}
 	if !t.TenantScoped {
+		// The fabric's tables admit the platform scope (migration 00013):
+		// one statement per batch across every tenant.
 		return res, r.drain(ctx, t, &res, func(sql string, args ...any) (int64, error) {
-			tag, err := r.pool.Exec(ctx, sql, args...)
-			return tag.RowsAffected(), err
+			var n int64
+			err := crosstenant.Tx(ctx, r.pool, func(tx pgx.Tx) error {
+				tag, err := tx.Exec(ctx, sql, args...)
+				n = tag.RowsAffected()
+				return err
+			})
+			return n, err
 		}, "")
 	}
 	tenants, err := r.tenants(ctx)

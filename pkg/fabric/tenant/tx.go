@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agora-platform/agora/pkg/fabric/internal/pipetx"
+	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 )
 
 // setting is the Postgres setting every tenant table's row-level security
@@ -94,9 +95,31 @@ func literal(s string) string {
 // carries one tenant's scope into the next transaction). It is for paths
 // that already hold a transaction: an inbox handler's, or one that works
 // through several tenants in turn, setting each before touching its rows.
+// It ends a platform scope Platform opened: what follows sees one tenant.
 func Set(ctx context.Context, tx pgx.Tx, tenantID string) error {
-	if _, err := tx.Exec(ctx, "SELECT set_config('"+setting+"', $1, true)", tenantID); err != nil {
+	if _, err := tx.Exec(ctx, "SELECT set_config('"+setting+"', $1, true), set_config('"+scope+"', '', true)", tenantID); err != nil {
 		return fmt.Errorf("set tenant %s: %w", tenantID, err)
+	}
+	return nil
+}
+
+// scope is the setting the fabric's policies read besides setting:
+// 'platform' admits every tenant's rows (see Platform).
+const scope = "app.scope"
+
+// Platform opts the open transaction tx into platform scope, for the few
+// statements that work across tenants by design: a sweep that finds due
+// timers of every tenant (then Set scopes the work on each), the relay's
+// claim, retention, operator counts. It lasts until Set or the end of tx.
+//
+// Row-level security guards against a query that forgot its tenant, not
+// against code that asks for more: a service's own role can call this.
+// That is why it is a named, greppable opt-in (docs/architecture.md lists
+// who calls it) and never a default. The fabric's own cross-tenant work
+// goes through internal/crosstenant, which sets the same scope.
+func Platform(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, wire.PlatformScope); err != nil {
+		return fmt.Errorf("platform scope: %w", err)
 	}
 	return nil
 }

@@ -22,8 +22,10 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/internal/crosstenant"
 	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
+	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 
@@ -517,10 +519,12 @@ func (o *Ops) act(ctx context.Context, r Request, action string, refuse func(amq
 
 func (o *Ops) writeAudit(ctx context.Context, r Request, rep Report, ids []string, result string) (int64, error) {
 	var id int64
-	err := o.audit.QueryRow(ctx, fmt.Sprintf(`INSERT INTO %s
-		(operator, reason, action, queue, filter, message_ids, succeeded, failed, result, tenant_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, '')) RETURNING id`, pgx.Identifier{o.auditSchema, "dlq_audit"}.Sanitize()),
-		r.Operator, r.Reason, rep.Action, r.Queue, r.Filter.String(), ids, rep.Succeeded, rep.Failed, result, r.Filter.Tenant).Scan(&id)
+	err := o.scoped(ctx, r.Filter.Tenant, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, fmt.Sprintf(`INSERT INTO %s
+			(operator, reason, action, queue, filter, message_ids, succeeded, failed, result, tenant_id)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, '')) RETURNING id`, pgx.Identifier{o.auditSchema, "dlq_audit"}.Sanitize()),
+			r.Operator, r.Reason, rep.Action, r.Queue, r.Filter.String(), ids, rep.Succeeded, rep.Failed, result, r.Filter.Tenant).Scan(&id)
+	})
 	if err != nil {
 		return 0, fmt.Errorf("dlq: write audit row (the action itself happened): %w", err)
 	}
@@ -548,7 +552,16 @@ type AuditEntry struct {
 // Audit returns the latest limit audit rows for queue (all queues when
 // empty), of every tenant: for platform operators (fabricctl).
 func (o *Ops) Audit(ctx context.Context, queue string, limit int) ([]AuditEntry, error) {
-	return o.auditRows(ctx, `($1 = '' OR queue = $1)`, limit, queue)
+	return o.auditRows(ctx, "", `($1 = '' OR queue = $1)`, limit, queue)
+}
+
+// scoped runs fn in a transaction that row-level security confines to
+// tenantID, or in platform scope for a platform-wide operation (empty).
+func (o *Ops) scoped(ctx context.Context, tenantID string, fn func(pgx.Tx) error) error {
+	if tenantID == "" {
+		return crosstenant.Tx(ctx, o.audit, fn)
+	}
+	return tenant.Tx(ctx, o.audit, tenantID, fn)
 }
 
 // ErrNoTenant: a tenant-scoped operation was asked for without a tenant.
@@ -562,19 +575,27 @@ func (o *Ops) TenantAudit(ctx context.Context, tenant string, queues []string, l
 	if tenant == "" {
 		return nil, ErrNoTenant
 	}
-	return o.auditRows(ctx, `tenant_id = $1 AND queue = ANY ($2)`, limit, tenant, queues)
+	return o.auditRows(ctx, tenant, `tenant_id = $1 AND queue = ANY ($2)`, limit, tenant, queues)
 }
 
-func (o *Ops) auditRows(ctx context.Context, where string, limit int, args ...any) ([]AuditEntry, error) {
+func (o *Ops) auditRows(ctx context.Context, tenantID, where string, limit int, args ...any) ([]AuditEntry, error) {
 	args = append(args, limit)
-	rows, err := o.audit.Query(ctx, fmt.Sprintf(`SELECT id, at, coalesce(tenant_id, ''), operator, reason, action, queue, filter, message_ids, succeeded, failed, result
-		FROM %s WHERE %s ORDER BY id DESC LIMIT $%d`, pgx.Identifier{o.auditSchema, "dlq_audit"}.Sanitize(), where, len(args)), args...)
+	var entries []AuditEntry
+	err := o.scoped(ctx, tenantID, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, fmt.Sprintf(`SELECT id, at, coalesce(tenant_id, ''), operator, reason, action, queue, filter, message_ids, succeeded, failed, result
+			FROM %s WHERE %s ORDER BY id DESC LIMIT $%d`, pgx.Identifier{o.auditSchema, "dlq_audit"}.Sanitize(), where, len(args)), args...)
+		if err != nil {
+			return err
+		}
+		entries, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditEntry, error) {
+			var a AuditEntry
+			err := r.Scan(&a.ID, &a.At, &a.TenantID, &a.Operator, &a.Reason, &a.Action, &a.Queue, &a.Filter, &a.MessageIDs, &a.Succeeded, &a.Failed, &a.Result)
+			return a, err
+		})
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("dlq audit: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditEntry, error) {
-		var a AuditEntry
-		err := r.Scan(&a.ID, &a.At, &a.TenantID, &a.Operator, &a.Reason, &a.Action, &a.Queue, &a.Filter, &a.MessageIDs, &a.Succeeded, &a.Failed, &a.Result)
-		return a, err
-	})
+	return entries, nil
 }

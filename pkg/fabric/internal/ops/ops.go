@@ -23,6 +23,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/internal/dlq"
 	"github.com/agora-platform/agora/pkg/fabric/internal/edge"
 	"github.com/agora-platform/agora/pkg/fabric/problem"
+	fabtenant "github.com/agora-platform/agora/pkg/fabric/tenant"
 )
 
 // PathPrefix is where the host serves the handler.
@@ -121,8 +122,10 @@ func (s Service) Status(ctx context.Context, tenant string) (Status, error) {
 	if s.Relay {
 		var pending int
 		var oldest *time.Time
-		err := s.Pool.QueryRow(ctx, `SELECT count(*), min(created_at) FROM `+s.table("outbox_event")+`
-			WHERE published_at IS NULL AND tenant_id = $1`, tenant).Scan(&pending, &oldest)
+		err := fabtenant.Tx(ctx, s.Pool, tenant, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, `SELECT count(*), min(created_at) FROM `+s.table("outbox_event")+`
+				WHERE published_at IS NULL AND tenant_id = $1`, tenant).Scan(&pending, &oldest)
+		})
 		if err != nil {
 			return st, fmt.Errorf("ops: outbox backlog: %w", err)
 		}
@@ -167,26 +170,32 @@ func (s Service) queueStatus(ctx context.Context, queue, tenant string) QueueSta
 // Journey reads what the service knows of correlationID for tenant.
 func (s Service) Journey(ctx context.Context, tenant, correlationID string) (Journey, error) {
 	j := Journey{Service: s.Name, CorrelationID: correlationID, Emitted: []Emitted{}, Consumed: []Consumed{}, DeadLetters: []dlq.Letter{}}
-	if s.Relay {
-		rows, err := s.Pool.Query(ctx, `SELECT id::text, event_type, coalesce(causation_id, ''), occurred_at, published_at
-			FROM `+s.table("outbox_event")+` WHERE correlation_id = $1 AND tenant_id = $2 ORDER BY seq`, correlationID, tenant)
-		if err != nil {
-			return j, fmt.Errorf("ops: journey: outbox: %w", err)
+	err := fabtenant.Tx(ctx, s.Pool, tenant, func(tx pgx.Tx) error {
+		if s.Relay {
+			rows, err := tx.Query(ctx, `SELECT id::text, event_type, coalesce(causation_id, ''), occurred_at, published_at
+				FROM `+s.table("outbox_event")+` WHERE correlation_id = $1 AND tenant_id = $2 ORDER BY seq`, correlationID, tenant)
+			if err != nil {
+				return fmt.Errorf("outbox: %w", err)
+			}
+			if j.Emitted, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Emitted]); err != nil {
+				return fmt.Errorf("outbox: %w", err)
+			}
 		}
-		if j.Emitted, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Emitted]); err != nil {
-			return j, fmt.Errorf("ops: journey: outbox: %w", err)
+		if len(s.Queues) > 0 {
+			rows, err := tx.Query(ctx, `SELECT consumer, event_id::text, event_type, received_at
+				FROM `+s.table("inbox_message")+` WHERE correlation_id = $1 AND tenant_id = $2 AND consumer = ANY($3)
+				ORDER BY received_at`, correlationID, tenant, s.Queues)
+			if err != nil {
+				return fmt.Errorf("inbox: %w", err)
+			}
+			if j.Consumed, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Consumed]); err != nil {
+				return fmt.Errorf("inbox: %w", err)
+			}
 		}
-	}
-	if len(s.Queues) > 0 {
-		rows, err := s.Pool.Query(ctx, `SELECT consumer, event_id::text, event_type, received_at
-			FROM `+s.table("inbox_message")+` WHERE correlation_id = $1 AND tenant_id = $2 AND consumer = ANY($3)
-			ORDER BY received_at`, correlationID, tenant, s.Queues)
-		if err != nil {
-			return j, fmt.Errorf("ops: journey: inbox: %w", err)
-		}
-		if j.Consumed, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Consumed]); err != nil {
-			return j, fmt.Errorf("ops: journey: inbox: %w", err)
-		}
+		return nil
+	})
+	if err != nil {
+		return j, fmt.Errorf("ops: journey: %w", err)
 	}
 	for _, q := range s.Queues {
 		letters, err := s.Letters.List(ctx, q, maxLetters)

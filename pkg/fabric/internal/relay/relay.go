@@ -28,6 +28,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/agora-platform/agora/pkg/fabric/broker"
+	"github.com/agora-platform/agora/pkg/fabric/internal/crosstenant"
 	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/telemetry"
 	"github.com/agora-platform/agora/pkg/fabric/text"
@@ -342,6 +343,24 @@ func (r *Relay) listen(ctx context.Context, wake func()) {
 	}
 }
 
+// probe asks whether a row is claimable, in one round trip: the
+// transaction only carries the platform scope (row-level security), and a
+// read-only one takes no transaction id.
+func (r *Relay) probe(ctx context.Context, conn *pgx.Conn) (bool, error) {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN READ ONLY")
+	b.Queue(wire.PlatformScope)
+	var found bool
+	b.Queue(`SELECT EXISTS (SELECT 1 FROM ` + r.table() + ` WHERE ` + claimable + `)`).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&found)
+	})
+	b.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return false, fmt.Errorf("outbox relay: probe: %w", err)
+	}
+	return found, nil
+}
+
 // result summarises one batch.
 type result struct {
 	Claimed   int // rows locked by this relay
@@ -394,9 +413,9 @@ func (r *Relay) relayOnce(ctx context.Context, probe bool) (res result, err erro
 	}
 	defer conn.Release()
 	if probe {
-		var found bool
-		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+r.table()+` WHERE `+claimable+`)`).Scan(&found); err != nil {
-			return res, fmt.Errorf("outbox relay: probe: %w", err)
+		found, err := r.probe(ctx, conn.Conn())
+		if err != nil {
+			return res, err
 		}
 		if !found {
 			return res, nil
@@ -510,6 +529,9 @@ const claimable = `published_at IS NULL AND publication_attempts >= 0
 func (r *Relay) claim(ctx context.Context, conn *pgx.Conn) ([]*row, error) {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
+	// The claim reads every tenant's rows: platform scope for the outbox's
+	// row-level security (fabric migration 00013).
+	b.Queue(wire.PlatformScope)
 	// The table is qualified instead of setting search_path: one statement
 	// fewer per batch.
 	b.Queue(`WITH claimed AS MATERIALIZED (
@@ -535,8 +557,10 @@ func (r *Relay) claim(ctx context.Context, conn *pgx.Conn) ([]*row, error) {
 		ORDER BY c.seq`, r.opts.BatchSize)
 	br := conn.SendBatch(ctx, b)
 	defer br.Close()
-	if _, err := br.Exec(); err != nil {
-		return nil, fmt.Errorf("outbox relay: begin: %w", err)
+	for range 2 { // BEGIN, the scope
+		if _, err := br.Exec(); err != nil {
+			return nil, fmt.Errorf("outbox relay: begin: %w", err)
+		}
 	}
 	rows, err := br.Query()
 	if err != nil {
@@ -670,15 +694,20 @@ func (r *Relay) retryDelay(attempt int) time.Duration {
 func (r *Relay) DeletePublished(ctx context.Context, age time.Duration) (int64, error) {
 	var total int64
 	for {
-		tag, err := r.pool.Exec(ctx, fmt.Sprintf(`DELETE FROM %s WHERE seq IN (
-			SELECT seq FROM %s WHERE published_at IS NOT NULL AND published_at < now() - $1::interval
-			ORDER BY published_at LIMIT $2)`, r.table(), r.table()),
-			fmt.Sprintf("%d milliseconds", age.Milliseconds()), r.opts.RetentionBatch)
+		var n int64
+		err := crosstenant.Tx(ctx, r.pool, func(tx pgx.Tx) error {
+			tag, err := tx.Exec(ctx, fmt.Sprintf(`DELETE FROM %s WHERE seq IN (
+				SELECT seq FROM %s WHERE published_at IS NOT NULL AND published_at < now() - $1::interval
+				ORDER BY published_at LIMIT $2)`, r.table(), r.table()),
+				fmt.Sprintf("%d milliseconds", age.Milliseconds()), r.opts.RetentionBatch)
+			n = tag.RowsAffected()
+			return err
+		})
 		if err != nil {
 			return total, fmt.Errorf("outbox retention: %w", err)
 		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < int64(r.opts.RetentionBatch) || ctx.Err() != nil {
+		total += n
+		if n < int64(r.opts.RetentionBatch) || ctx.Err() != nil {
 			return total, nil
 		}
 	}
@@ -687,7 +716,9 @@ func (r *Relay) DeletePublished(ctx context.Context, age time.Duration) (int64, 
 // Pending returns how many rows wait to be published.
 func (r *Relay) Pending(ctx context.Context) (int64, error) {
 	var n int64
-	err := r.pool.QueryRow(ctx, "SELECT count(*) FROM "+r.table()+" WHERE published_at IS NULL").Scan(&n)
+	err := crosstenant.Tx(ctx, r.pool, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, "SELECT count(*) FROM "+r.table()+" WHERE published_at IS NULL").Scan(&n)
+	})
 	if err != nil {
 		return 0, fmt.Errorf("outbox pending: %w", err)
 	}

@@ -298,6 +298,9 @@ func (s *Service) Start(ctx context.Context, a Actor, r Request, progress func(f
 		job.Status = "done"
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := tenant.Set(ctx, tx, job.TenantID); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `INSERT INTO `+s.table("replay_job")+` (id, tenant_id, queue, mode, selection, reason, requested_by,
 			status, total, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)`,
 			job.ID, job.TenantID, job.Queue, string(job.Mode), sel, job.Reason, job.RequestedBy, job.Status, job.Total, now); err != nil {
@@ -331,7 +334,7 @@ func (s *Service) Get(ctx context.Context, tenantID, id string) (Job, error) {
 	if _, err := uuid.Parse(id); err != nil {
 		return Job{}, ErrNotFound
 	}
-	jobs, err := s.jobs(ctx, `WHERE j.tenant_id = $1 AND j.id = $2`, tenantID, id)
+	jobs, err := s.jobs(ctx, tenantID, `WHERE j.tenant_id = $1 AND j.id = $2`, tenantID, id)
 	if err != nil {
 		return Job{}, err
 	}
@@ -343,11 +346,21 @@ func (s *Service) Get(ctx context.Context, tenantID, id string) (Job, error) {
 
 // List returns the tenant's latest jobs, newest first.
 func (s *Service) List(ctx context.Context, tenantID string, limit int) ([]Job, error) {
-	return s.jobs(ctx, `WHERE j.tenant_id = $1 ORDER BY j.created_at DESC LIMIT `+fmt.Sprint(limit), tenantID)
+	return s.jobs(ctx, tenantID, `WHERE j.tenant_id = $1 ORDER BY j.created_at DESC LIMIT `+fmt.Sprint(limit), tenantID)
 }
 
-func (s *Service) jobs(ctx context.Context, where string, args ...any) ([]Job, error) {
-	rows, err := s.pool.Query(ctx, `SELECT j.id, j.tenant_id, j.queue, j.mode, j.selection, j.reason, j.requested_by, j.status, j.total,
+// jobs reads the jobs where selects, in a transaction row-level security
+// confines to tenantID.
+func (s *Service) jobs(ctx context.Context, tenantID, where string, args ...any) (out []Job, err error) {
+	err = tenant.Tx(ctx, s.pool, tenantID, func(tx pgx.Tx) error {
+		out, err = s.readJobs(ctx, tx, where, args...)
+		return err
+	})
+	return out, err
+}
+
+func (s *Service) readJobs(ctx context.Context, tx pgx.Tx, where string, args ...any) ([]Job, error) {
+	rows, err := tx.Query(ctx, `SELECT j.id, j.tenant_id, j.queue, j.mode, j.selection, j.reason, j.requested_by, j.status, j.total,
 		j.processed, j.created_at, j.updated_at,
 		(SELECT coalesce(jsonb_object_agg(o.outcome, o.n), '{}') FROM (SELECT outcome, count(*) AS n FROM `+s.table("replay_item")+`
 			WHERE job_id = j.id AND outcome IS NOT NULL GROUP BY outcome) o)
@@ -386,15 +399,19 @@ func (s *Service) Items(ctx context.Context, tenantID, id string, after, limit i
 	if _, err := s.Get(ctx, tenantID, id); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT seq, event_id, type, coalesce(outcome, ''), coalesce(detail, '') FROM `+s.table("replay_item")+`
-		WHERE job_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, id, after, limit)
-	if err != nil {
-		return nil, fmt.Errorf("replay: items of %s: %w", id, err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Item, error) {
-		var it Item
-		err := r.Scan(&it.Seq, &it.EventID, &it.Type, &it.Outcome, &it.Detail)
-		return it, err
+	var out []Item
+	err := tenant.Tx(ctx, s.pool, tenantID, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT seq, event_id, type, coalesce(outcome, ''), coalesce(detail, '') FROM `+s.table("replay_item")+`
+			WHERE job_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, id, after, limit)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Item, error) {
+			var it Item
+			err := r.Scan(&it.Seq, &it.EventID, &it.Type, &it.Outcome, &it.Detail)
+			return it, err
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("replay: items of %s: %w", id, err)
@@ -407,8 +424,12 @@ func (s *Service) Cancel(ctx context.Context, tenantID, id string) (Job, error) 
 	if _, err := uuid.Parse(id); err != nil {
 		return Job{}, ErrNotFound
 	}
-	if _, err := s.pool.Exec(ctx, `UPDATE `+s.table("replay_job")+` SET status = 'cancelled', updated_at = $3
-		WHERE tenant_id = $1 AND id = $2 AND status = 'running'`, tenantID, id, s.now().UTC()); err != nil {
+	err := tenant.Tx(ctx, s.pool, tenantID, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE `+s.table("replay_job")+` SET status = 'cancelled', updated_at = $3
+			WHERE tenant_id = $1 AND id = $2 AND status = 'running'`, tenantID, id, s.now().UTC())
+		return err
+	})
+	if err != nil {
 		return Job{}, fmt.Errorf("replay: cancel %s: %w", id, err)
 	}
 	return s.Get(ctx, tenantID, id)
@@ -431,6 +452,10 @@ func (s *Service) Sweep(ctx context.Context, limit int) (int, error) {
 	var job struct {
 		id, tenantID, queue, mode, by string
 	}
+	// Any tenant's job may be next; its items are then read in its scope.
+	if err := tenant.Platform(ctx, tx); err != nil {
+		return 0, fmt.Errorf("replay sweep: %w", err)
+	}
 	err = tx.QueryRow(ctx, `SELECT id, tenant_id, queue, mode, requested_by FROM `+s.table("replay_job")+`
 		WHERE status = 'running' ORDER BY created_at FOR UPDATE SKIP LOCKED LIMIT 1`).Scan(&job.id, &job.tenantID, &job.queue, &job.mode, &job.by)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -438,6 +463,9 @@ func (s *Service) Sweep(ctx context.Context, limit int) (int, error) {
 	}
 	if err != nil {
 		return 0, fmt.Errorf("replay sweep: next job: %w", err)
+	}
+	if err := tenant.Set(ctx, tx, job.tenantID); err != nil {
+		return 0, fmt.Errorf("replay sweep: %w", err)
 	}
 	rows, err := tx.Query(ctx, `SELECT seq, body FROM `+s.table("replay_item")+` WHERE job_id = $1 AND outcome IS NULL ORDER BY seq LIMIT $2`,
 		job.id, limit)
@@ -501,8 +529,11 @@ func (s *Service) one(ctx context.Context, c topology.Consumer, mode Mode, tenan
 		return NotBound, "queue " + c.Queue + " does not receive " + env.Type, nil
 	}
 	var handled bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+s.table("inbox_message")+` WHERE consumer = $1 AND event_id = $2)`,
-		c.Queue, env.ID).Scan(&handled); err != nil {
+	err = tenant.Tx(ctx, s.pool, tenantID, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+s.table("inbox_message")+` WHERE consumer = $1 AND event_id = $2)`,
+			c.Queue, env.ID).Scan(&handled)
+	})
+	if err != nil {
 		return "", "", fmt.Errorf("inbox of %s: %w", c.Queue, err)
 	}
 	switch mode {

@@ -50,6 +50,13 @@ const (
 	ReasonInboxConflict    = "INBOX_CONFLICT"
 )
 
+// PlatformScope opts the open transaction into platform scope: until the
+// transaction ends or a tenant is set (tenant.Set clears it), the
+// row-level security policies of the fabric's tables, and of the tables a
+// service sweeps across tenants (timers, holds), admit every tenant's rows.
+// A statement of its own, so the relay can queue it with BEGIN.
+const PlatformScope = "SELECT set_config('app.scope', 'platform', true)"
+
 // OutboxChannel is the LISTEN/NOTIFY channel on which an outbox tells its
 // schema's relay that rows were committed.
 func OutboxChannel(schema string) string { return "fabric_outbox_" + schema }

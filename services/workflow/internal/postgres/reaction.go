@@ -231,6 +231,9 @@ func (s *Subscriptions) SweepJobs(ctx context.Context, limit int) (int, error) {
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	q := pgdb.New(tx)
+	if err := tenant.Platform(ctx, tx); err != nil { // any tenant's job may be next
+		return 0, fmt.Errorf("reaction jobs: %w", err)
+	}
 	next, err := q.NextJob(ctx)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil

@@ -122,6 +122,9 @@ func (s *Store) SweepSchedules(ctx context.Context, limit int) (int, error) {
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	q := pgdb.New(tx)
 	now := s.clock()
+	if err := tenant.Platform(ctx, tx); err != nil { // due timers of every tenant
+		return 0, fmt.Errorf("schedule sweep: %w", err)
+	}
 	timers, err := q.DueScheduleTimers(ctx, pgdb.DueScheduleTimersParams{Now: now, MaxTimers: int32(limit)})
 	if err != nil {
 		return 0, fmt.Errorf("schedule sweep: due timers: %w", err)

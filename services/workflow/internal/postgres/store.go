@@ -414,6 +414,11 @@ func (s *Store) SweepStuck(ctx context.Context, limit int) (int, error) {
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	q := pgdb.New(tx)
+	// Due timers of every tenant (row-level security admits them in
+	// platform scope); each task is then handled in its tenant's scope.
+	if err := tenant.Platform(ctx, tx); err != nil {
+		return 0, fmt.Errorf("watchdog sweep: %w", err)
+	}
 	timers, err := q.DueStuckTimers(ctx, pgdb.DueStuckTimersParams{Now: s.clock(), MaxTimers: int32(limit)})
 	if err != nil {
 		return 0, fmt.Errorf("watchdog sweep: due timers: %w", err)
@@ -469,6 +474,9 @@ func (s *Store) SweepSLA(ctx context.Context, limit int) (int, error) {
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	q := pgdb.New(tx)
 	now := s.clock()
+	if err := tenant.Platform(ctx, tx); err != nil { // due timers of every tenant
+		return 0, fmt.Errorf("sla sweep: %w", err)
+	}
 	timers, err := q.DueTimers(ctx, pgdb.DueTimersParams{Now: now, MaxTimers: int32(limit)})
 	if err != nil {
 		return 0, fmt.Errorf("sla sweep: due timers: %w", err)

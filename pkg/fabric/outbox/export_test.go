@@ -1,0 +1,4 @@
+package outbox
+
+// ThrottledError is throttledError, for the external tests.
+type ThrottledError = throttledError
