@@ -147,7 +147,9 @@ func startFlowPlatform(b *testing.B) *flowPlatform {
 	}
 	h.Start(b, "request", debug(6061, harness.Env{}))
 	h.Start(b, "workflow", debug(6062, harness.Env{}))
-	h.Start(b, "communication", debug(6063, harness.Env{"SMTP_ADDR": smtp}))
+	// No coalescing window: the figure is the pipeline's latency to the
+	// mail, not the wait a window adds on purpose (NOTICE_COALESCE_WINDOW).
+	h.Start(b, "communication", debug(6063, harness.Env{"SMTP_ADDR": smtp, "NOTICE_COALESCE_WINDOW": "0"}))
 	h.Start(b, "analytics", debug(6064, harness.Env{}))
 	h.Start(b, "datalake-ingestion", debug(6065, harness.Env{"DATALAKE_BATCH_AGE": "250ms"}))
 	tenantID, citizen := "org-bench", "citizen-bench"

@@ -284,6 +284,9 @@ func (s *Store) DispatchDue(ctx context.Context, now time.Time, limit int, fn fu
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	q := pgdb.New(tx)
+	if err := tenant.Platform(ctx, tx); err != nil { // due holds of every tenant
+		return 0, fmt.Errorf("dispatch held: %w", err)
+	}
 	holds, err := q.DueHolds(ctx, pgdb.DueHoldsParams{Now: now, MaxRows: int32(limit)})
 	if err != nil {
 		return 0, fmt.Errorf("dispatch held: due: %w", err)
