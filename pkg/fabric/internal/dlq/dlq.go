@@ -23,6 +23,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/internal/crosstenant"
+	"github.com/agora-platform/agora/pkg/fabric/internal/security"
 	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
@@ -461,7 +462,15 @@ func (o *Ops) act(ctx context.Context, r Request, action string, refuse func(amq
 		if r.Progress != nil {
 			defer r.Progress(i, total)
 		}
-		if headerString(d.Headers, headerReplayWalk) == walk || !r.Filter.matches(o.letter(r.Queue, d)) {
+		if headerString(d.Headers, headerReplayWalk) == walk {
+			return false, nil
+		}
+		if l := o.letter(r.Queue, d); !r.Filter.matches(l) {
+			// A letter named by id but of another tenant than the
+			// operator's: refused as "not found", counted as an attempt.
+			if r.Filter.Tenant != "" && slices.Contains(r.Filter.IDs, d.MessageId) && !l.BelongsTo(r.Filter.Tenant) {
+				security.CrossTenant(ctx, "dlq_letter")
+			}
 			return false, nil
 		}
 		if refuse != nil {
@@ -486,6 +495,9 @@ func (o *Ops) act(ctx context.Context, r Request, action string, refuse func(amq
 		rep.Succeeded++
 		return true, nil
 	})
+	if !r.DryRun {
+		security.MassAction(ctx, "dlq_"+action, rep.Succeeded)
+	}
 	var results []string
 	if err != nil {
 		results = append(results, "aborted: "+err.Error())

@@ -38,8 +38,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/internal/security"
 	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
@@ -70,6 +72,10 @@ const (
 	maxReasonLength   = 500
 	maxSelectionTypes = 20
 )
+
+// errNotElevated refuses a PRODUCTION replay to an operator without
+// auth.RoleReplayAdmin; Start reports it as a refused capability.
+var errNotElevated = fmt.Errorf("%w: PRODUCTION needs the elevated role replay-admin as well as operator", ErrForbidden)
 
 // Errors a caller can act on.
 var (
@@ -249,7 +255,7 @@ func (s *Service) check(a Actor, r *Request) error {
 		}
 	case Production:
 		if !a.Elevated {
-			return fmt.Errorf("%w: PRODUCTION needs the elevated role replay-admin as well as operator", ErrForbidden)
+			return errNotElevated
 		}
 	default:
 		return invalid("mode %q: want DRY_RUN, SIMULATION or PRODUCTION", r.Mode)
@@ -262,6 +268,9 @@ func (s *Service) check(a Actor, r *Request) error {
 // how many events have been fetched so far.
 func (s *Service) Start(ctx context.Context, a Actor, r Request, progress func(fetched int)) (Job, error) {
 	if err := s.check(a, &r); err != nil {
+		if errors.Is(err, errNotElevated) {
+			security.CapabilityRefused(ctx, "role:"+auth.RoleReplayAdmin)
+		}
 		return Job{}, err
 	}
 	if s.history == nil {
@@ -323,6 +332,11 @@ func (s *Service) Start(ctx context.Context, a Actor, r Request, progress func(f
 	})
 	if err != nil {
 		return Job{}, fmt.Errorf("replay: record the job: %w", err)
+	}
+	// Only a production replay sends anything: its whole selection is
+	// what the operator's action touches, counted when ordered.
+	if job.Mode == Production {
+		security.MassAction(ctx, "history_replay", job.Total)
 	}
 	return job, nil
 }
