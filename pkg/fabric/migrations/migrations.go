@@ -19,8 +19,8 @@ import (
 //go:embed sql/*.sql
 var files embed.FS
 
-// FS returns the fabric's migration files.
-func FS() fs.FS {
+// fabricFiles returns the fabric's migration files.
+func fabricFiles() fs.FS {
 	sub, _ := fs.Sub(files, "sql")
 	return sub
 }
@@ -32,7 +32,7 @@ var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 // from the service's own migrations. Concurrent callers serialise on a
 // session lock, so several instances may start at once.
 func Apply(ctx context.Context, pool *pgxpool.Pool, schema string) error {
-	return ApplyFS(ctx, pool, schema, "fabric_migrations", FS())
+	return ApplyFS(ctx, pool, schema, "fabric_migrations", fabricFiles())
 }
 
 // ApplyFS applies the goose migrations in fsys to schema, tracking versions
