@@ -289,6 +289,7 @@ func TestIndexAndChat(t *testing.T) {
 			t.Error("a valid request after the bad ones got no citations")
 		}
 	})
+	s.CheckRowSecurity(t, tenantA, nil)
 }
 
 // A command whose envelope says tenant A but whose key points into tenant

@@ -193,6 +193,7 @@ func TestProjectionCountsAndMovesStatuses(t *testing.T) {
 	if s.get(t, "/v1/analytics/requests?from=2026-03-01&to=2026-03-31", s.token(t, "org-b", auth.RoleOperator), &b); b.Totals.Requests != 1 || b.Totals.ByStatus["submitted"] != 1 {
 		t.Errorf("org-b totals = %+v, want 1 submitted (tenant isolation)", b.Totals)
 	}
+	s.CheckRowSecurity(t, "org-a", map[string]string{"count_tenant": "the tenants whose count deltas to fold, no tenant data"})
 }
 
 // TestDuplicateEventCountsOnce: the same event delivered twice is counted

@@ -235,6 +235,7 @@ func TestIngestsBatchesAsParquetWithLineage(t *testing.T) {
 			}
 		})
 	}
+	s.CheckRowSecurity(t, "org-a", nil)
 }
 
 // TestKeepsWhatANewerProducerAdded: a producer that has moved ahead of this

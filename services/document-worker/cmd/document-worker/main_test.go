@@ -384,6 +384,7 @@ func TestDocumentWorkerExtractsTextWithCompetingInstances(t *testing.T) {
 			t.Errorf("instances processed %d and %d documents, want %d in total shared by both", n1, n2, len(ids))
 		}
 	})
+	s.CheckRowSecurity(t, tenantID, nil)
 }
 
 // TestDocumentWorkerJudgesDocuments: after the text, the worker's verdict
