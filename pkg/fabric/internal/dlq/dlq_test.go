@@ -598,6 +598,12 @@ func TestHTTPOperatorsSeeAndActOnTheirTenantOnly(t *testing.T) {
 				}
 			}
 		}
+		// A tenant alone narrows nothing (it becomes the operator's own):
+		// not a filter, lest it select every letter without "all": true.
+		var pd problem.Details
+		if resp := api.call("POST", list+"/purge", opA, `{"filter":{"tenant":"org-b"},"reason":"only a tenant"}`, &pd); resp.StatusCode != 400 {
+			t.Errorf("purge with only a tenant as filter = %d %+v, want 400", resp.StatusCode, pd)
+		}
 		// A tenant in the body is overridden by the token's.
 		var rep dlq.Report
 		api.call("POST", list+"/purge", opA, `{"filter":{"tenant":"org-b","all":true},"reason":"filter says org-b","dryRun":true}`, &rep)

@@ -122,9 +122,12 @@ func Handler(ops *Ops, queues []string) http.Handler {
 				problem.Fail(w, r, nil, err)
 				return
 			}
-			// Checked before the tenant is added, which would make any
-			// filter non-empty: selecting every letter takes "all": true.
-			if body.Filter.empty() {
+			// The tenant does not count: it is replaced by the operator's
+			// below, so {"tenant": …} alone would select every letter of
+			// the operator's tenant. Selecting every letter takes "all": true.
+			narrowing := body.Filter
+			narrowing.Tenant = ""
+			if narrowing.empty() {
 				problem.Write(w, r, problem.Details{Status: http.StatusBadRequest, Detail: "a filter is required",
 					Errors: map[string]any{"filter": "name ids, a reason, a type, or all: true"}})
 				return
