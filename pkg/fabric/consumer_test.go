@@ -360,7 +360,7 @@ func TestTenantContextAndTracePropagation(t *testing.T) {
 	rr := httptest.NewRecorder()
 	metricsHandler.ServeHTTP(rr, httptest.NewRequest("GET", "/metrics", nil))
 	body, _ := io.ReadAll(rr.Body)
-	for _, want := range []string{"fabric_consumer_processed_total", `consumer="` + testQueue + `"`, "fabric_consumer_duration_seconds", "fabric_consumer_lag_seconds", "fabric_publisher_confirmed_total", "fabric_consumer_queue_depth"} {
+	for _, want := range []string{"fabric_consumer_processed_total", `consumer="` + testQueue + `"`, "fabric_consumer_duration_seconds", "fabric_consumer_lag_seconds", "fabric_publisher_confirmed_total", "fabric_consumer_queue_depth", "fabric_consumer_retry_depth"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

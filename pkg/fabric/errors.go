@@ -23,6 +23,15 @@ const (
 	ClassUnknown Class = "unknown"
 )
 
+// classUnavailable is ErrUnavailable's class: an outage of something every
+// message needs (the service's database, its object store). The message is
+// fine, so the consumer keeps it, in order, and tries again after a pause,
+// however long the outage lasts; it never spends a retry tier or reaches
+// the DLQ for it (ConsumerOptions.OutageHold). Code outside the fabric
+// marks an outage with ErrUnavailable and never needs the class by name;
+// the consumer asks ClassOf(ErrUnavailable).
+const classUnavailable Class = "unavailable"
+
 type classified struct {
 	class Class
 	err   error
@@ -61,18 +70,37 @@ func ReasonOf(err error, def string) string {
 	return def
 }
 
-// ClassOf returns the class err was marked with; else the class of the
-// kind it wraps (ErrInvalid, ErrNotFound, ErrConflict); else ClassUnknown.
+// ClassOf returns the class of the outermost marking err carries: a
+// class it was marked with (Transient, Permanent, Invalid) or a kind it
+// wraps (ErrInvalid, ErrNotFound, ErrConflict, ErrUnavailable), in the
+// order errors.As walks the chain; else ClassUnknown. The outermost wins
+// because it is the latest word: a handler that wraps a library's
+// transient error in ErrUnavailable means an outage, not a retry tier.
 func ClassOf(err error) Class {
-	var c *classified
-	if errors.As(err, &c) {
-		return c.class
-	}
-	var k *kind
-	if errors.As(err, &k) {
-		return k.class
+	if c, ok := classOf(err); ok {
+		return c
 	}
 	return ClassUnknown
+}
+
+func classOf(err error) (Class, bool) {
+	switch e := err.(type) {
+	case nil:
+		return "", false
+	case *classified:
+		return e.class, true
+	case *kind:
+		return e.class, true
+	case interface{ Unwrap() error }:
+		return classOf(e.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, inner := range e.Unwrap() {
+			if c, ok := classOf(inner); ok {
+				return c, true
+			}
+		}
+	}
+	return "", false
 }
 
 // The kinds of failure every service answers alike. A service's own errors
@@ -93,6 +121,10 @@ var (
 	// ErrConflict: the thing's state does not allow it (already decided,
 	// already exists, held by someone else). HTTP 409; ClassPermanent.
 	ErrConflict error = &kind{"conflict", http.StatusConflict, ClassPermanent}
+	// ErrUnavailable: a dependency every request or message needs is down
+	// (the database, the object store), not the input. HTTP 503; a message
+	// is kept and tried again until it is back, outside the retry tiers.
+	ErrUnavailable error = &kind{"unavailable", http.StatusServiceUnavailable, classUnavailable}
 )
 
 // kind is one of the kinds above.

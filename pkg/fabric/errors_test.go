@@ -24,6 +24,9 @@ func TestClassOfKinds(t *testing.T) {
 		{"conflict", fmt.Errorf("%w: already decided", fabric.ErrConflict), fabric.ClassPermanent},
 		{"invalid", fmt.Errorf("%w: email is not an address", fabric.ErrInvalid), fabric.ClassInvalid},
 		{"marked class wins over kind", fabric.Transient(fmt.Errorf("%w: not yet", fabric.ErrNotFound)), fabric.ClassTransient},
+		{"unavailable", fmt.Errorf("%w: the object store refuses connections", fabric.ErrUnavailable), fabric.Class("unavailable")},
+		{"the outermost marking wins", fmt.Errorf("%w: ingest: %w", fabric.ErrUnavailable, fabric.Transient(errors.New("connection reset"))), fabric.Class("unavailable")},
+		{"outermost in a joined error", errors.Join(errors.New("x"), fabric.Permanent(errors.New("y")), fabric.ErrConflict), fabric.ClassPermanent},
 		{"no kind", errors.New("x"), fabric.ClassUnknown},
 	}
 	for _, tt := range tests {

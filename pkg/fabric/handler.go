@@ -61,6 +61,13 @@ type ConsumerOptions struct {
 	// ShutdownTimeout bounds how long Run waits for in-flight handlers after
 	// its context ends before cancelling theirs (default 30 s).
 	ShutdownTimeout time.Duration
+	// OutageHold bounds how long the consumer keeps a message whose
+	// handler found a dependency down (ErrUnavailable), trying it again
+	// after pauses of 1 s doubling to 30 s, before it puts the message back
+	// on its queue, in place, to be delivered again (default 10 min: under
+	// the broker's 30-minute acknowledgement timeout). An outage of any
+	// length costs one redelivery per hold, never a retry tier.
+	OutageHold time.Duration
 	// DepthInterval is how often the queue's depth is read for the
 	// fabric.consumer.queue_depth gauge (default 10 s).
 	DepthInterval time.Duration

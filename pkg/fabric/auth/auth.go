@@ -173,8 +173,8 @@ func (v *Verifier) verify(token string, now time.Time) (Claims, time.Time, error
 
 type ctxKey struct{}
 
-// WithClaims returns ctx carrying c.
-func WithClaims(ctx context.Context, c Claims) context.Context {
+// withClaims returns ctx carrying c.
+func withClaims(ctx context.Context, c Claims) context.Context {
 	return context.WithValue(ctx, ctxKey{}, c)
 }
 
@@ -211,7 +211,7 @@ func (v *Verifier) Require(roles ...string) func(http.Handler) http.Handler {
 				problem.Error(w, r, http.StatusForbidden, fmt.Sprintf("requires one of the roles %v", roles))
 				return
 			}
-			next.ServeHTTP(w, r.WithContext(WithClaims(r.Context(), c)))
+			next.ServeHTTP(w, r.WithContext(withClaims(r.Context(), c)))
 		})
 	}
 }

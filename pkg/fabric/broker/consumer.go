@@ -49,6 +49,9 @@ type Consumer struct {
 	metrics *telemetry.Metrics
 	log     *slog.Logger
 	depth   atomic.Int64
+	// retryDepth is the messages waiting in the consumer's retry tiers:
+	// a backlog too, which the queue's own depth does not show.
+	retryDepth atomic.Int64
 }
 
 // NewConsumer returns a consumer of spec.Queue running h: a Handler, one
@@ -108,6 +111,9 @@ func newConsumer(conn *Conn, pub *Publisher, reg *registry.Registry, spec topolo
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = 30 * time.Second
 	}
+	if opts.OutageHold <= 0 {
+		opts.OutageHold = 10 * time.Minute
+	}
 	if opts.DepthInterval <= 0 {
 		opts.DepthInterval = 10 * time.Second
 	}
@@ -144,6 +150,14 @@ func newConsumer(conn *Conn, pub *Publisher, reg *registry.Registry, spec topolo
 		})); err != nil {
 		return nil, fmt.Errorf("fabric: queue depth gauge: %w", err)
 	}
+	if _, err := m.Meter.Int64ObservableGauge("fabric.consumer.retry_depth",
+		metric.WithDescription("Messages waiting in the consumer's retry tiers (read every DepthInterval)."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(c.retryDepth.Load(), metric.WithAttributes(attribute.String("consumer", spec.Queue)))
+			return nil
+		})); err != nil {
+		return nil, fmt.Errorf("fabric: retry depth gauge: %w", err)
+	}
 	return c, nil
 }
 
@@ -159,6 +173,7 @@ func (c *Consumer) watchDepth(ctx context.Context) {
 				c.depth.Store(int64(q.Messages))
 			}
 			ch.Close()
+			c.retryDepth.Store(c.readRetryDepth(ctx))
 		}
 		select {
 		case <-ctx.Done():
@@ -166,6 +181,24 @@ func (c *Consumer) watchDepth(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// readRetryDepth sums the ready messages of the consumer's retry queues. A
+// tier that cannot be read (a failed passive declare closes its channel)
+// counts nothing this time.
+func (c *Consumer) readRetryDepth(ctx context.Context) int64 {
+	var n int64
+	for i := range c.tiers {
+		ch, err := c.conn.Channel(ctx)
+		if err != nil {
+			return n
+		}
+		if q, err := ch.QueueDeclarePassive(c.spec.RetryQueue(i+1), true, false, false, false, nil); err == nil {
+			n += int64(q.Messages)
+		}
+		ch.Close()
+	}
+	return n
 }
 
 // Run consumes until ctx ends, resubscribing after every connection or
@@ -225,10 +258,10 @@ func (c *Consumer) session(ctx, handlerCtx context.Context, hardStop context.Can
 			defer wg.Done()
 			for d := range deliveries {
 				if c.bh == nil {
-					c.process(handlerCtx, d)
+					c.process(handlerCtx, ctx, d)
 					continue
 				}
-				c.processBatch(handlerCtx, takeBatch(d, deliveries, c.opts.MaxBatch))
+				c.processBatch(handlerCtx, ctx, takeBatch(d, deliveries, c.opts.MaxBatch))
 			}
 		}()
 	}
@@ -439,12 +472,92 @@ func (c *Consumer) begin(ctx context.Context, d amqp.Delivery) *inFlight {
 	return &inFlight{d: d, env: env, ctx: ctx, span: span, start: start, typ: typ}
 }
 
-func (c *Consumer) process(ctx context.Context, d amqp.Delivery) {
+func (c *Consumer) process(ctx, stop context.Context, d amqp.Delivery) {
 	m := c.begin(ctx, d)
 	if m == nil || !c.pace(m) {
 		return
 	}
-	c.settle(m, c.call(m.ctx, m.env))
+	errs := []error{c.call(m.ctx, m.env)}
+	c.waitOut(stop, []*inFlight{m}, errs, func([]*inFlight) []error { return []error{c.call(m.ctx, m.env)} })
+	if errs[0] != errGivenBack {
+		c.settle(m, errs[0])
+	}
+}
+
+// unavailable is the class of fabric.ErrUnavailable: a dependency's outage.
+var unavailable = fabric.ClassOf(fabric.ErrUnavailable)
+
+// errGivenBack stands for a message waitOut put back on its queue: there
+// is nothing left to settle.
+var errGivenBack = errors.New("given back to the queue")
+
+// Pauses between calls of a message whose dependency is down.
+const (
+	outageFirstPause = time.Second
+	outageMaxPause   = 30 * time.Second
+)
+
+// waitOut keeps the messages of ms whose errs say a dependency is down
+// (fabric.ErrUnavailable) and calls again on them through again after a pause
+// that doubles up to outageMaxPause, until they get another answer,
+// writing each answer into errs. The consumer takes nothing new meanwhile
+// beyond its prefetch window, and the messages keep their place: an
+// outage costs no retry tier and sends nothing to the DLQ, however long
+// it lasts. When the consumer stops, or a message has been held for
+// OutageHold (the broker closes a channel that holds a delivery
+// unacknowledged for 30 minutes), the messages still waiting are put back
+// on the queue (a redelivery) and their errs become errGivenBack.
+func (c *Consumer) waitOut(stop context.Context, ms []*inFlight, errs []error, again func([]*inFlight) []error) {
+	since, pause := time.Now(), outageFirstPause
+	for {
+		var waiting []int
+		for i, err := range errs {
+			if err != errGivenBack && fabric.ClassOf(err) == unavailable {
+				waiting = append(waiting, i)
+			}
+		}
+		if len(waiting) == 0 {
+			return
+		}
+		if pause == outageFirstPause {
+			c.log.Warn("a dependency is down; keeping the message and trying again", "id", ms[waiting[0]].env.ID,
+				"messages", len(waiting), "err", errs[waiting[0]])
+		}
+		if time.Since(since)+pause > c.opts.OutageHold || !sleep(stop, pause) {
+			for _, i := range waiting {
+				if err := ms[i].d.Nack(false, true); err != nil {
+					c.log.Warn("giving a message back failed; the broker will redeliver it", "id", ms[i].env.ID, "err", err)
+				}
+				ms[i].span.End()
+				errs[i] = errGivenBack
+			}
+			return
+		}
+		for _, i := range waiting {
+			c.metrics.OutageWaits.Add(ms[i].ctx, 1, telemetry.Attrs(c.spec.Queue, ms[i].typ))
+		}
+		sub := make([]*inFlight, len(waiting))
+		for k, i := range waiting {
+			sub[k] = ms[i]
+		}
+		for k, err := range again(sub) {
+			errs[waiting[k]] = err
+		}
+		pause = min(2*pause, outageMaxPause)
+	}
+}
+
+// sleep waits d, or less when ctx ends first; it reports whether it
+// waited the whole d.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // pace waits for the consumer's pacer. A wait cut short (the consumer is
@@ -466,7 +579,7 @@ func (c *Consumer) pace(m *inFlight) bool {
 	return true
 }
 
-func (c *Consumer) processBatch(ctx context.Context, ds []amqp.Delivery) {
+func (c *Consumer) processBatch(ctx, stop context.Context, ds []amqp.Delivery) {
 	var batch []*inFlight
 	for _, d := range ds {
 		if m := c.begin(ctx, d); m != nil && c.pace(m) {
@@ -478,8 +591,11 @@ func (c *Consumer) processBatch(ctx context.Context, ds []amqp.Delivery) {
 	}
 	c.metrics.BatchSize.Record(ctx, int64(len(batch)), metric.WithAttributes(attribute.String("consumer", c.spec.Queue)))
 	errs := c.callBatch(ctx, batch)
+	c.waitOut(stop, batch, errs, func(sub []*inFlight) []error { return c.callBatch(ctx, sub) })
 	for i, m := range batch {
-		c.settle(m, errs[i])
+		if errs[i] != errGivenBack {
+			c.settle(m, errs[i])
+		}
 	}
 }
 

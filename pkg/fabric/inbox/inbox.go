@@ -213,7 +213,7 @@ func (in *Inbox) Handler(h fabric.TxHandler) fabric.Handler {
 	return func(ctx context.Context, env envelope.Envelope) error {
 		tx, err := pipetx.Begin(ctx, in.pool)
 		if err != nil {
-			return fabric.Transient(fmt.Errorf("inbox: begin: %w", err))
+			return fmt.Errorf("%w: inbox: begin: %w", fabric.ErrUnavailable, err)
 		}
 		defer tx.Rollback(context.WithoutCancel(ctx))
 		first, err := in.claim(ctx, tx, env, true)
@@ -295,7 +295,7 @@ func all(n int, err error) []error {
 func (in *Inbox) together(ctx context.Context, batch []fabric.Received, h fabric.TxHandler) (errs []error, ok bool) {
 	tx, err := pipetx.Begin(ctx, in.pool)
 	if err != nil {
-		return all(len(batch), fabric.Transient(fmt.Errorf("inbox: begin: %w", err))), true
+		return all(len(batch), fmt.Errorf("%w: inbox: begin: %w", fabric.ErrUnavailable, err)), true
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	n := len(batch)
@@ -465,7 +465,7 @@ func (in *Inbox) oneByOne(ctx context.Context, batch []fabric.Received, h fabric
 	}
 	tx, err := pipetx.Begin(ctx, in.pool)
 	if err != nil {
-		return fail(0, fabric.Transient(fmt.Errorf("inbox: begin: %w", err)))
+		return fail(0, fmt.Errorf("%w: inbox: begin: %w", fabric.ErrUnavailable, err))
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	for i, m := range batch {

@@ -47,10 +47,13 @@ func (c HeaderCarrier) Keys() []string {
 // only bounded labels of their own, never a tenant, subject or id.
 type Metrics struct {
 	// Meter registers observable instruments (queue depth) per consumer.
-	Meter        metric.Meter
-	Processed    metric.Int64Counter
-	Failed       metric.Int64Counter
-	Retried      metric.Int64Counter
+	Meter     metric.Meter
+	Processed metric.Int64Counter
+	Failed    metric.Int64Counter
+	Retried   metric.Int64Counter
+	// OutageWaits counts calls again of a message kept through a
+	// dependency's outage (fabric.ErrUnavailable), after a pause.
+	OutageWaits  metric.Int64Counter
 	DeadLettered metric.Int64Counter
 	Duplicates   metric.Int64Counter
 	Duration     metric.Float64Histogram
@@ -100,6 +103,7 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 		Throttled:    counter("fabric.ratelimit.throttled", "Work refused over its rate limit (label limiter, tenant)."),
 		Failed:       counter("fabric.consumer.failed", "Handler failures, by error class."),
 		Retried:      counter("fabric.consumer.retried", "Messages sent to a retry tier."),
+		OutageWaits:  counter("fabric.consumer.outage_waits", "Messages called again after a pause because a dependency was down (fabric.ErrUnavailable): kept in order, no retry tier."),
 		DeadLettered: counter("fabric.consumer.dead_lettered", "Messages sent to the consumer's DLQ, by reason."),
 		Duplicates:   counter("fabric.consumer.duplicates", "Messages skipped by the inbox as already processed."),
 		BatchRetried: counter("fabric.consumer.batch_retried", "Batches rolled back at a failing message and run again one message per savepoint."),

@@ -136,7 +136,17 @@ func TestStatusAndJourneyAreTheTenants(t *testing.T) {
 }
 
 func TestHandlerAdmitsOperatorsOfATenantOnly(t *testing.T) {
-	h := ops.Handler(ops.Service{Name: "test"})
+	keys, err := auth.LoadOrCreateDevKeys(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := auth.LoadKeys(context.Background(), keys.JWKSPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Mounted as the host mounts it: behind the verifier, which puts the
+	// token's claims where the handler reads them.
+	h := auth.NewVerifier(set, auth.DevIssuer).Require()(ops.Handler(ops.Service{Name: "test"}))
 	for _, tc := range []struct {
 		name   string
 		claims *auth.Claims
@@ -145,13 +155,19 @@ func TestHandlerAdmitsOperatorsOfATenantOnly(t *testing.T) {
 	}{
 		{"no token", nil, "/v1/ops/status", http.StatusUnauthorized},
 		{"attendant", &auth.Claims{Subject: "a", TenantID: "org-a", Roles: []string{auth.RoleAttendant}}, "/v1/ops/status", http.StatusForbidden},
-		{"operator without tenant", &auth.Claims{Subject: "a", Roles: []string{auth.RoleOperator}}, "/v1/ops/journeys/x", http.StatusForbidden},
+		// The verifier refuses a token that names no tenant before the
+		// handler sees it.
+		{"operator without tenant", &auth.Claims{Subject: "a", Roles: []string{auth.RoleOperator}}, "/v1/ops/journeys/x", http.StatusUnauthorized},
 		{"unknown route", &auth.Claims{Subject: "a", TenantID: "org-a", Roles: []string{auth.RoleOperator}}, "/v1/ops/nothing", http.StatusNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := httptest.NewRequest(http.MethodGet, tc.path, nil)
 			if tc.claims != nil {
-				req = req.WithContext(auth.WithClaims(req.Context(), *tc.claims))
+				token, err := keys.Mint(*tc.claims, time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Header.Set("Authorization", "Bearer "+token)
 			}
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)

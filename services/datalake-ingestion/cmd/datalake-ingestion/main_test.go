@@ -411,7 +411,7 @@ func TestStoreOutageMessagesWaitAndIngestionResumes(t *testing.T) {
 	p := fabrictest.StartProxy(t, s.Vars["S3_ENDPOINT"])
 	s.start(t, map[string]string{"S3_ENDPOINT": p.Addr})
 	e := s.submit(t, "org-a")
-	fabrictest.WaitCounter(t, 20*time.Second, s.url+"/metrics", "fabric_consumer_retried_total", nil, 1)
+	fabrictest.WaitCounter(t, 20*time.Second, s.url+"/metrics", "fabric_consumer_outage_waits_total", nil, 1)
 	staff := s.Token(t, "org-a", "u-1", auth.RoleOperator)
 	if _, code := s.lineage(t, staff, e.ID); code != http.StatusNotFound {
 		t.Fatalf("lineage while the store is down = %d, want 404", code)

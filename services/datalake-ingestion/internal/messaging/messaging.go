@@ -189,13 +189,15 @@ func (w *Writer) Flush(ctx context.Context, envs []envelope.Envelope) error {
 
 // handler returns the consumer handler: every message waits for its batch,
 // whose flush leaves out events already in the lake (their messages are
-// acked as done). Failures are transient: the message goes to a retry
-// tier and nothing is lost while S3 or the database is down.
+// acked as done). A failed flush is an outage of S3 or the database
+// (fabric.ErrUnavailable): the consumer keeps the message and its place in
+// the queue until they are back, however long that takes, instead of
+// spending retry tiers and reaching the DLQ out of order.
 func handler(batcher Adder) fabric.Handler {
 	return func(ctx context.Context, env envelope.Envelope) error {
 		start := time.Now()
 		if err := batcher.Add(ctx, env.ID, env); err != nil {
-			return fabric.Transient(fmt.Errorf("ingest %s (waited %s): %w", env.ID, time.Since(start).Round(time.Millisecond), err))
+			return fmt.Errorf("%w: ingest %s (waited %s): %w", fabric.ErrUnavailable, env.ID, time.Since(start).Round(time.Millisecond), err)
 		}
 		return nil
 	}
