@@ -247,8 +247,10 @@ func deliver(c *smtp.Client, from string, m notify.Message) error {
 	return nil
 }
 
-// compose builds the RFC 5322 message. Message-ID is the notification id so
-// a receiver can drop the rare duplicate of an at-least-once delivery.
+// compose builds the RFC 5322 message. Message-ID carries the message's
+// idempotency key (the notification id), the same on every send of one
+// notification, so a receiver can drop the rare duplicate of an
+// at-least-once delivery.
 func compose(from string, m notify.Message) []byte {
 	var b bytes.Buffer
 	h := func(k, v string) { fmt.Fprintf(&b, "%s: %s\r\n", k, v) }
@@ -256,7 +258,7 @@ func compose(from string, m notify.Message) []byte {
 	h("To", m.To)
 	h("Subject", mime.QEncoding.Encode("utf-8", m.Subject))
 	h("Date", time.Now().UTC().Format(time.RFC1123Z))
-	h("Message-ID", "<"+m.NotificationID+"@agora.communication>")
+	h("Message-ID", "<"+m.IdempotencyKey()+"@agora.communication>")
 	if m.RequestID != "" {
 		h("X-Agora-Request-Id", m.RequestID)
 	}

@@ -160,6 +160,16 @@ type Message struct {
 	Body           string
 }
 
+// IdempotencyKey is what a provider deduplicates the sends of m by: an
+// SMS or WhatsApp gateway's Idempotency-Key header, the local part of an
+// e-mail's Message-ID. It is the notification id, which is derived from
+// the tenant and the message that asked for the notice, never drawn per
+// attempt, so every send of one notification carries the same key: a
+// redelivery after a crash between the provider's acceptance and the
+// commit, a batch rolled back and run again, a held notice dispatched
+// again. A key per attempt would make each of those a second message.
+func (m Message) IdempotencyKey() string { return m.NotificationID }
+
 // Template names.
 const (
 	TemplateConfirmation = "request-confirmation"
