@@ -1,13 +1,14 @@
 // Command communication sends citizens their notifications: the
 // confirmation of every submitted request (e-mail over SMTP, or the
-// citizen's preferred channel) and whatever communication.send.v1 commands
-// ask for. See README.md.
+// citizen's preferred channel: SMS and WhatsApp through HTTP gateways) and
+// whatever communication.send.v1 commands ask for. See README.md.
 package main
 
 import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	_ "time/tzdata"
 
 	"github.com/agora-platform/agora/pkg/fabric/host"
+	"github.com/agora-platform/agora/services/communication/internal/gateway"
 	"github.com/agora-platform/agora/services/communication/internal/httpapi"
 	"github.com/agora-platform/agora/services/communication/internal/logchannel"
 	"github.com/agora-platform/agora/services/communication/internal/mail"
@@ -38,6 +40,10 @@ type config struct {
 	// the ones within it reach the citizen as one (NOTICE_COALESCE_WINDOW;
 	// 0 sends each at once).
 	coalesceWindow time.Duration
+	// gateways are the SMS and WhatsApp gateways configured
+	// (SMS_GATEWAY_URL, WHATSAPP_GATEWAY_URL, GATEWAY_TIMEOUT); a channel
+	// without one has the logging stand-in.
+	gateways map[notify.Channel]gateway.Config
 }
 
 // defaultCoalesceWindow covers the usual gap between a submission and the
@@ -92,12 +98,66 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return c, fmt.Errorf("SMTP_TIMEOUT: %w", err)
 		}
 	}
-	return c, nil
+	c.gateways, err = loadGateways(getenv)
+	return c, err
+}
+
+// loadGateways reads the gateway of each channel that has one. A malformed
+// URL or timeout stops the service at start rather than failing every
+// message.
+func loadGateways(getenv func(string) string) (map[notify.Channel]gateway.Config, error) {
+	timeout := gateway.DefaultTimeout
+	if v := getenv("GATEWAY_TIMEOUT"); v != "" {
+		var err error
+		if timeout, err = time.ParseDuration(v); err != nil || timeout <= 0 {
+			return nil, fmt.Errorf("GATEWAY_TIMEOUT %q: want a positive duration like 10s", v)
+		}
+	}
+	out := map[notify.Channel]gateway.Config{}
+	for ch, prefix := range map[notify.Channel]string{notify.SMS: "SMS", notify.WhatsApp: "WHATSAPP"} {
+		u := getenv(prefix + "_GATEWAY_URL")
+		if u == "" {
+			continue
+		}
+		gc := gateway.Config{URL: u, Token: getenv(prefix + "_GATEWAY_TOKEN"), Timeout: timeout}
+		if _, err := gateway.New(ch, gc); err != nil {
+			return nil, fmt.Errorf("%s_GATEWAY_URL: %w", prefix, err)
+		}
+		out[ch] = gc
+	}
+	return out, nil
+}
+
+// senders returns each channel's adapter: the mailer for e-mail, and for
+// SMS and WhatsApp their gateway, or without one the stand-in that logs, so
+// a local run or compose works without a provider.
+func senders(cfg config, mailer *mail.Sender, log *slog.Logger) (map[notify.Channel]messaging.Sender, error) {
+	out := map[notify.Channel]messaging.Sender{notify.Email: mailer}
+	for _, ch := range []notify.Channel{notify.SMS, notify.WhatsApp} {
+		gc, ok := cfg.gateways[ch]
+		if !ok {
+			log.Warn("no gateway for the channel: its messages are logged, not sent", "channel", ch)
+			out[ch] = logchannel.New(ch, log)
+			continue
+		}
+		g, err := gateway.New(ch, gc)
+		if err != nil {
+			return nil, err
+		}
+		out[ch] = g
+	}
+	return out, nil
 }
 
 // run starts the service and blocks until ctx ends; it returns nil after a
 // graceful shutdown, or the error that stopped it.
 func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.Writer) error {
+	return serve(ctx, getenv, stdout, nil)
+}
+
+// serve is run with a crash test's fault hook (crash_test.go; nil
+// otherwise), which may end the process at messaging's fault points.
+func serve(ctx context.Context, getenv func(string) string, stdout io.Writer, faults interface{ Hit(point string) }) error {
 	cfg, err := loadConfig(getenv)
 	if err != nil {
 		return err
@@ -112,14 +172,14 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	// when the service does.
 	mailer := mail.New(cfg.smtp)
 	defer mailer.Close()
+	adapters, err := senders(cfg, mailer, h.Log)
+	if err != nil {
+		return err
+	}
 	if err := messaging.Attach(h, messaging.Deps{
-		Store: store,
-		Senders: map[notify.Channel]messaging.Sender{
-			notify.Email:    mailer,
-			notify.SMS:      logchannel.New(notify.SMS, h.Log),
-			notify.WhatsApp: logchannel.New(notify.WhatsApp, h.Log),
-		},
+		Store: store, Senders: adapters,
 		Concurrency: cfg.concurrency, HeldInterval: cfg.heldInterval, CoalesceWindow: cfg.coalesceWindow, Log: h.Log,
+		Faults: faults,
 	}); err != nil {
 		return err
 	}

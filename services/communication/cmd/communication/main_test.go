@@ -23,25 +23,27 @@ import (
 )
 
 // stack is one running communication service on its test stack, with a
-// real SMTP sink process as its mail relay and a probe queue of the
-// notification-sent events it publishes.
+// real SMTP sink process as its mail relay, stand-in SMS and WhatsApp
+// gateways and a probe queue of the notification-sent events it publishes.
 type stack struct {
 	*deploytest.Stack
 	url     string
 	mailDir string
+	sms, wa *gatewayStandIn
 	sent    interface { // the notification-sent events it published
 		Next(t testing.TB, what string, match func(envelope.Envelope) bool) envelope.Envelope
 	}
 }
 
-// startSink builds cmd/smtpsink and runs it as a separate process.
-func startSink(t testing.TB, dir string) string {
+// startSink builds cmd/smtpsink and runs it as a separate process, with
+// extra flags (-dedupe).
+func startSink(t testing.TB, dir string, flags ...string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "smtpsink")
 	if out, err := exec.Command("go", "build", "-o", bin, "../smtpsink").CombinedOutput(); err != nil {
 		t.Fatalf("build smtpsink: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-dir", dir, "-reject", "bounce", "-defer", "busy")
+	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0", "-dir", dir, "-reject", "bounce", "-defer", "busy"}, flags...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -65,12 +67,14 @@ func startSink(t testing.TB, dir string) string {
 	return addr
 }
 
-// newStack provisions the stack, the SMTP sink and the probe queue; start
-// runs the service on it.
-func newStack(t testing.TB) *stack {
+// newStack provisions the stack, the SMTP sink (with sinkFlags), the
+// gateways and the probe queue; start runs the service on it.
+func newStack(t testing.TB, sinkFlags ...string) *stack {
 	t.Helper()
-	s := &stack{Stack: deploytest.NewStack(t, "communication"), mailDir: t.TempDir()}
-	s.Vars["SMTP_ADDR"] = startSink(t, s.mailDir)
+	s := &stack{Stack: deploytest.NewStack(t, "communication"), mailDir: t.TempDir(), sms: startGateway(t), wa: startGateway(t)}
+	s.Vars["SMTP_ADDR"] = startSink(t, s.mailDir, sinkFlags...)
+	s.Vars["SMS_GATEWAY_URL"], s.Vars["WHATSAPP_GATEWAY_URL"] = s.sms.URL, s.wa.URL
+	s.Vars["GATEWAY_TIMEOUT"] = "5s"
 	s.Vars["RETRY_TIERS"] = "300ms,300ms,300ms,300ms,300ms,300ms"
 	s.sent = fabrictest.Observe(t, s.Conn, "communication.notification-sent.v1")
 	return s
@@ -181,6 +185,7 @@ func TestConfirmationDelivery(t *testing.T) {
 	s.putContact(t, tenantID, "citizen-mail", map[string]string{"email": "maria@example.org", "preferredChannel": "email"})
 	s.putContact(t, tenantID, "citizen-bounce", map[string]string{"email": "bounce@example.org"})
 	s.putContact(t, tenantID, "citizen-sms", map[string]string{"phone": "+5511999990000", "preferredChannel": "sms"})
+	s.putContact(t, tenantID, "citizen-sms-refused", map[string]string{"phone": refusedPrefix + "1234567", "preferredChannel": "sms"})
 
 	tests := []struct {
 		name, citizen   string
@@ -188,12 +193,14 @@ func TestConfirmationDelivery(t *testing.T) {
 		wantReason      string
 		wantChannel     string
 		wantMail        bool
+		wantSMS         bool // the SMS gateway accepted it, keyed by the notification id
 		wantMinAttempts int
 	}{
 		{name: "email is delivered over SMTP", citizen: "citizen-mail", wantStatus: "sent", wantChannel: "email", wantMail: true, wantMinAttempts: 1},
 		{name: "unknown contact fails without retry", citizen: "citizen-nobody", wantStatus: "failed", wantReason: "no-contact", wantChannel: "email"},
 		{name: "SMTP 5xx is permanent", citizen: "citizen-bounce", wantStatus: "failed", wantReason: "rejected", wantChannel: "email", wantMinAttempts: 1},
-		{name: "preferred sms goes to the sms adapter", citizen: "citizen-sms", wantStatus: "sent", wantChannel: "sms", wantMinAttempts: 1},
+		{name: "preferred sms goes to the sms gateway", citizen: "citizen-sms", wantStatus: "sent", wantChannel: "sms", wantSMS: true, wantMinAttempts: 1},
+		{name: "a gateway's 4xx is permanent", citizen: "citizen-sms-refused", wantStatus: "failed", wantReason: "rejected", wantChannel: "sms", wantMinAttempts: 1},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -212,6 +219,13 @@ func TestConfirmationDelivery(t *testing.T) {
 			if !tc.wantMail && len(mails) != 0 {
 				t.Errorf("mails with %s = %d, want none", protocol, len(mails))
 			}
+			sms := s.sms.messages(requestID)
+			if tc.wantSMS && (len(sms) != 1 || sms[0].Key != n.ID || sms[0].To != "+5511999990000" || !strings.Contains(sms[0].Text, protocol)) {
+				t.Errorf("SMS of %s = %+v, want one to +5511999990000 with Idempotency-Key %s", protocol, sms, n.ID)
+			}
+			if !tc.wantSMS && len(sms) != 0 {
+				t.Errorf("SMS of %s = %d, want none", protocol, len(sms))
+			}
 			if got := s.sentStatus(t, n.ID); got != tc.wantStatus {
 				t.Errorf("notification-sent status = %q, want %q", got, tc.wantStatus)
 			}
@@ -219,27 +233,46 @@ func TestConfirmationDelivery(t *testing.T) {
 	}
 }
 
-// TestTemporarySMTPFailureIsRetried follows a mail sent at once (no
-// coalescing window) through the retry tiers; a held one waits
-// retryHeldAfter instead.
-func TestTemporarySMTPFailureIsRetried(t *testing.T) {
+// TestTemporaryFailureIsRetried follows a message sent at once (no
+// coalescing window) through the retry tiers, over SMTP (451) and an SMS
+// gateway (503); a held one waits retryHeldAfter instead.
+func TestTemporaryFailureIsRetried(t *testing.T) {
 	s := newStack(t).start(t, map[string]string{"NOTICE_COALESCE_WINDOW": "0"})
 	const tenantID = "org-a"
-	s.putContact(t, tenantID, "citizen-busy", map[string]string{"email": "busy@example.org"})
-	requestID := uuid.NewString()
-	s.Publish(t, submittedEvent(t, tenantID, "citizen-busy", requestID, "AG-2026-777001"))
-	fabrictest.Eventually(t, 20*time.Second, "a failed attempt recorded", func() bool {
-		n := s.notifications(t, tenantID, requestID)
-		return len(n) == 1 && n[0].Status == "pending" && n[0].Attempts >= 1 && strings.Contains(n[0].LastError, "451")
-	})
-	// The mailbox comes back: a later retry tier delivers.
-	s.putContact(t, tenantID, "citizen-busy", map[string]string{"email": "maria.back@example.org"})
-	n := s.waitStatus(t, tenantID, requestID, "sent")
-	if n.Attempts < 2 {
-		t.Errorf("attempts = %d, want >= 2", n.Attempts)
+	tests := []struct {
+		name, protocol    string
+		contact, recovers map[string]string
+		wantError         string
+		delivered         func(t *testing.T, requestID string) int
+	}{
+		{name: "SMTP 451", protocol: "AG-2026-777001",
+			contact: map[string]string{"email": "busy@example.org"}, recovers: map[string]string{"email": "maria.back@example.org"},
+			wantError: "451", delivered: func(t *testing.T, _ string) int { return len(s.mails(t, "AG-2026-777001")) }},
+		{name: "gateway 503", protocol: "AG-2026-777002",
+			contact:   map[string]string{"phone": unavailablePrefix + "1234567", "preferredChannel": "sms"},
+			recovers:  map[string]string{"phone": "+5511988887777", "preferredChannel": "sms"},
+			wantError: "503", delivered: func(_ *testing.T, id string) int { return len(s.sms.messages(id)) }},
 	}
-	if got := s.mails(t, "AG-2026-777001"); len(got) != 1 {
-		t.Errorf("mails = %d, want 1", len(got))
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			citizen := fmt.Sprintf("citizen-busy-%d", i)
+			s.putContact(t, tenantID, citizen, tc.contact)
+			requestID := uuid.NewString()
+			s.Publish(t, submittedEvent(t, tenantID, citizen, requestID, tc.protocol))
+			fabrictest.Eventually(t, 20*time.Second, "a failed attempt recorded", func() bool {
+				n := s.notifications(t, tenantID, requestID)
+				return len(n) == 1 && n[0].Status == "pending" && n[0].Attempts >= 1 && strings.Contains(n[0].LastError, tc.wantError)
+			})
+			// The address comes back: a later retry tier delivers.
+			s.putContact(t, tenantID, citizen, tc.recovers)
+			n := s.waitStatus(t, tenantID, requestID, "sent")
+			if n.Attempts < 2 {
+				t.Errorf("attempts = %d, want >= 2", n.Attempts)
+			}
+			if got := tc.delivered(t, requestID); got != 1 {
+				t.Errorf("messages delivered = %d, want 1", got)
+			}
+		})
 	}
 }
 
@@ -395,6 +428,13 @@ func TestSendCommandUsesChannelAdapter(t *testing.T) {
 	n := s.waitStatus(t, tenantID, requestID, "sent")
 	if n.Channel != "whatsapp" {
 		t.Errorf("channel = %q, want whatsapp", n.Channel)
+	}
+	if got := s.wa.messages(requestID); len(got) != 1 || got[0].Key != n.ID || got[0].Channel != "whatsapp" ||
+		got[0].To != "+5521988887777" || !strings.Contains(got[0].Text, "in_progress") {
+		t.Errorf("WhatsApp gateway got %+v, want one message to +5521988887777 keyed %s", got, n.ID)
+	}
+	if got := s.sms.messages(requestID); len(got) != 0 {
+		t.Errorf("SMS gateway got %+v, want nothing", got)
 	}
 }
 

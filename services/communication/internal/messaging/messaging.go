@@ -56,12 +56,25 @@ type Deps struct {
 	// that the ones within it go out as one; 0 sends each at once.
 	CoalesceWindow time.Duration
 	Log            *slog.Logger
+	// Faults lets crash tests stop the process at a named point
+	// (FaultAccepted); nil in production.
+	Faults faults
 }
+
+// faults is a crash test's hook: Hit may end the process.
+type faults interface {
+	Hit(point string)
+}
+
+// FaultAccepted is the point right after a provider accepted a message and
+// before its outcome is recorded: a crash there leaves the message sent
+// and its notification unsettled, so it is sent again with the same key.
+const FaultAccepted = "communication.after-accept"
 
 // Attach registers the communication service's consumers on h, and the
 // dispatcher of the notifications held for quiet hours or to coalesce.
 func Attach(h Host, d Deps) error {
-	dl := &deliverer{store: d.Store, senders: d.Senders, log: d.Log, now: time.Now, window: d.CoalesceWindow}
+	dl := &deliverer{store: d.Store, senders: d.Senders, log: d.Log, now: time.Now, window: d.CoalesceWindow, faults: d.Faults}
 	opts := fabric.ConsumerOptions{Concurrency: d.Concurrency}
 	for _, c := range []struct {
 		queue  string
@@ -144,6 +157,7 @@ type deliverer struct {
 	// window is how long a request's status notices wait to coalesce (0:
 	// sent at once).
 	window time.Duration
+	faults faults // nil but in crash tests
 }
 
 // retryHeldAfter is how long a held notification whose channel failed
@@ -307,10 +321,25 @@ func (d *deliverer) settle(ctx context.Context, tx pgx.Tx, tenantID string, n no
 		d.log.Info("notification held for quiet hours", "notification", n.ID, "until", until)
 		return nil, d.store.MarkHeldTx(ctx, tx, tenantID, n.ID, until, notify.Notice{Template: n.Template, Params: params}, cause)
 	}
+	// The intent to send is durable before the send, and the provider's
+	// idempotency key derives from it, so nothing needs committing first:
+	// a notice sent at once is the message the broker redelivers until the
+	// commit that records the outcome acks it, and a held one is its
+	// committed row and hold, which a rolled-back dispatch keeps. Either way
+	// the retry has the same notification id, the message's idempotency
+	// key (notify.Message.IdempotencyKey), and a provider that honours the
+	// key answers it as accepted without sending again. Committing an
+	// intent apart would need a second connection while the inbox's
+	// transaction holds one (TestConcurrentDeliveriesWithASmallPool), for a
+	// key the retry can already rebuild. The outcome (MarkSentTx and its
+	// event) commits with the inbox claim, or with the hold's release.
 	err = sender.Send(ctx, notify.Message{NotificationID: n.ID, RequestID: n.RequestID, Channel: n.Channel,
 		To: to, Subject: subject, Body: body})
 	switch {
 	case err == nil:
+		if d.faults != nil {
+			d.faults.Hit(FaultAccepted)
+		}
 		e, err := notify.SentEvent(cause, n, notify.Sent)
 		if err != nil {
 			return nil, err

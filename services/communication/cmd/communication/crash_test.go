@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/services/communication/internal/messaging"
+)
+
+// The crash tests run the service in a process of its own, the test binary
+// again (TestMain), which dies at a fault point with os.Exit: a real
+// crash, with no deferred cleanup, no ack and no rollback but the one the
+// database and the broker do for a client that is gone.
+const (
+	// envChild makes the test binary run the service instead of its tests.
+	envChild = "COMMUNICATION_TEST_CHILD"
+	// envCrash (with envChild) makes it exit at messaging.FaultAccepted:
+	// right after a provider accepted a message, before the commit that
+	// records it.
+	envCrash    = "COMMUNICATION_TEST_CRASH"
+	crashedCode = 3
+)
+
+// crashAtAccept is the fault hook of a doomed child.
+type crashAtAccept struct{}
+
+func (crashAtAccept) Hit(point string) {
+	if point == messaging.FaultAccepted {
+		fmt.Fprintln(os.Stderr, "communication child: crashing at", point)
+		os.Exit(crashedCode)
+	}
+}
+
+func runChild() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	var faults interface{ Hit(point string) }
+	if os.Getenv(envCrash) == "1" {
+		faults = crashAtAccept{}
+	}
+	if err := serve(ctx, os.Getenv, os.Stdout, faults); err != nil {
+		fmt.Fprintln(os.Stderr, "communication child:", err)
+		return 1
+	}
+	return 0
+}
+
+// child is the service running in a process of its own.
+type child struct {
+	cmd    *exec.Cmd
+	url    string
+	exited chan struct{}
+	mu     sync.Mutex
+	logs   bytes.Buffer
+}
+
+func (c *child) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.logs.Write(b)
+}
+
+// spawn starts the service as a child process on the stack's schema and
+// vhost, with extra variables, and waits until it is ready. The child is
+// killed at cleanup if still alive, and its log shown if the test failed.
+func (s *stack) spawn(t *testing.T, extra map[string]string) *child {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	vars := map[string]string{"HTTP_ADDR": addr, "LOG_LEVEL": "info", envChild: "1"}
+	maps.Copy(vars, s.Vars)
+	maps.Copy(vars, extra)
+	c := &child{url: "http://" + addr, exited: make(chan struct{})}
+	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	c.cmd.Env = os.Environ()
+	for k, v := range vars {
+		c.cmd.Env = append(c.cmd.Env, k+"="+v)
+	}
+	c.cmd.Stdout, c.cmd.Stderr = c, c
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = c.cmd.Wait(); close(c.exited) }()
+	t.Cleanup(func() {
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+		if t.Failed() {
+			c.mu.Lock()
+			t.Logf("child %s log:\n%s", addr, c.logs.String())
+			c.mu.Unlock()
+		}
+	})
+	fabrictest.Eventually(t, 60*time.Second, "the child service ready", func() bool {
+		select {
+		case <-c.exited:
+			t.Fatalf("the child exited before it was ready: %s", c.cmd.ProcessState)
+		default:
+		}
+		resp, err := http.Get(c.url + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return c
+}
+
+// waitCrash waits for c to die at its fault point.
+func (c *child) waitCrash(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	select {
+	case <-c.exited:
+	case <-time.After(timeout):
+		t.Fatalf("the child did not reach its fault point within %v", timeout)
+	}
+	if code := c.cmd.ProcessState.ExitCode(); code != crashedCode {
+		t.Fatalf("the child exited with %d, want %d (the crash after the provider's acceptance)", code, crashedCode)
+	}
+}
+
+// TestResendAfterACrashIsDeduplicated: the service dies right after a
+// provider accepted a message and before the commit that records it
+// (messaging.FaultAccepted), and is started again. The message is sent
+// again, a notice sent at once on the broker's redelivery, a held one by
+// the dispatcher, which finds its hold still there, and both sends carry
+// the same idempotency key: the notification id, as the gateway's
+// Idempotency-Key and the mail's Message-ID. The provider, which drops a
+// key it has seen as real ones do (the stand-in gateway; the SMTP sink
+// with -dedupe), has ONE message. Without the key, or with one drawn per
+// attempt, it has two.
+func TestResendAfterACrashIsDeduplicated(t *testing.T) {
+	tests := []struct {
+		name, channel, window string
+	}{
+		{"sms sent at once, redelivered", "sms", "0"},
+		{"whatsapp held to coalesce, dispatched again", "whatsapp", "300ms"},
+		{"e-mail sent at once, redelivered", "email", "0"},
+		{"e-mail held to coalesce, dispatched again", "email", "300ms"},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStack(t, "-dedupe")
+			const tenantID, citizen = "org-a", "citizen-crash"
+			vars := map[string]string{"NOTICE_COALESCE_WINDOW": tc.window, "HELD_CHECK_INTERVAL": "100ms"}
+			doomedVars := maps.Clone(vars)
+			doomedVars[envCrash] = "1"
+			doomed := s.spawn(t, doomedVars)
+			s.url = doomed.url
+			s.putContact(t, tenantID, citizen, map[string]string{"email": "crash@example.org", "phone": "+5511955554444",
+				"preferredChannel": tc.channel})
+			requestID, protocol := uuid.NewString(), fmt.Sprintf("AG-2026-66%04d", i)
+			s.Publish(t, submittedEvent(t, tenantID, citizen, requestID, protocol))
+			doomed.waitCrash(t, 30*time.Second)
+
+			// The provider has the message; the service recorded no outcome.
+			if got := s.delivered(t, tc.channel, requestID, protocol); len(got) != 1 {
+				t.Fatalf("after the crash the provider has %d messages (%q), want the 1 it accepted", len(got), got)
+			}
+			if st := s.notificationStatus(t, requestID); st == "sent" {
+				t.Fatal("the notification is recorded sent: the crash came after the commit, nothing was tested")
+			}
+
+			s.start(t, vars)
+			n := s.waitStatus(t, tenantID, requestID, "sent")
+			// Sent is recorded only after a send the provider accepted, in
+			// this instance: the message did go again.
+			got := s.delivered(t, tc.channel, requestID, protocol)
+			if len(got) != 1 || got[0] != n.ID {
+				t.Errorf("the provider has %d messages keyed %q, want 1 keyed %s (the notification id)", len(got), got, n.ID)
+			}
+			if g := s.gateway(tc.channel); g != nil {
+				if calls := g.callsWith(n.ID); calls < 2 {
+					t.Errorf("the gateway got %d calls keyed %s, want the first and the resend", calls, n.ID)
+				}
+			}
+		})
+	}
+}
+
+// gateway is the stand-in of channel, nil for e-mail.
+func (s *stack) gateway(channel string) *gatewayStandIn {
+	switch channel {
+	case "sms":
+		return s.sms
+	case "whatsapp":
+		return s.wa
+	}
+	return nil
+}
+
+// delivered returns the keys of the messages about requestID (protocol, in
+// a mail) that channel's provider kept: Idempotency-Keys of a gateway's,
+// the Message-ID's local part of the sink's mails.
+func (s *stack) delivered(t *testing.T, channel, requestID, protocol string) []string {
+	t.Helper()
+	var keys []string
+	if g := s.gateway(channel); g != nil {
+		for _, m := range g.messages(requestID) {
+			keys = append(keys, m.Key)
+		}
+		return keys
+	}
+	for _, m := range s.mails(t, protocol) {
+		keys = append(keys, strings.TrimSuffix(strings.TrimPrefix(header(m, "Message-ID"), "<"), "@agora.communication>"))
+	}
+	return keys
+}
+
+// notificationStatus reads the status of requestID's notification behind
+// the service's back (it may be dead), "" when there is none.
+func (s *stack) notificationStatus(t *testing.T, requestID string) string {
+	t.Helper()
+	var status string
+	err := s.Pool.QueryRow(context.Background(), "SELECT status FROM notification WHERE request_id = $1", requestID).Scan(&status)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		t.Fatal(err)
+	}
+	return status
+}
