@@ -40,22 +40,31 @@ type config struct {
 	// default 5m) is how old a signature may be.
 	GatewaySources string
 	GatewayWindow  time.Duration
-	// SubmitRate (SUBMIT_RATE_PER_TENANT, submissions per second; 0, the
-	// default: unlimited) and SubmitBurst (SUBMIT_BURST_PER_TENANT,
-	// default 2 s worth) limit each tenant's POST /v1/requests across all
-	// instances; SubmitRates (SUBMIT_RATE_OVERRIDES, "org-a=500,org-b=20")
-	// sets other rates for some tenants. Over it: 429 with Retry-After.
+	// SubmitRate (SUBMIT_RATE_PER_TENANT, submissions per second, default
+	// defaultSubmitRate; 0: unlimited) and SubmitBurst
+	// (SUBMIT_BURST_PER_TENANT, default 2 s worth) limit each tenant's
+	// POST /v1/requests across all instances; SubmitRates
+	// (SUBMIT_RATE_OVERRIDES, "org-a=500,org-b=20") sets other rates for
+	// some tenants. Over it: 429 with Retry-After.
 	SubmitRate  float64
 	SubmitBurst int
 	SubmitRates map[string]float64
 }
+
+// defaultSubmitRate is each tenant's submissions per second unless
+// SUBMIT_RATE_PER_TENANT says otherwise. On by default, so that no
+// deployment lets one tenant's flood fill the queues every tenant shares;
+// the value is the highest rate at which BenchmarkTenantFairness kept a
+// quiet tenant's p99 within 2× of its p99 alone (docs/deploy.md,
+// "Fairness defaults"). A tenant that needs more gets an override.
+const defaultSubmitRate = 20
 
 func loadConfig(getenv func(string) string) (config, error) {
 	hc, err := host.ConfigFrom("request", ":8081", getenv)
 	if err != nil {
 		return config{}, err
 	}
-	c := config{Config: hc, DocumentsBucket: "documents", MaxUploadBytes: 20 << 20}
+	c := config{Config: hc, DocumentsBucket: "documents", MaxUploadBytes: 20 << 20, SubmitRate: defaultSubmitRate}
 	if v := getenv("DOCUMENTS_BUCKET"); v != "" {
 		c.DocumentsBucket = v
 	}
@@ -88,7 +97,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return config{}, fmt.Errorf("SUBMIT_RATE_OVERRIDES (tenant=submissions per second): %w", err)
 		}
 		if c.SubmitRate == 0 {
-			return config{}, errors.New("SUBMIT_RATE_OVERRIDES needs SUBMIT_RATE_PER_TENANT (the rate of every other tenant)")
+			return config{}, errors.New("SUBMIT_RATE_OVERRIDES needs a per-tenant limit, the rate of every other tenant: SUBMIT_RATE_PER_TENANT is 0")
 		}
 	}
 	if c.IdempotencyRetention, err = retention.Age(getenv, "RETENTION_IDEMPOTENCY", 48*time.Hour); err != nil {
