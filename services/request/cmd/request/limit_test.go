@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -131,6 +132,25 @@ func TestDefaultLimitKeepsOneTenantsFloodFromAnother(t *testing.T) {
 		t.Errorf("org-noisy got %d submissions through in %s, want at most %d (burst %d, %g/s)", accepted, elapsed.Round(time.Millisecond), most, def.SubmitBurst, def.SubmitRate)
 	}
 	t.Logf("org-noisy: %d accepted, %d refused in %s; org-quiet: 30 submitted, %d refused", accepted, refused, elapsed.Round(time.Millisecond), len(quietFailures))
+}
+
+// TestSubmissionCeilingRefusesEveryTenantPastIt: the platform-wide ceiling
+// the deployments set on request.submitted.v1 (PUBLISH_RATE_PER_TYPE, a
+// publish limit of the service's outbox) answers 429 with a Retry-After
+// and a problem once all tenants together are past it, even a tenant
+// well inside its own limit, and stores nothing for the refused call.
+func TestSubmissionCeilingRefusesEveryTenantPastIt(t *testing.T) {
+	// 0.5/s: a burst of one, so the second submission is over it.
+	s := start(t, map[string]string{"PUBLISH_RATE_PER_TYPE": "request.submitted.v1=0.5"})
+	mustSubmit(t, s, s.Token(t, "org-a", "citizen-a", "citizen"))
+	resp := s.submit(t, s.Token(t, "org-b", "citizen-b", "citizen"), validBody, "")
+	if msg := refusalProblem(resp.Header, resp.Body, 0.5); resp.Status != http.StatusTooManyRequests || msg != "" {
+		t.Fatalf("org-b's first submission past the ceiling = %d %s (%s), want a 429 problem with Retry-After", resp.Status, resp.Body, msg)
+	}
+	var n int
+	if err := s.Pool.QueryRow(context.Background(), `SELECT count(*) FROM request WHERE tenant_id = 'org-b'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("org-b has %d requests stored (err %v), want 0: a refused submission stores nothing", n, err)
+	}
 }
 
 // refusalProblem says what is wrong with a 429 (nothing: ""): it must
