@@ -75,6 +75,7 @@ cmd_up() {
     step "start $s on 127.0.0.1:${PORT[$s]}"
     local envs=()
     while IFS= read -r line; do envs+=("$line"); done < <(bash "$SCRIPT_DIR/provision.sh" env "$s")
+    while IFS= read -r line; do envs+=("$line"); done < <(fairness_env)
     envs+=("HTTP_ADDR=127.0.0.1:${PORT[$s]}" "JWT_KEYS=$JWT_DIR/jwks.json" "SMTP_ADDR=$SMTP_ADDR"
       "S3_ENDPOINT=${S3_ENDPOINT:-127.0.0.1:9000}" "S3_ACCESS_KEY=${S3_ACCESS_KEY:-agora-dev}" "S3_SECRET_KEY=${S3_SECRET_KEY:-agora-dev-secret}"
       "HISTORY_URL=http://127.0.0.1:${PORT[datalake-ingestion]}")
@@ -92,6 +93,18 @@ cmd_up() {
   echo
   echo "Try: make demo   (logs: .data/logs/<service>.log, stop: make down)"
   echo "Operator console: http://127.0.0.1:${PORT[request]}/console/ (log in with: make token TENANT=org-a SUB=ana ROLES=operator)"
+}
+
+# fairness_env prints the publish limits of deploy/local/fairness.env, which
+# compose reads too (docs/deploy.md, "Fairness defaults"), each as KEY=VALUE; a
+# variable set in the caller's environment wins over the file's value.
+fairness_env() {
+  local line key
+  while IFS= read -r line; do
+    [[ -z "$line" || "$line" == \#* ]] && continue
+    key=${line%%=*}
+    if [[ -n "${!key:-}" ]]; then echo "$key=${!key}"; else echo "$line"; fi
+  done <"$SCRIPT_DIR/fairness.env"
 }
 
 # gateway_sources writes (once) the external systems the request service's
