@@ -145,7 +145,9 @@ func startFlowPlatform(b *testing.B) *flowPlatform {
 		}
 		return env
 	}
-	h.Start(b, "request", debug(6061, harness.Env{}))
+	// One tenant offers every step's rate: the figure is the platform's,
+	// not the per-tenant submission limit's, which is on by default.
+	h.Start(b, "request", debug(6061, harness.Env{"SUBMIT_RATE_PER_TENANT": "0"}))
 	h.Start(b, "workflow", debug(6062, harness.Env{}))
 	// No coalescing window: the figure is the pipeline's latency to the
 	// mail, not the wait a window adds on purpose (NOTICE_COALESCE_WINDOW).
