@@ -22,9 +22,12 @@ import (
 //
 // Target (issue "one fact, one place"): 300 in all, 150 in the packages
 // services import. Lower the ceilings whenever the count drops.
+// Raised once, from 293 and 147, for the envelope's actor (issue "the
+// agentic half of seed 004": envelope.WithActor and ActorFrom, the one way
+// every producer's events name who acted); still under the target.
 const (
-	apiBudgetTotal         = 293
-	apiBudgetServiceFacing = 147
+	apiBudgetTotal         = 295
+	apiBudgetServiceFacing = 149
 )
 
 const fabricModule = "github.com/agora-platform/agora/pkg/fabric"

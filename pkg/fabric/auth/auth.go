@@ -211,7 +211,12 @@ func (v *Verifier) Require(roles ...string) func(http.Handler) http.Handler {
 				problem.Error(w, r, http.StatusForbidden, fmt.Sprintf("requires one of the roles %v", roles))
 				return
 			}
-			next.ServeHTTP(w, r.WithContext(withClaims(r.Context(), c)))
+			ctx := withClaims(r.Context(), c)
+			if c.Subject != "" {
+				// What the request enqueues was done by this person.
+				ctx = envelope.WithActor(ctx, envelope.Ref{Type: "USER", ID: c.Subject})
+			}
+			next.ServeHTTP(w, r.WithContext(ctx))
 		})
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/lestrrat-go/jwx/v3/jwk"
+
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
 )
 
 func TestVerify(t *testing.T) {
@@ -67,7 +69,12 @@ func TestVerify(t *testing.T) {
 		t.Error("Verify with another issuer = nil error")
 	}
 
-	h := v.Require(RoleAttendant)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	// Behind Require, what the request enqueues is the token's subject's
+	// doing: the context names them as the actor (outbox.Enqueue reads it).
+	var actor envelope.Ref
+	h := v.Require(RoleAttendant)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		actor, _ = envelope.ActorFrom(r.Context())
+	}))
 	for _, c := range []struct {
 		auth string
 		want int
@@ -84,6 +91,9 @@ func TestVerify(t *testing.T) {
 		if rr.Code != 200 && rr.Header().Get("Content-Type") != "application/problem+json" {
 			t.Errorf("error response content type = %q", rr.Header().Get("Content-Type"))
 		}
+	}
+	if want := (envelope.Ref{Type: "USER", ID: "a"}); actor != want {
+		t.Errorf("actor in the admitted request's context = %v, want %v", actor, want)
 	}
 }
 

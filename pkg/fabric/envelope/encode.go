@@ -62,6 +62,19 @@ func (e Envelope) encode() ([]byte, error) {
 	}
 	b = append(b, `,"producer":`...)
 	b = appendString(b, e.Producer)
+	for _, f := range [...]struct {
+		name string
+		ref  *Ref
+	}{{`,"actor":`, e.Actor}, {`,"entity":`, e.Entity}} {
+		if f.ref != nil {
+			b = append(b, f.name...)
+			b = append(b, `{"type":`...)
+			b = appendString(b, f.ref.Type)
+			b = append(b, `,"id":`...)
+			b = appendString(b, f.ref.ID)
+			b = append(b, '}')
+		}
+	}
 	b = append(b, `,"schemaVersion":`...)
 	b = appendString(b, e.SchemaVersion)
 	if len(e.Extensions) > 0 {

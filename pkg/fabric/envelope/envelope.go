@@ -2,6 +2,7 @@ package envelope
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,17 +24,28 @@ const DefaultMaxDepth = 16
 
 // Envelope is the platform's message envelope (docs/architecture.md).
 type Envelope struct {
-	ID             string          `json:"id"`
-	Type           string          `json:"type"`
-	Version        string          `json:"version"`
-	OccurredAt     time.Time       `json:"occurredAt"`
-	TenantID       string          `json:"tenantId,omitempty"`
-	CorrelationID  string          `json:"correlationId"`
-	CausationID    string          `json:"causationId,omitempty"`
-	CausationChain []Link          `json:"causationChain,omitempty"`
-	Producer       string          `json:"producer"`
-	SchemaVersion  string          `json:"schemaVersion"`
-	Payload        json.RawMessage `json:"payload"`
+	ID             string    `json:"id"`
+	Type           string    `json:"type"`
+	Version        string    `json:"version"`
+	OccurredAt     time.Time `json:"occurredAt"`
+	TenantID       string    `json:"tenantId,omitempty"`
+	CorrelationID  string    `json:"correlationId"`
+	CausationID    string    `json:"causationId,omitempty"`
+	CausationChain []Ref     `json:"causationChain,omitempty"`
+	Producer       string    `json:"producer"`
+	// Actor is who acted (seed 004 §6): USER (a person, by the subject of
+	// their token), SYSTEM (a service acting on its own, by its name) or
+	// AGENT (a model's decision, by the subscription that asked it).
+	// Optional under the compatibility rules: a reader older than the
+	// field keeps it as an extension. The outbox sets it when the
+	// producer did not (ActorFrom the context, else SYSTEM).
+	Actor *Ref `json:"actor,omitempty"`
+	// Entity is the business object the event is about (a request, a
+	// document), by type and id. The outbox sets it from the item's
+	// aggregate when the producer did not.
+	Entity        *Ref            `json:"entity,omitempty"`
+	SchemaVersion string          `json:"schemaVersion"`
+	Payload       json.RawMessage `json:"payload"`
 	// Extensions holds top-level fields this build does not know, exactly
 	// as received. Producers may add envelope metadata
 	// without a new version, so a reader keeps it and Encode writes it
@@ -41,11 +53,42 @@ type Envelope struct {
 	Extensions map[string]json.RawMessage `json:"-"`
 }
 
-// Link is one ancestor in a causation chain, oldest first.
-type Link struct {
+// Ref names something by type and id: an ancestor in a causation chain
+// (oldest first), the actor, the entity.
+type Ref struct {
 	Type string `json:"type"`
 	ID   string `json:"id"`
 }
+
+// The actor types (Envelope.Actor).
+const (
+	actorUser   = "USER"
+	actorSystem = "SYSTEM"
+	actorAgent  = "AGENT"
+)
+
+// maxRefID bounds an actor's or entity's id: it is copied into stores and
+// headers downstream.
+const maxRefID = 200
+
+// actorKey carries the actor of the work a context belongs to.
+type actorKey struct{}
+
+// WithActor returns ctx carrying actor, the one who acts in the work ctx
+// belongs to: the HTTP edge sets the token's subject as a USER
+// (Ref{Type: "USER", ID: subject}), an agent step an AGENT. Envelopes
+// enqueued under ctx get it unless their producer set one
+// (outbox.Enqueue); without one they are the producing service's SYSTEM.
+func WithActor(ctx context.Context, actor Ref) context.Context {
+	return context.WithValue(ctx, actorKey{}, actor)
+}
+
+// ActorFrom returns the actor WithActor put in ctx.
+func ActorFrom(ctx context.Context) (Ref, bool) {
+	a, ok := ctx.Value(actorKey{}).(Ref)
+	return a, ok
+}
+
 
 // Errors returned by Decode, Validate and CheckCausation. Callers test them
 // with errors.Is; the consumer maps them to dead-letter reasons.
@@ -136,9 +179,9 @@ func Derive(parent Envelope, typ, producer string, payload any) (Envelope, error
 	}
 	child.CorrelationID = parent.CorrelationID
 	child.CausationID = parent.ID
-	chain := make([]Link, 0, len(parent.CausationChain)+1)
+	chain := make([]Ref, 0, len(parent.CausationChain)+1)
 	chain = append(chain, parent.CausationChain...)
-	child.CausationChain = append(chain, Link{Type: parent.Type, ID: parent.ID})
+	child.CausationChain = append(chain, Ref{Type: parent.Type, ID: parent.ID})
 	return child, nil
 }
 
@@ -159,7 +202,8 @@ func Alongside(e Envelope, typ string, payload any) (Envelope, error) {
 	s.OccurredAt = e.OccurredAt
 	s.CorrelationID = e.CorrelationID
 	s.CausationID = e.CausationID
-	s.CausationChain = append([]Link(nil), e.CausationChain...)
+	s.CausationChain = append([]Ref(nil), e.CausationChain...)
+	s.Actor, s.Entity = e.Actor, e.Entity
 	return s, nil
 }
 
@@ -251,6 +295,10 @@ func decodeField(dec *json.Decoder, e *Envelope, key string) error {
 		return dec.Decode(&e.CausationChain)
 	case "producer":
 		return dec.Decode(&e.Producer)
+	case "actor":
+		return dec.Decode(&e.Actor)
+	case "entity":
+		return dec.Decode(&e.Entity)
 	case "schemaVersion":
 		return dec.Decode(&e.SchemaVersion)
 	case "payload":
@@ -275,7 +323,7 @@ func decodeField(dec *json.Decoder, e *Envelope, key string) error {
 func knownField(name string) bool {
 	switch name {
 	case "id", "type", "version", "occurredAt", "tenantId", "correlationId", "causationId",
-		"causationChain", "producer", "schemaVersion", "payload":
+		"causationChain", "producer", "actor", "entity", "schemaVersion", "payload":
 		return true
 	}
 	return false
@@ -352,6 +400,17 @@ func (e Envelope) validate(tenantRequired, ownID bool) error {
 	}
 	if e.Payload[0] != '{' {
 		return invalid("payload", "not a JSON object")
+	}
+	if e.Actor != nil {
+		switch {
+		case e.Actor.Type != actorUser && e.Actor.Type != actorSystem && e.Actor.Type != actorAgent:
+			return invalid("actor", fmt.Sprintf("type %q is not USER, SYSTEM or AGENT", e.Actor.Type))
+		case e.Actor.ID == "" || len(e.Actor.ID) > maxRefID:
+			return invalid("actor", fmt.Sprintf("id must have 1 to %d characters", maxRefID))
+		}
+	}
+	if e.Entity != nil && (e.Entity.Type == "" || len(e.Entity.Type) > maxRefID || e.Entity.ID == "" || len(e.Entity.ID) > maxRefID) {
+		return invalid("entity", fmt.Sprintf("type and id must have 1 to %d characters", maxRefID))
 	}
 	for name := range e.Extensions {
 		if knownField(name) {

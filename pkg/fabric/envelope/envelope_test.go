@@ -43,6 +43,14 @@ func TestValidate(t *testing.T) {
 		{"missing producer", func(e *Envelope) { e.Producer = "" }, true, ErrMissingField},
 		{"null payload", func(e *Envelope) { e.Payload = json.RawMessage("null") }, true, ErrMissingField},
 		{"array payload", func(e *Envelope) { e.Payload = json.RawMessage("[1]") }, true, ErrInvalidField},
+		{"user actor and entity", func(e *Envelope) {
+			e.Actor, e.Entity = &Ref{Type: "USER", ID: "citizen-1"}, &Ref{Type: "request", ID: "r-1"}
+		}, true, nil},
+		{"agent actor", func(e *Envelope) { e.Actor = &Ref{Type: "AGENT", ID: "subscription/s-1"} }, true, nil},
+		{"actor of no known type", func(e *Envelope) { e.Actor = &Ref{Type: "ROBOT", ID: "r2"} }, true, ErrInvalidField},
+		{"actor without id", func(e *Envelope) { e.Actor = &Ref{Type: "SYSTEM"} }, true, ErrInvalidField},
+		{"actor id too long", func(e *Envelope) { e.Actor = &Ref{Type: "USER", ID: strings.Repeat("x", 201)} }, true, ErrInvalidField},
+		{"entity without type", func(e *Envelope) { e.Entity = &Ref{ID: "r-1"} }, true, ErrInvalidField},
 		{"non-UTC time", func(e *Envelope) { e.OccurredAt = e.OccurredAt.In(time.FixedZone("BRT", -3*3600)) }, true, ErrInvalidField},
 		{"zero time", func(e *Envelope) { e.OccurredAt = time.Time{} }, true, ErrMissingField},
 	}
@@ -219,6 +227,19 @@ func TestRoundTripKeepsEverything(t *testing.T) {
 	if got.ID != child.ID || !got.OccurredAt.Equal(child.OccurredAt) || got.CausationID != parent.ID || len(got.CausationChain) != 1 {
 		t.Fatalf("round trip = %+v, want %+v", got, child)
 	}
+	if got.Actor != nil || got.Entity != nil {
+		t.Errorf("actor %v and entity %v, want none: the envelope had none", got.Actor, got.Entity)
+	}
+	child.Actor, child.Entity = &Ref{Type: "AGENT", ID: "subscription/s-1"}, &Ref{Type: "request", ID: "r-1"}
+	if b, err = child.Encode(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = Decode(b, 0); err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	if got.Actor == nil || *got.Actor != *child.Actor || got.Entity == nil || *got.Entity != *child.Entity || len(got.Extensions) != 0 {
+		t.Errorf("round trip of actor and entity = %v, %v (extensions %v), want %v, %v", got.Actor, got.Entity, got.Extensions, *child.Actor, *child.Entity)
+	}
 	if err := got.Validate(true); err != nil {
 		t.Fatalf("Validate after round trip: %v", err)
 	}
@@ -243,7 +264,7 @@ func TestDerive(t *testing.T) {
 	if grand.TenantID != "org-a" {
 		t.Errorf("tenantId = %q, want org-a", grand.TenantID)
 	}
-	want := []Link{{root.Type, root.ID}, {child.Type, child.ID}}
+	want := []Ref{{root.Type, root.ID}, {child.Type, child.ID}}
 	if len(grand.CausationChain) != 2 || grand.CausationChain[0] != want[0] || grand.CausationChain[1] != want[1] {
 		t.Errorf("chain = %v, want %v", grand.CausationChain, want)
 	}
@@ -351,7 +372,7 @@ func TestEncodeMatchesEncodingJSON(t *testing.T) {
 		e := mustNew(t, "request.submitted.v1", "org-a")
 		e.Producer, e.CorrelationID = s, s
 		e.CausationID = s
-		e.CausationChain = []Link{{Type: s, ID: "x"}}
+		e.CausationChain = []Ref{{Type: s, ID: "x"}}
 		e.Payload = json.RawMessage(`{"a":[1,2,{"b":null}]}`)
 		got, err := e.Encode()
 		if err != nil {

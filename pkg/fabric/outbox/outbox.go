@@ -102,6 +102,20 @@ func (o *Outbox) Enqueue(ctx context.Context, tx Tx, items ...Item) error {
 		if it.Aggregate.Type == "" || it.Aggregate.ID == "" {
 			return fmt.Errorf("outbox: enqueue %s: aggregate type and id are required", e.Type)
 		}
+		// Who acted and what about, for every producer alike: the entity
+		// is the aggregate the event belongs to; the actor is the one the
+		// context names (the HTTP edge's USER, an agent step's AGENT), else
+		// the producing service acting on its own.
+		if e.Entity == nil {
+			e.Entity = &envelope.Ref{Type: it.Aggregate.Type, ID: it.Aggregate.ID}
+		}
+		if e.Actor == nil {
+			a, ok := envelope.ActorFrom(ctx)
+			if !ok {
+				a = envelope.Ref{Type: "SYSTEM", ID: e.Producer}
+			}
+			e.Actor = &a
+		}
 		m, err := broker.EncodeEnvelope(o.reg, o.codec, o.exchange, e)
 		if err != nil {
 			return fmt.Errorf("outbox: %w", err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -271,6 +272,54 @@ func TestEnqueueRejectsInvalidEnvelopes(t *testing.T) {
 	})
 	if err == nil {
 		t.Fatal("Enqueue of a schema-invalid envelope = nil error")
+	}
+}
+
+// TestEnqueueNamesActorAndEntity: every producer's events say who acted
+// and what about without the producer saying so: the entity is the item's
+// aggregate; the actor is the context's (the HTTP edge puts the token's
+// subject there), else the producing service; a producer's own wins.
+func TestEnqueueNamesActorAndEntity(t *testing.T) {
+	s := fabrictest.NewSchema(t, env)
+	f := fabrictest.NewFabric(t, env, desc())
+	ob := outbox.New(f.Reg)
+	user := envelope.WithActor(context.Background(), envelope.Ref{Type: "USER", ID: "citizen-7"})
+	agent := envelope.Ref{Type: "AGENT", ID: "subscription/s-1"}
+	tests := []struct {
+		name      string
+		ctx       context.Context
+		own       *envelope.Ref
+		wantActor envelope.Ref
+	}{
+		{"the producing service, when nobody else acted", context.Background(), nil, envelope.Ref{Type: "SYSTEM", ID: "test"}},
+		{"the context's user", user, nil, envelope.Ref{Type: "USER", ID: "citizen-7"}},
+		{"the producer's own", user, &agent, agent},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := submitted(t, i, "r-"+strconv.Itoa(i))
+			e.Actor = tc.own
+			err := pgx.BeginFunc(context.Background(), s.Pool, func(tx pgx.Tx) error {
+				return ob.Enqueue(tc.ctx, tx, outbox.Item{Aggregate: outbox.Aggregate{Type: "request", ID: "r-" + strconv.Itoa(i)}, Envelope: e})
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var body []byte
+			if err := s.Pool.QueryRow(context.Background(), "SELECT body FROM outbox_event WHERE id = $1", e.ID).Scan(&body); err != nil {
+				t.Fatal(err)
+			}
+			got, err := envelope.Decode(body, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Actor == nil || *got.Actor != tc.wantActor {
+				t.Errorf("actor = %v, want %v", got.Actor, tc.wantActor)
+			}
+			if want := (envelope.Ref{Type: "request", ID: "r-" + strconv.Itoa(i)}); got.Entity == nil || *got.Entity != want {
+				t.Errorf("entity = %v, want %v", got.Entity, want)
+			}
+		})
 	}
 }
 

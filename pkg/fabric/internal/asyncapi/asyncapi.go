@@ -223,8 +223,12 @@ func message(d registry.Definition) (object, error) {
 			"causationId":    object{"type": "string", "format": "uuid"},
 			"causationChain": object{"type": "array", "items": object{"type": "object", "required": []any{"type", "id"}, "properties": object{"type": object{"type": "string"}, "id": object{"type": "string"}}}},
 			"producer":       object{"type": "string"},
-			"schemaVersion":  object{"type": "string", "description": "The type's version or a revision of it (\"1\", \"1.2\")."},
-			"payload":        payload,
+			"actor": object{"type": "object", "required": []any{"type", "id"}, "description": "Who acted: a person (USER, by token subject), a service on its own (SYSTEM), a model's decision (AGENT). Optional; set by the outbox when the producer did not.",
+				"properties": object{"type": object{"enum": []any{"USER", "SYSTEM", "AGENT"}}, "id": object{"type": "string", "minLength": 1, "maxLength": 200}}},
+			"entity": object{"type": "object", "required": []any{"type", "id"}, "description": "The business object the event is about (the outbox's aggregate). Optional.",
+				"properties": object{"type": object{"type": "string", "minLength": 1, "maxLength": 200}, "id": object{"type": "string", "minLength": 1, "maxLength": 200}}},
+			"schemaVersion": object{"type": "string", "description": "The type's version or a revision of it (\"1\", \"1.2\")."},
+			"payload":       payload,
 		},
 	}
 	headers := object{

@@ -221,13 +221,13 @@ func chainHeader(h amqp.Table, e envelope.Envelope) {
 }
 
 // readChain reads the causation chain header, when present.
-func readChain(codec string, body []byte, h amqp.Table) ([]envelope.Link, error) {
+func readChain(codec string, body []byte, h amqp.Table) ([]envelope.Ref, error) {
 	v, ok := h[HeaderCausationChain]
 	if !ok {
 		return nil, nil
 	}
 	s, ok := v.(string)
-	var chain []envelope.Link
+	var chain []envelope.Ref
 	if !ok || json.Unmarshal([]byte(s), &chain) != nil {
 		return nil, refuse(codec, body, "header %s is not a JSON list of {type, id}", HeaderCausationChain)
 	}

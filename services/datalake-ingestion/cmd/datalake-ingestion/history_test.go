@@ -202,7 +202,7 @@ func TestHistory(t *testing.T) {
 			e.CorrelationID = corrs[i%len(corrs)]
 			if i%2 == 1 { // a reaction to the previous event
 				e.CausationID = prev.ID
-				e.CausationChain = []envelope.Link{{Type: prev.Type, ID: prev.ID}}
+				e.CausationChain = []envelope.Ref{{Type: prev.Type, ID: prev.ID}}
 			}
 			if i%5 == 0 {
 				e.Extensions = map[string]json.RawMessage{"x-origin": json.RawMessage(`{"system":"sei","ids":[1,2]}`),
