@@ -5,9 +5,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"time"
@@ -19,11 +21,16 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/agora-platform/agora/pkg/fabric/host"
+	"github.com/agora-platform/agora/services/workflow/internal/agent"
 	"github.com/agora-platform/agora/services/workflow/internal/httpapi"
+	"github.com/agora-platform/agora/services/workflow/internal/knowledge"
 	"github.com/agora-platform/agora/services/workflow/internal/messaging"
+	"github.com/agora-platform/agora/services/workflow/internal/openai"
 	"github.com/agora-platform/agora/services/workflow/internal/postgres"
 	"github.com/agora-platform/agora/services/workflow/internal/process"
 	"github.com/agora-platform/agora/services/workflow/internal/sei"
+	"github.com/agora-platform/agora/services/workflow/internal/servicetoken"
+	"github.com/agora-platform/agora/services/workflow/internal/subscription"
 	"github.com/agora-platform/agora/services/workflow/migrations"
 )
 
@@ -51,6 +58,45 @@ type config struct {
 	// SEI is the SEI gateway (SEI_URL, SEI_TIMEOUT); nil when SEI_URL is
 	// unset: registration is then off (see run).
 	SEI *sei.Client
+	// Agent runs the subscriptions' agent steps; its Model is nil when
+	// AGENT_MODEL_URL is unset (every step is then a human review).
+	Agent *agent.Decider
+}
+
+// loadAgent reads the agent step's configuration: the model
+// (AGENT_MODEL_URL, AGENT_MODEL, AGENT_MODEL_KEY), the AI builder that
+// holds the tenants' knowledge (AGENT_KNOWLEDGE_URL) and the key the
+// workflow signs its service tokens with (AGENT_TOKEN_KEY), and RELEASE.
+// Without AGENT_MODEL_URL there is no model, and nothing else is needed.
+func loadAgent(getenv func(string) string, issuer string) (*agent.Decider, error) {
+	d := &agent.Decider{Release: cmp.Or(getenv("RELEASE"), "dev")}
+	base := getenv("AGENT_MODEL_URL")
+	if base == "" {
+		return d, nil
+	}
+	// The step's own timeout (at most MaxAgentTimeout) bounds each call;
+	// the client's is a backstop.
+	hc := &http.Client{Timeout: subscription.MaxAgentTimeout}
+	model, err := openai.New(base, getenv("AGENT_MODEL_KEY"), hc)
+	if err != nil {
+		return nil, fmt.Errorf("AGENT_MODEL_URL: %w", err)
+	}
+	if d.ModelName = getenv("AGENT_MODEL"); d.ModelName == "" {
+		return nil, fmt.Errorf("AGENT_MODEL_URL needs AGENT_MODEL (the model to ask)")
+	}
+	if getenv("AGENT_TOKEN_KEY") == "" || getenv("AGENT_KNOWLEDGE_URL") == "" {
+		return nil, fmt.Errorf("AGENT_MODEL_URL needs AGENT_KNOWLEDGE_URL (the AI builder) and AGENT_TOKEN_KEY (the key of the workflow's service tokens)")
+	}
+	tokens, err := servicetoken.Load(getenv("AGENT_TOKEN_KEY"), issuer, "attendant")
+	if err != nil {
+		return nil, fmt.Errorf("AGENT_TOKEN_KEY: %w", err)
+	}
+	k, err := knowledge.New(getenv("AGENT_KNOWLEDGE_URL"), tokens, hc)
+	if err != nil {
+		return nil, fmt.Errorf("AGENT_KNOWLEDGE_URL: %w", err)
+	}
+	d.Model, d.Knowledge = model, k
+	return d, nil
 }
 
 func loadConfig(getenv func(string) string) (config, error) {
@@ -111,6 +157,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return config{}, fmt.Errorf("SEI_URL: %w", err)
 		}
 	}
+	if c.Agent, err = loadAgent(getenv, hc.JWTIssuer); err != nil {
+		return config{}, err
+	}
 	return c, nil
 }
 
@@ -135,6 +184,10 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	subs, err := store.Subscriptions(h.Reg, reactable, h.Metrics.Meter)
 	if err != nil {
 		return err
+	}
+	subs.UseAgent(cfg.Agent)
+	if cfg.Agent.Model == nil {
+		h.Log.Info("agent steps have no model (AGENT_MODEL_URL is unset): each becomes REQUIRE_HUMAN_REVIEW, nothing acts on a model's word")
 	}
 	var registrar messaging.SEI
 	if cfg.SEI != nil {

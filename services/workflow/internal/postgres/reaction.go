@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -63,9 +64,10 @@ func (s *Subscriptions) React(ctx context.Context, tx pgx.Tx, env envelope.Envel
 			return decided, err
 		}
 		d := pgdb.InsertDecisionParams{TenantID: env.TenantID, EventID: env.ID, EventType: env.Type, CorrelationID: env.CorrelationID,
-			SubscriptionID: v.ID, SubscriptionVersion: int32(v.Version), Actor: process.Producer, DecidedAt: s.clock()}
+			SubscriptionID: v.ID, SubscriptionVersion: int32(v.Version), ActorType: "SYSTEM", Actor: process.Producer, DecidedAt: s.clock()}
 		var review *pgdb.InsertReviewParams
 		var job *pgdb.InsertJobParams
+		var agent *subscription.AgentRecord
 		c, err := s.compiled(v)
 		var matched bool
 		var outcome subscription.Outcome
@@ -81,6 +83,21 @@ func (s *Subscriptions) React(ctx context.Context, tx pgx.Tx, env envelope.Envel
 		case !matched:
 			continue
 		default:
+			if rule < 0 && v.Agent != nil {
+				// Deterministic resolution came first and no rule decided:
+				// the agent proposes, and the policy's default bounds the
+				// proposal (a model never reaches past it). A step that
+				// failed proposes REQUIRE_HUMAN_REVIEW.
+				rec := s.askAgent(ctx, c, env)
+				if err := ctx.Err(); err != nil {
+					// Stopping, not the step's timeout: decide nothing now,
+					// the event comes again.
+					return decided, fmt.Errorf("react to %s: agent step: %w", env.ID, err)
+				}
+				agent = &rec
+				outcome = subscription.Stricter(rec.Outcome(), v.Policy.Default)
+				d.ActorType, d.Actor = "AGENT", "agent:"+cmp.Or(rec.Model, "none")
+			}
 			d.Outcome = string(outcome)
 			if rule >= 0 {
 				r := int32(rule)
@@ -122,6 +139,15 @@ func (s *Subscriptions) React(ctx context.Context, tx pgx.Tx, env envelope.Envel
 			}
 			d.Status, d.Detail, review = decide(v, outcome, env)
 		}
+		if agent != nil {
+			// The person who resolves the review reads the proposal (or
+			// why there is none) and the passages first.
+			d.Detail = agent.Note() + "; " + d.Detail
+			if review != nil && review.Note == nil {
+				note := agent.Note()
+				review.Note = &note
+			}
+		}
 		if d.ID, err = newID(); err != nil {
 			return decided, err
 		}
@@ -147,6 +173,11 @@ func (s *Subscriptions) React(ctx context.Context, tx pgx.Tx, env envelope.Envel
 		}
 		if job != nil {
 			if err := s.startJob(ctx, q, *job, d.ID); err != nil {
+				return decided, err
+			}
+		}
+		if agent != nil {
+			if err := s.recordAgent(ctx, q, env.TenantID, d.ID, *agent); err != nil {
 				return decided, err
 			}
 		}
@@ -363,6 +394,16 @@ func (s *Subscriptions) Decisions(ctx context.Context, tenantID, correlationID, 
 				}
 			}
 		}
+		agents, err := agentRecords(ctx, q, tenantID, ids)
+		if err != nil {
+			return err
+		}
+		for i := range out {
+			out[i].Agent = agents[out[i].ID]
+			for j := range out[i].Reviews {
+				out[i].Reviews[j].Agent = agents[out[i].ID]
+			}
+		}
 		jobs, err := q.JobsOfDecisions(ctx, pgdb.JobsOfDecisionsParams{TenantID: tenantID, DecisionIds: ids})
 		if err != nil {
 			return fmt.Errorf("decisions: jobs: %w", err)
@@ -398,8 +439,20 @@ func (s *Subscriptions) Reviews(ctx context.Context, a process.Actor) ([]subscri
 		if err != nil {
 			return fmt.Errorf("open reviews: %w", err)
 		}
-		for _, r := range rows {
+		ids := make([]string, len(rows))
+		for i, r := range rows {
 			out = append(out, reviewOf(r))
+			ids[i] = r.DecisionID
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		agents, err := agentRecords(ctx, q, a.TenantID, ids)
+		if err != nil {
+			return err
+		}
+		for i := range out {
+			out[i].Agent = agents[out[i].DecisionID]
 		}
 		return nil
 	})
@@ -500,4 +553,54 @@ func (s *Subscriptions) resume(ctx context.Context, tx pgx.Tx, v subscription.Ve
 		return subscription.StatusNotRun, "the event's requestId is not a UUID", nil
 	}
 	return s.Resume(ctx, tx, env, p.RequestID, fmt.Sprintf("subscription:%s@v%d", v.ID, v.Version))
+}
+
+// askAgent runs c's agent step; without a decider it is a step with no
+// model.
+func (s *Subscriptions) askAgent(ctx context.Context, c *subscription.Compiled, env envelope.Envelope) subscription.AgentRecord {
+	if s.agent == nil {
+		return subscription.AgentRecord{Passages: []subscription.Passage{}, Release: "dev",
+			Failure: "no model is configured (AGENT_MODEL_URL, AGENT_MODEL): a person decides"}
+	}
+	return s.agent.Decide(ctx, c, env)
+}
+
+// recordAgent keeps what the agent step of decision decisionID did.
+func (s *Subscriptions) recordAgent(ctx context.Context, q *pgdb.Queries, tenantID, decisionID string, rec subscription.AgentRecord) error {
+	passages, err := json.Marshal(rec.Passages)
+	if err != nil {
+		return err
+	}
+	var failure *string
+	if rec.Failure != "" {
+		failure = &rec.Failure
+	}
+	var proposal []byte
+	if len(rec.Proposal) > 0 {
+		proposal = rec.Proposal
+	}
+	if err := q.InsertAgentDecision(ctx, pgdb.InsertAgentDecisionParams{DecisionID: decisionID, TenantID: tenantID, Model: rec.Model,
+		PromptDigest: rec.PromptDigest, Proposal: proposal, Passages: passages, KnowledgeVersion: rec.KnowledgeVersion,
+		Release: rec.Release, Failure: failure, CreatedAt: s.clock()}); err != nil {
+		return fmt.Errorf("record the agent step of decision %s: %w", decisionID, err)
+	}
+	return nil
+}
+
+// agentRecords returns the agent steps of decisionIDs, by decision.
+func agentRecords(ctx context.Context, q *pgdb.Queries, tenantID string, decisionIDs []string) (map[string]*subscription.AgentRecord, error) {
+	rows, err := q.AgentDecisionsOf(ctx, pgdb.AgentDecisionsOfParams{TenantID: tenantID, DecisionIds: decisionIDs})
+	if err != nil {
+		return nil, fmt.Errorf("agent steps: %w", err)
+	}
+	out := make(map[string]*subscription.AgentRecord, len(rows))
+	for _, r := range rows {
+		rec := &subscription.AgentRecord{Model: r.Model, PromptDigest: r.PromptDigest, Proposal: r.Proposal,
+			KnowledgeVersion: r.KnowledgeVersion, Release: r.Release, Failure: deref(r.Failure)}
+		if err := json.Unmarshal(r.Passages, &rec.Passages); err != nil {
+			return nil, fmt.Errorf("agent step of decision %s: passages: %w", r.DecisionID, err)
+		}
+		out[r.DecisionID] = rec
+	}
+	return out, nil
 }

@@ -28,7 +28,18 @@ type Subscriptions struct {
 	// maxDepth is the causation depth no message may exceed (the
 	// consumers' limit): a reaction that would emit deeper is a loop.
 	maxDepth int
+	// agent runs agent steps; nil: no model (every step is a human review).
+	agent Decider
 }
+
+// Decider runs a subscription's agent step (agent.Decider). It never
+// fails: what went wrong is the record's Failure.
+type Decider interface {
+	Decide(ctx context.Context, c *subscription.Compiled, env envelope.Envelope) subscription.AgentRecord
+}
+
+// UseAgent makes d run the subscriptions' agent steps.
+func (s *Subscriptions) UseAgent(d Decider) { s.agent = d }
 
 // Subscriptions returns the subscription store over s; reactable are the
 // event types the service receives for subscriptions (its reactions
@@ -100,11 +111,17 @@ func (s *Subscriptions) insert(ctx context.Context, a process.Actor, id string, 
 	if err != nil {
 		return subscription.Version{}, err
 	}
+	var agent []byte
+	if spec.Agent != nil {
+		if agent, err = json.Marshal(spec.Agent); err != nil {
+			return subscription.Version{}, err
+		}
+	}
 	var out subscription.Version
 	err = s.inTenant(ctx, a.TenantID, func(tx pgx.Tx, q *pgdb.Queries) error {
 		row, err := q.InsertSubscription(ctx, pgdb.InsertSubscriptionParams{ID: id, Version: int32(version), TenantID: a.TenantID,
 			Name: spec.Name, EventTypes: spec.EventTypes, Filter: spec.Filter, Policy: policy, Reaction: reaction,
-			CreatedBy: a.Subject, CreatedAt: s.clock()})
+			Agent: agent, CreatedBy: a.Subject, CreatedAt: s.clock()})
 		if err != nil {
 			return fmt.Errorf("insert subscription %s v%d: %w", id, version, err)
 		}
@@ -315,6 +332,11 @@ func versionOf(r pgdb.Subscription) (subscription.Version, error) {
 	}
 	if err := json.Unmarshal(r.Reaction, &v.Reaction); err != nil {
 		return v, fmt.Errorf("subscription %s v%d: reaction: %w", r.ID, r.Version, err)
+	}
+	if len(r.Agent) > 0 {
+		if err := json.Unmarshal(r.Agent, &v.Agent); err != nil {
+			return v, fmt.Errorf("subscription %s v%d: agent: %w", r.ID, r.Version, err)
+		}
 	}
 	return v, nil
 }

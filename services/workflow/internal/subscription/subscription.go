@@ -22,6 +22,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/filter"
@@ -123,6 +125,8 @@ type Spec struct {
 	Filter     string   `json:"filter"`
 	Policy     Policy   `json:"policy"`
 	Reaction   Reaction `json:"reaction"`
+	// Agent, when set, decides what no policy rule decides (agent.go).
+	Agent *Agent `json:"agent,omitempty"`
 }
 
 // Version is one stored version.
@@ -220,6 +224,9 @@ func (s *Spec) Check(reg *registry.Registry, definitions func(string) bool) erro
 	default:
 		return bad("reaction.kind %q: want %s, %s, %s or %s", s.Reaction.Kind, StartWorkflow, ReviewTask, ResumeWorkflow, ReviewAffectedRequests)
 	}
+	if s.Agent != nil {
+		return s.Agent.check(reg, s.EventTypes)
+	}
 	return nil
 }
 
@@ -252,6 +259,8 @@ type Compiled struct {
 	Version
 	filter *filter.Filter
 	rules  []*filter.Filter
+	// Decision is the agent step's decision schema (nil without one).
+	Decision *jsonschema.Schema
 }
 
 // Compile prepares v for Evaluate.
@@ -267,6 +276,11 @@ func Compile(reg *registry.Registry, v Version) (*Compiled, error) {
 			return nil, err
 		}
 		c.rules = append(c.rules, f)
+	}
+	if v.Agent != nil {
+		if c.Decision, err = CompileDecisionSchema(v.Agent.Schema()); err != nil {
+			return nil, err
+		}
 	}
 	return c, nil
 }
@@ -313,6 +327,8 @@ type Decision struct {
 	Reviews []Review `json:"reviews,omitempty"`
 	// Job is a mass reaction's progress.
 	Job *Job `json:"job,omitempty"`
+	// Agent is what the agent step did, when it decided (actor AGENT).
+	Agent *AgentRecord `json:"agent,omitempty"`
 }
 
 // Job is a mass reaction run in batches.
@@ -354,8 +370,12 @@ type Review struct {
 	Follows string `json:"follows,omitempty"`
 	// RequestID is the request a mass reaction's review is about.
 	RequestID string `json:"requestId,omitempty"`
-	// Note is what the approver should know (a blast-radius estimate).
+	// Note is what the approver should know (a blast-radius estimate, an
+	// agent's proposal).
 	Note string `json:"note,omitempty"`
+	// Agent is the agent step's decision and the passages it cited, for
+	// the person who resolves a review an agent's decision opened.
+	Agent *AgentRecord `json:"agent,omitempty"`
 }
 
 // Errors of resolving a review.

@@ -8,6 +8,19 @@ import (
 	"time"
 )
 
+type AgentDecision struct {
+	DecisionID       string
+	TenantID         string
+	Model            string
+	PromptDigest     string
+	Proposal         []byte
+	Passages         []byte
+	KnowledgeVersion string
+	Release          string
+	Failure          *string
+	CreatedAt        time.Time
+}
+
 type EarlyEvent struct {
 	TenantID   string
 	RequestID  string
@@ -154,6 +167,7 @@ type Subscription struct {
 	CreatedBy  string
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+	Agent      []byte
 }
 
 type SubscriptionTransition struct {

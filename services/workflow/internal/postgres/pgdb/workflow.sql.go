@@ -11,7 +11,7 @@ import (
 )
 
 const activeSubscriptionsFor = `-- name: ActiveSubscriptionsFor :many
-SELECT id, version, tenant_id, name, event_types, filter, policy, reaction, state, created_by, created_at, updated_at FROM subscription WHERE tenant_id = $1 AND state = 'ACTIVE' AND $2::text = ANY(event_types) ORDER BY name
+SELECT id, version, tenant_id, name, event_types, filter, policy, reaction, state, created_by, created_at, updated_at, agent FROM subscription WHERE tenant_id = $1 AND state = 'ACTIVE' AND $2::text = ANY(event_types) ORDER BY name
 `
 
 type ActiveSubscriptionsForParams struct {
@@ -41,6 +41,7 @@ func (q *Queries) ActiveSubscriptionsFor(ctx context.Context, arg ActiveSubscrip
 			&i.CreatedBy,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.Agent,
 		); err != nil {
 			return nil, err
 		}
@@ -115,6 +116,46 @@ func (q *Queries) AffectedRequests(ctx context.Context, arg AffectedRequestsPara
 	var i AffectedRequestsRow
 	err := row.Scan(&i.Requests, &i.Citizens, &i.Workflows)
 	return i, err
+}
+
+const agentDecisionsOf = `-- name: AgentDecisionsOf :many
+SELECT decision_id, tenant_id, model, prompt_digest, proposal, passages, knowledge_version, release, failure, created_at FROM agent_decision WHERE tenant_id = $1 AND decision_id = ANY($2::uuid[])
+`
+
+type AgentDecisionsOfParams struct {
+	TenantID    string
+	DecisionIds []string
+}
+
+func (q *Queries) AgentDecisionsOf(ctx context.Context, arg AgentDecisionsOfParams) ([]AgentDecision, error) {
+	rows, err := q.db.Query(ctx, agentDecisionsOf, arg.TenantID, arg.DecisionIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AgentDecision
+	for rows.Next() {
+		var i AgentDecision
+		if err := rows.Scan(
+			&i.DecisionID,
+			&i.TenantID,
+			&i.Model,
+			&i.PromptDigest,
+			&i.Proposal,
+			&i.Passages,
+			&i.KnowledgeVersion,
+			&i.Release,
+			&i.Failure,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const cancelOpenTasks = `-- name: CancelOpenTasks :many
@@ -802,7 +843,7 @@ func (q *Queries) GetScheduleTimer(ctx context.Context, scheduleID string) (time
 }
 
 const getSubscriptionVersionForUpdate = `-- name: GetSubscriptionVersionForUpdate :one
-SELECT id, version, tenant_id, name, event_types, filter, policy, reaction, state, created_by, created_at, updated_at FROM subscription WHERE tenant_id = $1 AND id = $2 AND version = $3 FOR UPDATE
+SELECT id, version, tenant_id, name, event_types, filter, policy, reaction, state, created_by, created_at, updated_at, agent FROM subscription WHERE tenant_id = $1 AND id = $2 AND version = $3 FOR UPDATE
 `
 
 type GetSubscriptionVersionForUpdateParams struct {
@@ -827,6 +868,7 @@ func (q *Queries) GetSubscriptionVersionForUpdate(ctx context.Context, arg GetSu
 		&i.CreatedBy,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Agent,
 	)
 	return i, err
 }
@@ -897,11 +939,45 @@ func (q *Queries) GetTaskForUpdate(ctx context.Context, arg GetTaskForUpdatePara
 	return i, err
 }
 
+const insertAgentDecision = `-- name: InsertAgentDecision :exec
+INSERT INTO agent_decision (decision_id, tenant_id, model, prompt_digest, proposal, passages, knowledge_version, release, failure, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+`
+
+type InsertAgentDecisionParams struct {
+	DecisionID       string
+	TenantID         string
+	Model            string
+	PromptDigest     string
+	Proposal         []byte
+	Passages         []byte
+	KnowledgeVersion string
+	Release          string
+	Failure          *string
+	CreatedAt        time.Time
+}
+
+func (q *Queries) InsertAgentDecision(ctx context.Context, arg InsertAgentDecisionParams) error {
+	_, err := q.db.Exec(ctx, insertAgentDecision,
+		arg.DecisionID,
+		arg.TenantID,
+		arg.Model,
+		arg.PromptDigest,
+		arg.Proposal,
+		arg.Passages,
+		arg.KnowledgeVersion,
+		arg.Release,
+		arg.Failure,
+		arg.CreatedAt,
+	)
+	return err
+}
+
 const insertDecision = `-- name: InsertDecision :execrows
 INSERT INTO reaction_decision (id, tenant_id, event_id, event_type, correlation_id, subscription_id, subscription_version,
                                outcome, rule, actor_type, actor, status, detail, review_id, decided_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7,
-        $8, $9, 'SYSTEM', $10, $11, $12, $13, $14)
+        $8, $9, $10, $11, $12, $13, $14, $15)
 ON CONFLICT (event_id, subscription_id) DO NOTHING
 `
 
@@ -915,6 +991,7 @@ type InsertDecisionParams struct {
 	SubscriptionVersion int32
 	Outcome             string
 	Rule                *int32
+	ActorType           string
 	Actor               string
 	Status              string
 	Detail              string
@@ -933,6 +1010,7 @@ func (q *Queries) InsertDecision(ctx context.Context, arg InsertDecisionParams) 
 		arg.SubscriptionVersion,
 		arg.Outcome,
 		arg.Rule,
+		arg.ActorType,
 		arg.Actor,
 		arg.Status,
 		arg.Detail,
@@ -1253,9 +1331,9 @@ func (q *Queries) InsertStuckTimer(ctx context.Context, arg InsertStuckTimerPara
 }
 
 const insertSubscription = `-- name: InsertSubscription :one
-INSERT INTO subscription (id, version, tenant_id, name, event_types, filter, policy, reaction, state, created_by, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'DRAFT', $9, $10, $10)
-RETURNING id, version, tenant_id, name, event_types, filter, policy, reaction, state, created_by, created_at, updated_at
+INSERT INTO subscription (id, version, tenant_id, name, event_types, filter, policy, reaction, agent, state, created_by, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'DRAFT', $10, $11, $11)
+RETURNING id, version, tenant_id, name, event_types, filter, policy, reaction, state, created_by, created_at, updated_at, agent
 `
 
 type InsertSubscriptionParams struct {
@@ -1267,6 +1345,7 @@ type InsertSubscriptionParams struct {
 	Filter     string
 	Policy     []byte
 	Reaction   []byte
+	Agent      []byte
 	CreatedBy  string
 	CreatedAt  time.Time
 }
@@ -1281,6 +1360,7 @@ func (q *Queries) InsertSubscription(ctx context.Context, arg InsertSubscription
 		arg.Filter,
 		arg.Policy,
 		arg.Reaction,
+		arg.Agent,
 		arg.CreatedBy,
 		arg.CreatedAt,
 	)
@@ -1298,6 +1378,7 @@ func (q *Queries) InsertSubscription(ctx context.Context, arg InsertSubscription
 		&i.CreatedBy,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Agent,
 	)
 	return i, err
 }
@@ -1486,7 +1567,7 @@ func (q *Queries) LastScheduleSlots(ctx context.Context, arg LastScheduleSlotsPa
 }
 
 const latestSubscriptions = `-- name: LatestSubscriptions :many
-SELECT DISTINCT ON (id) id, version, tenant_id, name, event_types, filter, policy, reaction, state, created_by, created_at, updated_at FROM subscription WHERE tenant_id = $1 ORDER BY id, version DESC
+SELECT DISTINCT ON (id) id, version, tenant_id, name, event_types, filter, policy, reaction, state, created_by, created_at, updated_at, agent FROM subscription WHERE tenant_id = $1 ORDER BY id, version DESC
 `
 
 func (q *Queries) LatestSubscriptions(ctx context.Context, tenantID string) ([]Subscription, error) {
@@ -1511,6 +1592,7 @@ func (q *Queries) LatestSubscriptions(ctx context.Context, tenantID string) ([]S
 			&i.CreatedBy,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.Agent,
 		); err != nil {
 			return nil, err
 		}
@@ -1681,7 +1763,7 @@ func (q *Queries) ListSubscriptionTransitions(ctx context.Context, arg ListSubsc
 }
 
 const listSubscriptionVersions = `-- name: ListSubscriptionVersions :many
-SELECT id, version, tenant_id, name, event_types, filter, policy, reaction, state, created_by, created_at, updated_at FROM subscription WHERE tenant_id = $1 AND id = $2 ORDER BY version
+SELECT id, version, tenant_id, name, event_types, filter, policy, reaction, state, created_by, created_at, updated_at, agent FROM subscription WHERE tenant_id = $1 AND id = $2 ORDER BY version
 `
 
 type ListSubscriptionVersionsParams struct {
@@ -1711,6 +1793,7 @@ func (q *Queries) ListSubscriptionVersions(ctx context.Context, arg ListSubscrip
 			&i.CreatedBy,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.Agent,
 		); err != nil {
 			return nil, err
 		}
@@ -2286,7 +2369,7 @@ func (q *Queries) ReviewsOfDecisions(ctx context.Context, arg ReviewsOfDecisions
 const setSubscriptionState = `-- name: SetSubscriptionState :one
 UPDATE subscription SET state = $1, updated_at = $2
 WHERE tenant_id = $3 AND id = $4 AND version = $5
-RETURNING id, version, tenant_id, name, event_types, filter, policy, reaction, state, created_by, created_at, updated_at
+RETURNING id, version, tenant_id, name, event_types, filter, policy, reaction, state, created_by, created_at, updated_at, agent
 `
 
 type SetSubscriptionStateParams struct {
@@ -2319,6 +2402,7 @@ func (q *Queries) SetSubscriptionState(ctx context.Context, arg SetSubscriptionS
 		&i.CreatedBy,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Agent,
 	)
 	return i, err
 }

@@ -218,8 +218,8 @@ ORDER BY slot DESC LIMIT @max_slots;
 SELECT due_at FROM schedule_timer WHERE schedule_id = @schedule_id;
 
 -- name: InsertSubscription :one
-INSERT INTO subscription (id, version, tenant_id, name, event_types, filter, policy, reaction, state, created_by, created_at, updated_at)
-VALUES (@id, @version, @tenant_id, @name, @event_types, @filter, @policy, @reaction, 'DRAFT', @created_by, @created_at, @created_at)
+INSERT INTO subscription (id, version, tenant_id, name, event_types, filter, policy, reaction, agent, state, created_by, created_at, updated_at)
+VALUES (@id, @version, @tenant_id, @name, @event_types, @filter, @policy, @reaction, @agent, 'DRAFT', @created_by, @created_at, @created_at)
 RETURNING *;
 
 -- name: ListSubscriptionVersions :many
@@ -253,12 +253,19 @@ SELECT * FROM subscription WHERE tenant_id = @tenant_id AND state = 'ACTIVE' AND
 INSERT INTO reaction_decision (id, tenant_id, event_id, event_type, correlation_id, subscription_id, subscription_version,
                                outcome, rule, actor_type, actor, status, detail, review_id, decided_at)
 VALUES (@id, @tenant_id, @event_id, @event_type, @correlation_id, @subscription_id, @subscription_version,
-        @outcome, @rule, 'SYSTEM', @actor, @status, @detail, @review_id, @decided_at)
+        @outcome, @rule, @actor_type, @actor, @status, @detail, @review_id, @decided_at)
 ON CONFLICT (event_id, subscription_id) DO NOTHING;
 
 -- name: InsertReview :exec
 INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at, note)
 VALUES (@id, @tenant_id, @decision_id, @kind, @role, @created_at, @note);
+
+-- name: InsertAgentDecision :exec
+INSERT INTO agent_decision (decision_id, tenant_id, model, prompt_digest, proposal, passages, knowledge_version, release, failure, created_at)
+VALUES (@decision_id, @tenant_id, @model, @prompt_digest, @proposal, @passages, @knowledge_version, @release, @failure, @created_at);
+
+-- name: AgentDecisionsOf :many
+SELECT * FROM agent_decision WHERE tenant_id = @tenant_id AND decision_id = ANY(@decision_ids::uuid[]);
 
 -- name: DecisionsByCorrelation :many
 SELECT * FROM reaction_decision WHERE tenant_id = @tenant_id AND correlation_id = @correlation_id ORDER BY decided_at, id;

@@ -1,0 +1,239 @@
+// Package agent runs a subscription's agent step: the tenant's knowledge
+// (passages of its own documents, through the AI builder), then a model
+// behind an OpenAI-compatible chat API asked for a structured decision,
+// validated against the subscription's JSON Schema. The step only
+// proposes: the policy bounds the proposal and only ALLOW acts (package
+// postgres, React). Whatever goes wrong (no model, a timeout, knowledge
+// unavailable, output that is not valid) is a failure that a person
+// resolves: REQUIRE_HUMAN_REVIEW with the reason, never an action.
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/text"
+	"github.com/agora-platform/agora/services/workflow/internal/knowledge"
+	"github.com/agora-platform/agora/services/workflow/internal/subscription"
+)
+
+// Knowledge finds passages of one tenant's documents for a question
+// (knowledge.Client).
+type Knowledge interface {
+	Ask(ctx context.Context, tenantID, question string, topK int) (knowledge.Answer, error)
+}
+
+// Model completes a chat: body is the request body of an OpenAI-compatible
+// POST /chat/completions, sent as it is (so its digest is the digest of
+// what was sent); the answer is the first choice's message content
+// (openai.Client).
+type Model interface {
+	Complete(ctx context.Context, body []byte) (string, error)
+}
+
+// Decider runs agent steps. Model nil: no model is configured, and every
+// step becomes REQUIRE_HUMAN_REVIEW (the default platform has none).
+type Decider struct {
+	Knowledge Knowledge
+	Model     Model
+	// ModelName is the model asked for (AGENT_MODEL).
+	ModelName string
+	// Release is the service's release (RELEASE), recorded with each
+	// decision.
+	Release string
+}
+
+// maxQuestion is the AI builder's bound on a question.
+const maxQuestion = 2000
+
+// Decide runs c's agent step on env and returns what it did. It never
+// fails: a failure is recorded in the record's Failure, and its outcome
+// (AgentRecord.Outcome) is then REQUIRE_HUMAN_REVIEW.
+func (d *Decider) Decide(ctx context.Context, c *subscription.Compiled, env envelope.Envelope) subscription.AgentRecord {
+	rec := subscription.AgentRecord{Model: d.ModelName, Release: d.Release, Passages: []subscription.Passage{}}
+	if d.Model == nil || c.Agent == nil || c.Decision == nil {
+		rec.Model = ""
+		rec.Failure = "no model is configured (AGENT_MODEL_URL, AGENT_MODEL): a person decides"
+		return rec
+	}
+	step := *c.Agent
+	projected, err := Project(step.Project, env)
+	if err != nil {
+		rec.Failure = "the event cannot be projected: " + err.Error()
+		return rec
+	}
+	ctx, cancel := context.WithTimeout(ctx, step.Deadline())
+	defer cancel()
+	timedOut := func(what string, err error) bool {
+		if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+			rec.Failure = fmt.Sprintf("timeout: %s did not answer within the step's %s", what, step.Deadline())
+			return true
+		}
+		return false
+	}
+
+	// Knowledge: the tenant's own documents, asked with the instruction
+	// and the projected fields only.
+	found, err := d.Knowledge.Ask(ctx, env.TenantID, truncate(step.Instruction+"\n"+string(projected), maxQuestion), step.K())
+	if err != nil {
+		if !timedOut("the knowledge search", err) {
+			rec.Failure = "knowledge unavailable: " + err.Error()
+		}
+		return rec
+	}
+	rec.Passages, rec.KnowledgeVersion = found.Passages, found.Version
+
+	body, err := request(d.ModelName, step, c.Agent.Schema(), projected, found)
+	if err != nil {
+		rec.Failure = "the prompt cannot be written: " + err.Error()
+		return rec
+	}
+	sum := sha256.Sum256(body)
+	rec.PromptDigest = "sha256:" + hex.EncodeToString(sum[:])
+	out, err := d.Model.Complete(ctx, body)
+	if err != nil {
+		if !timedOut("the model", err) {
+			rec.Failure = "the model failed: " + err.Error()
+		}
+		return rec
+	}
+	proposal, err := validate(c.Decision, out)
+	if err != nil {
+		rec.Failure = fmt.Sprintf("invalid output: %v; the model answered: %s", err, text.Truncate(out, 500))
+		return rec
+	}
+	rec.Proposal = proposal
+	return rec
+}
+
+// validate checks the model's answer against the decision schema and the
+// outcomes a model may propose, and returns it compacted.
+func validate(schema *jsonschema.Schema, out string) (json.RawMessage, error) {
+	v, err := jsonschema.UnmarshalJSON(strings.NewReader(out))
+	if err != nil {
+		return nil, fmt.Errorf("not a JSON value: %w", err)
+	}
+	if err := schema.Validate(v); err != nil {
+		return nil, fmt.Errorf("not valid against the decision schema: %w", err)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, []byte(out)); err != nil {
+		return nil, fmt.Errorf("not a JSON value: %w", err)
+	}
+	rec := subscription.AgentRecord{Proposal: buf.Bytes()}
+	if _, ok := rec.Proposed(); !ok {
+		// The schema should have said so (CompileDecisionSchema checks
+		// its enum), but this is what decides whether anything acts.
+		return nil, fmt.Errorf("no outcome among %v", subscription.AgentOutcomes)
+	}
+	return buf.Bytes(), nil
+}
+
+// systemPrompt frames the model as subordinate: it proposes, the policy
+// and people decide.
+const systemPrompt = "You are one step of a public-service workflow platform. You propose a decision about an event; " +
+	"a policy and, when in doubt, a person decide. Use only the event fields and the passages of the organisation's documents given. " +
+	"Answer with one JSON object and nothing else, valid against this JSON Schema:\n"
+
+// request writes the chat-completions request body: the instruction, the
+// projected event fields (no other field of the event) and the passages.
+func request(model string, step subscription.Agent, schema json.RawMessage, projected []byte, found knowledge.Answer) ([]byte, error) {
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, schema); err != nil {
+		return nil, err
+	}
+	var user strings.Builder
+	fmt.Fprintf(&user, "Instruction: %s\n\nEvent (only these fields are shared):\n%s\n\n", step.Instruction, projected)
+	if len(found.Passages) == 0 {
+		user.WriteString("The organisation's documents have nothing on this.\n")
+	} else {
+		fmt.Fprintf(&user, "What the organisation's documents say (numbers are passages):\n%s\n\nPassages:\n", found.Text)
+		for i, p := range found.Passages {
+			fmt.Fprintf(&user, "[%d] document %s, chunk %s\n", i+1, p.DocumentID, p.ChunkID)
+		}
+	}
+	return json.Marshal(map[string]any{
+		"model": model,
+		"messages": []map[string]string{
+			{"role": "system", "content": systemPrompt + compact.String()},
+			{"role": "user", "content": user.String()},
+		},
+		"temperature":     0,
+		"response_format": map[string]string{"type": "json_object"},
+	})
+}
+
+// Project returns the JSON object of env's fields that paths name
+// ("event.type", "payload.a.b"), nested as in the event; a field the
+// event lacks is left out. Nothing else of the event is in it: this is
+// all a model or the knowledge search learns of the event.
+func Project(paths []string, env envelope.Envelope) ([]byte, error) {
+	var payload any
+	if len(env.Payload) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(env.Payload))
+		dec.UseNumber()
+		if err := dec.Decode(&payload); err != nil {
+			return nil, fmt.Errorf("payload: %w", err)
+		}
+	}
+	event := map[string]any{"type": env.Type, "source": env.Producer, "occurredAt": env.OccurredAt}
+	out := map[string]any{}
+	for _, p := range paths {
+		segs := strings.Split(p, ".")
+		var v any
+		switch segs[0] {
+		case "event":
+			v = event
+		case "payload":
+			v = payload
+		default:
+			return nil, fmt.Errorf("%s: not an event or payload field", p)
+		}
+		found := true
+		for _, s := range segs[1:] {
+			m, ok := v.(map[string]any)
+			if !ok {
+				found = false
+				break
+			}
+			if v, ok = m[s]; !ok {
+				found = false
+				break
+			}
+		}
+		if found {
+			put(out, segs, v)
+		}
+	}
+	return json.Marshal(out)
+}
+
+// put sets v at path in m, creating the objects on the way.
+func put(m map[string]any, path []string, v any) {
+	for _, s := range path[:len(path)-1] {
+		next, ok := m[s].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[s] = next
+		}
+		m = next
+	}
+	m[path[len(path)-1]] = v
+}
+
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n])
+}
