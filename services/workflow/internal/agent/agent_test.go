@@ -1,0 +1,130 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/services/workflow/internal/knowledge"
+	"github.com/agora-platform/agora/services/workflow/internal/subscription"
+)
+
+type fakeKnowledge struct {
+	err       error
+	questions []string
+}
+
+func (k *fakeKnowledge) Ask(ctx context.Context, tenantID, question string, topK int) (knowledge.Answer, error) {
+	k.questions = append(k.questions, question)
+	if k.err != nil {
+		return knowledge.Answer{}, k.err
+	}
+	return knowledge.Answer{Text: "RG or CNH [1]", Version: "chunks:sha256:x",
+		Passages: []subscription.Passage{{DocumentID: "d1", ChunkID: "c1", Score: 0.9}}}, nil
+}
+
+// fakeModel answers answer, or fails with err, or (block) waits for its
+// context to end.
+type fakeModel struct {
+	answer string
+	err    error
+	block  bool
+	bodies [][]byte
+}
+
+func (m *fakeModel) Complete(ctx context.Context, body []byte) (string, error) {
+	m.bodies = append(m.bodies, body)
+	if m.block {
+		<-ctx.Done()
+		return "", ctx.Err()
+	}
+	return m.answer, m.err
+}
+
+func TestDecide(t *testing.T) {
+	step := subscription.Agent{Instruction: "Is it an identity document?", Project: []string{"payload.kind", "event.type"}, Timeout: "50ms"}
+	c, err := subscription.Compile(nil, subscription.Version{Spec: subscription.Spec{Agent: &step}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := envelope.New("document.validated.v1", "org-a", "document-worker", map[string]any{
+		"documentId": "SECRET-DOCUMENT", "kind": "identity", "checks": []any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		model     *fakeModel // nil: no model configured
+		knowledge error
+		want      subscription.Outcome
+		failure   string
+	}{
+		{"allow", &fakeModel{answer: `{"outcome":"ALLOW","reason":"an RG"}`}, nil, subscription.Allow, ""},
+		{"approval", &fakeModel{answer: ` {"outcome":"REQUIRE_APPROVAL","reason":"unsure"} `}, nil, subscription.RequireApproval, ""},
+		{"no model", nil, nil, subscription.RequireHumanReview, "no model is configured"},
+		{"not JSON", &fakeModel{answer: `Sure! {"outcome":"ALLOW"}`}, nil, subscription.RequireHumanReview, "invalid output"},
+		{"against the schema", &fakeModel{answer: `{"outcome":"ALLOW"}`}, nil, subscription.RequireHumanReview, "invalid output"},
+		{"an outcome a model may not give", &fakeModel{answer: `{"outcome":"DENY","reason":"x"}`}, nil, subscription.RequireHumanReview, "invalid output"},
+		{"model fails", &fakeModel{err: errors.New("503")}, nil, subscription.RequireHumanReview, "the model failed"},
+		{"model too slow", &fakeModel{block: true}, nil, subscription.RequireHumanReview, "timeout"},
+		{"knowledge unavailable", &fakeModel{answer: `{"outcome":"ALLOW","reason":"x"}`}, errors.New("503"), subscription.RequireHumanReview, "knowledge unavailable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := &fakeKnowledge{err: tc.knowledge}
+			d := &Decider{Knowledge: k, ModelName: "m", Release: "r1"}
+			if tc.model != nil {
+				d.Model = tc.model
+			}
+			rec := d.Decide(context.Background(), c, env)
+			if got := rec.Outcome(); got != tc.want || !strings.Contains(rec.Failure, tc.failure) || (tc.failure == "") != (rec.Failure == "") {
+				t.Fatalf("outcome %s, failure %q; want %s, %q", got, rec.Failure, tc.want, tc.failure)
+			}
+			if rec.Release != "r1" {
+				t.Errorf("release %q", rec.Release)
+			}
+			if tc.model == nil || tc.knowledge != nil {
+				return
+			}
+			if len(tc.model.bodies) != 1 || !strings.HasPrefix(rec.PromptDigest, "sha256:") || len(rec.Passages) != 1 || rec.KnowledgeVersion == "" {
+				t.Errorf("record %+v", rec)
+			}
+			for _, sent := range append([]string{string(tc.model.bodies[0])}, k.questions...) {
+				if strings.Contains(sent, "SECRET-DOCUMENT") || strings.Contains(sent, "org-a") {
+					t.Errorf("sent outside the projection: %s", sent)
+				}
+			}
+		})
+	}
+}
+
+func TestProject(t *testing.T) {
+	env, err := envelope.New("workflow.stuck.v1", "org-a", "workflow-service", map[string]any{
+		"step": "triage", "nested": map[string]any{"a": 1, "b": "secret"}, "other": "secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		paths []string
+		want  string
+	}{
+		{[]string{"payload.step"}, `{"payload":{"step":"triage"}}`},
+		{[]string{"payload.nested.a", "event.type"}, `{"event":{"type":"workflow.stuck.v1"},"payload":{"nested":{"a":1}}}`},
+		{[]string{"payload.missing", "payload.step.deeper"}, `{}`},
+		{[]string{"event.source"}, `{"event":{"source":"workflow-service"}}`},
+	} {
+		got, err := Project(tc.paths, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a, b any
+		_ = json.Unmarshal(got, &a)
+		_ = json.Unmarshal([]byte(tc.want), &b)
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("Project(%v) = %s, want %s", tc.paths, got, tc.want)
+		}
+	}
+}
