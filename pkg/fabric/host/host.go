@@ -373,7 +373,7 @@ func New(ctx context.Context, cfg Config, opts Options, logOut io.Writer) (*host
 func (h *host) initRetention() error {
 	rc := h.Cfg.Retention
 	if rc.Interval <= 0 {
-		h.Log.Info("retention off: expired inbox, outbox and DLQ audit rows are kept")
+		h.Log.Info("retention off: expired inbox, outbox and DLQ audit rows and dead letters are kept")
 		return nil
 	}
 	r, err := retention.New(h.Pool, h.Cfg.Schema, append(fabricTables(rc), h.opts.Retain...),
@@ -382,7 +382,38 @@ func (h *host) initRetention() error {
 		return err
 	}
 	h.Go("retention", r.Run)
+	if rc.DLQ > 0 && len(h.opts.Consumers) > 0 {
+		h.Go("dlq archive", func(ctx context.Context) error { return h.archiveDeadLetters(ctx, rc.Interval, rc.DLQ) })
+	}
 	return nil
+}
+
+// archiveDeadLetters archives, every interval, the letters of the
+// service's DLQs dead-lettered more than age ago: each goes to the data
+// lake as platform.dead-letter-archived.v1, confirmed, before it leaves
+// its DLQ (dlq.Ops.Archive), and each run is audited.
+func (h *host) archiveDeadLetters(ctx context.Context, interval, age time.Duration) error {
+	ops := dlq.New(h.Conn, h.Pub, h.Reg, h.Pool, h.Cfg.Schema)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		// First after one interval, as retention's rows: a start-up
+		// never walks the DLQs while the service is still warming up.
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		for _, q := range h.queueNames() {
+			rep, err := ops.Archive(ctx, q, time.Now().Add(-age), h.Cfg.Service)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				h.Log.Warn("dlq archive", "queue", q, "err", err)
+			case rep.Succeeded > 0 || rep.Failed > 0:
+				h.Log.Info("dlq archive", "queue", q, "archived", rep.Succeeded, "kept", rep.Failed, "audit", rep.AuditID)
+			}
+		}
+	}
 }
 
 func (h *host) initTelemetry(ctx context.Context) error {

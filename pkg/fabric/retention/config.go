@@ -17,6 +17,11 @@ const (
 	defaultInbox    = 720 * time.Hour
 	defaultOutbox   = 168 * time.Hour
 	defaultDLQAudit = 8760 * time.Hour
+	// A dead letter waits a month for an operator; then it is archived to
+	// the data lake and removed (host: dlq archive), so no DLQ grows for
+	// ever. The inbox keeps its claims as long, so a letter replayed
+	// before then still meets its claim.
+	defaultDLQ = 720 * time.Hour
 	defaultBatch    = 1000
 )
 
@@ -28,6 +33,7 @@ type Config struct {
 	Inbox    time.Duration // RETENTION_INBOX: processed inbox claims
 	Outbox   time.Duration // RETENTION_OUTBOX: published outbox rows
 	DLQAudit time.Duration // RETENTION_DLQ_AUDIT: DLQ audit rows
+	DLQ      time.Duration // RETENTION_DLQ: dead letters, archived to the data lake then removed
 	Batch    int           // RETENTION_BATCH: most rows one DELETE removes
 }
 
@@ -47,6 +53,7 @@ func ConfigFrom(getenv func(string) string) (Config, error) {
 		{"RETENTION_INBOX", defaultInbox, &c.Inbox},
 		{"RETENTION_OUTBOX", defaultOutbox, &c.Outbox},
 		{"RETENTION_DLQ_AUDIT", defaultDLQAudit, &c.DLQAudit},
+		{"RETENTION_DLQ", defaultDLQ, &c.DLQ},
 	} {
 		if *v.dst, err = Age(getenv, v.name, v.def); err != nil {
 			return Config{}, err

@@ -23,7 +23,7 @@ var env = fabrictest.EnvFrom(os.Getenv)
 
 func TestConfigFrom(t *testing.T) {
 	defaults := retention.Config{Interval: time.Hour, Inbox: 720 * time.Hour, Outbox: 168 * time.Hour,
-		DLQAudit: 8760 * time.Hour, Batch: 1000}
+		DLQAudit: 8760 * time.Hour, DLQ: 720 * time.Hour, Batch: 1000}
 	for _, tc := range []struct {
 		name    string
 		env     map[string]string
@@ -32,12 +32,13 @@ func TestConfigFrom(t *testing.T) {
 	}{
 		{name: "defaults", want: defaults},
 		{name: "set", env: map[string]string{"RETENTION_INTERVAL": "10m", "RETENTION_INBOX": "48h",
-			"RETENTION_OUTBOX": "24h", "RETENTION_DLQ_AUDIT": "2160h", "RETENTION_BATCH": "500"},
-			want: retention.Config{Interval: 10 * time.Minute, Inbox: 48 * time.Hour, Outbox: 24 * time.Hour, DLQAudit: 2160 * time.Hour, Batch: 500}},
-		{name: "off", env: map[string]string{"RETENTION_INTERVAL": "off", "RETENTION_DLQ_AUDIT": "OFF"},
+			"RETENTION_OUTBOX": "24h", "RETENTION_DLQ_AUDIT": "2160h", "RETENTION_DLQ": "336h", "RETENTION_BATCH": "500"},
+			want: retention.Config{Interval: 10 * time.Minute, Inbox: 48 * time.Hour, Outbox: 24 * time.Hour, DLQAudit: 2160 * time.Hour,
+				DLQ: 336 * time.Hour, Batch: 500}},
+		{name: "off", env: map[string]string{"RETENTION_INTERVAL": "off", "RETENTION_DLQ_AUDIT": "OFF", "RETENTION_DLQ": "off"},
 			want: retention.Config{Inbox: 720 * time.Hour, Outbox: 168 * time.Hour, Batch: 1000}},
 		{name: "zero interval is off", env: map[string]string{"RETENTION_INTERVAL": "0"},
-			want: retention.Config{Inbox: 720 * time.Hour, Outbox: 168 * time.Hour, DLQAudit: 8760 * time.Hour, Batch: 1000}},
+			want: retention.Config{Inbox: 720 * time.Hour, Outbox: 168 * time.Hour, DLQAudit: 8760 * time.Hour, DLQ: 720 * time.Hour, Batch: 1000}},
 		{name: "days are not a Go duration", env: map[string]string{"RETENTION_INBOX": "30d"}, wantErr: `RETENTION_INBOX: "30d"`},
 		{name: "negative", env: map[string]string{"RETENTION_OUTBOX": "-1h"}, wantErr: "RETENTION_OUTBOX"},
 		{name: "garbage interval", env: map[string]string{"RETENTION_INTERVAL": "hourly"}, wantErr: "RETENTION_INTERVAL"},

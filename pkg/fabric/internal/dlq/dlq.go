@@ -99,6 +99,9 @@ type Filter struct {
 	Type   string   `json:"type,omitempty"`
 	Tenant string   `json:"tenant,omitempty"`
 	All    bool     `json:"all,omitempty"`
+	// before, when set, keeps only letters dead-lettered before it
+	// (retention: Archive); a letter with no readable time is kept.
+	before time.Time
 }
 
 func (f Filter) empty() bool {
@@ -108,6 +111,12 @@ func (f Filter) empty() bool {
 func (f Filter) matches(l Letter) bool {
 	if len(f.IDs) > 0 && !slices.Contains(f.IDs, l.MessageID) {
 		return false
+	}
+	if !f.before.IsZero() {
+		at, err := time.Parse(time.RFC3339Nano, l.LastAttempt)
+		if err != nil || !at.Before(f.before) {
+			return false
+		}
 	}
 	return (f.Reason == "" || f.Reason == l.Reason) && (f.Type == "" || f.Type == l.Type) && (f.Tenant == "" || l.BelongsTo(f.Tenant))
 }
@@ -421,6 +430,52 @@ func (o *Ops) Replay(ctx context.Context, r Request) (Report, error) {
 	})
 }
 
+// archivedType is the event a letter becomes when retention removes it
+// from its DLQ; the data lake keeps it, in the letter's tenant's partition.
+const archivedType = "platform.dead-letter-archived.v1"
+
+// errNoTenant: a letter that names no tenant, or two, has no partition in
+// the data lake to go to; it stays in the DLQ for an operator.
+var errNoTenant = errors.New("the letter names no single tenant: kept for an operator")
+
+// Archive removes from queue's DLQ the letters dead-lettered before
+// cutoff, each only after the broker confirmed a platform.dead-letter-
+// archived.v1 event carrying it whole (its body, reason, class, error and
+// attempts) for producer's data lake: nothing leaves the DLQ that is not
+// kept elsewhere. One audit row records the run (operator "retention").
+// A letter of no single tenant is kept and counted as failed.
+func (o *Ops) Archive(ctx context.Context, queue string, cutoff time.Time, producer string) (Report, error) {
+	r := Request{Queue: queue, Filter: Filter{All: true, before: cutoff}, Operator: "retention",
+		Reason: "dead-lettered before " + cutoff.UTC().Format(time.RFC3339) + " (RETENTION_DLQ)"}
+	return o.act(ctx, r, "archive", nil, func(d amqp.Delivery, _ string) error {
+		l := o.letter(queue, d)
+		if !l.BelongsTo(l.TenantID) {
+			return errNoTenant
+		}
+		payload := map[string]any{"queue": queue, "messageId": d.MessageId, "type": l.Type, "reason": l.Reason,
+			"errorClass": l.ErrorClass, "error": l.Error, "attempts": l.Attempts, "deadLetteredAt": l.LastAttempt}
+		if json.Valid(d.Body) {
+			payload["letter"] = json.RawMessage(d.Body)
+		} else {
+			payload["letterBase64"] = d.Body
+		}
+		e, err := envelope.New(archivedType, l.TenantID, producer, payload)
+		if err != nil {
+			return err
+		}
+		if _, err := uuid.Parse(l.CorrelationID); err == nil {
+			e.CorrelationID = l.CorrelationID // the archive joins the letter's conversation
+		}
+		e.Entity = &envelope.Ref{Type: "dead-letter", ID: queue + "/" + d.MessageId}
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := o.pub.Publish(wctx, e); err != nil {
+			return fmt.Errorf("archive: %w", err)
+		}
+		return d.Ack(false)
+	})
+}
+
 // Purge deletes matching letters (acks them without replay), audited.
 func (o *Ops) Purge(ctx context.Context, r Request) (Report, error) {
 	return o.act(ctx, r, "purge", nil, func(d amqp.Delivery, _ string) error { return d.Ack(false) })
@@ -495,7 +550,7 @@ func (o *Ops) act(ctx context.Context, r Request, action string, refuse func(amq
 		rep.Succeeded++
 		return true, nil
 	})
-	if !r.DryRun {
+	if !r.DryRun && action != "archive" { // retention's own removals are no operator's mass action
 		security.MassAction(ctx, "dlq_"+action, rep.Succeeded)
 	}
 	var results []string
@@ -513,6 +568,9 @@ func (o *Ops) act(ctx context.Context, r Request, action string, refuse func(amq
 	result := "ok"
 	if len(results) > 0 {
 		result = strings.Join(results, "; ")
+	}
+	if action == "archive" && len(rep.Matched) == 0 && err == nil {
+		return rep, nil // retention found nothing to do: no audit row every hour for it
 	}
 	// The audit names the refused letters too: someone asked for them.
 	id, aerr := o.writeAudit(context.WithoutCancel(ctx), r, rep, append(slices.Clone(rep.Matched), rep.Refused...), result)
