@@ -21,6 +21,7 @@ export S3_ENDPOINT ?= 127.0.0.1:9000
 help:
 	@echo "make up      start infrastructure, apply topology, start services (logs in .data/logs)"
 	@echo "make down    stop what make up started"
+	@echo "make idle-cost  CPU of the platform make up started, at rest (IDLE_SETTLE, IDLE_WINDOW)"
 	@echo "make demo / demo-documents / demo-reactive   drive the platform make up started (a request; a document and the chat; subscriptions, decisions and a mass reaction)"
 	@echo "make test    install missing infrastructure, then run every test against it"
 	@echo "make bench   run the benchmarks (figures in docs/performance.md)"
@@ -183,6 +184,16 @@ down:
 
 status:
 	bash deploy/local/up.sh status
+
+# What the platform make up started costs at rest: after IDLE_SETTLE of quiet, the CPU time
+# of its every process (services, RabbitMQ, PostgreSQL's server and the agora database's
+# backends, MinIO) over IDLE_WINDOW, per component and in total, as % of one core
+# (deploy/cmd/idlecost; figures in docs/performance.md, "At rest").
+IDLE_SETTLE ?= 60s
+IDLE_WINDOW ?= 60s
+.PHONY: idle-cost
+idle-cost:
+	$(GO) run ./deploy/cmd/idlecost -settle $(IDLE_SETTLE) -window $(IDLE_WINDOW)
 
 # The demos talk to the services make up started.
 demo:
