@@ -161,44 +161,89 @@ func newConsumer(conn *Conn, pub *Publisher, reg *registry.Registry, spec topolo
 	return c, nil
 }
 
-// watchDepth reads the queue's ready-message count until ctx ends, on a
-// channel of its own (a failed passive declare closes its channel).
+// watchDepth reads the queue's and its retry tiers' ready-message counts
+// until ctx ends, on a channel of its own kept open between reads (a failed
+// passive declare closes it; the next read opens another). While every
+// count is zero the reads back off, doubling from DepthInterval up to
+// maxDepthBackoff times it, and any message seen brings them back to
+// DepthInterval: an idle platform's many consumers otherwise asked the
+// broker about every queue and tier every 10 s, each time on a new channel.
+// A backlog that builds after a long quiet shows at most that much later.
 func (c *Consumer) watchDepth(ctx context.Context) {
-	t := time.NewTicker(c.opts.DepthInterval)
-	defer t.Stop()
-	for {
-		ch, err := c.conn.Channel(ctx)
-		if err == nil {
-			if q, err := ch.QueueDeclarePassive(c.spec.Queue, true, false, false, false, nil); err == nil {
-				c.depth.Store(int64(q.Messages))
-			}
+	var ch *amqp.Channel
+	defer func() {
+		if ch != nil {
 			ch.Close()
-			c.retryDepth.Store(c.readRetryDepth(ctx))
 		}
+	}()
+	wait := c.opts.DepthInterval
+	for {
+		if ch == nil || ch.IsClosed() {
+			ch = nil
+			if opened, err := c.conn.Channel(ctx); err == nil {
+				ch = opened
+			}
+		}
+		busy := true // unknown counts as busy: keep reading at DepthInterval
+		if ch != nil {
+			depth, ok := passiveDepth(ch, c.spec.Queue)
+			if ok {
+				c.depth.Store(depth)
+			}
+			retry, retryOK := c.readRetryDepth(ctx, &ch)
+			c.retryDepth.Store(retry)
+			busy = !ok || !retryOK || depth > 0 || retry > 0
+		}
+		if busy {
+			wait = c.opts.DepthInterval
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
+		}
+		if !busy {
+			wait = min(wait*2, maxDepthBackoff*c.opts.DepthInterval)
 		}
 	}
 }
 
-// readRetryDepth sums the ready messages of the consumer's retry queues. A
-// tier that cannot be read (a failed passive declare closes its channel)
-// counts nothing this time.
-func (c *Consumer) readRetryDepth(ctx context.Context) int64 {
-	var n int64
-	for i := range c.tiers {
-		ch, err := c.conn.Channel(ctx)
-		if err != nil {
-			return n
-		}
-		if q, err := ch.QueueDeclarePassive(c.spec.RetryQueue(i+1), true, false, false, false, nil); err == nil {
-			n += int64(q.Messages)
-		}
-		ch.Close()
+// maxDepthBackoff bounds the idle depth reads' interval, in DepthIntervals
+// (by default 10 s × 6: a minute).
+const maxDepthBackoff = 6
+
+// passiveDepth reads a queue's ready messages; false when it could not
+// (the channel is then closed).
+func passiveDepth(ch *amqp.Channel, queue string) (int64, bool) {
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		return 0, false
 	}
-	return n
+	return int64(q.Messages), true
+}
+
+// readRetryDepth sums the ready messages of the consumer's retry queues on
+// *ch, opening another channel after a tier that cannot be read (its
+// passive declare closed the channel); that tier counts nothing this time
+// and ok is false.
+func (c *Consumer) readRetryDepth(ctx context.Context, ch **amqp.Channel) (n int64, ok bool) {
+	ok = true
+	for i := range c.tiers {
+		if *ch == nil || (*ch).IsClosed() {
+			opened, err := c.conn.Channel(ctx)
+			if err != nil {
+				*ch = nil
+				return n, false
+			}
+			*ch = opened
+		}
+		depth, read := passiveDepth(*ch, c.spec.RetryQueue(i+1))
+		n += depth
+		ok = ok && read
+	}
+	return n, ok
 }
 
 // Run consumes until ctx ends, resubscribing after every connection or

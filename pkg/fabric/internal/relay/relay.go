@@ -63,6 +63,15 @@ type Options struct {
 	// PollInterval is the fallback wake-up when no notification arrives
 	// (default 1 s); NOTIFY normally wakes the relay within milliseconds.
 	PollInterval time.Duration
+	// IdlePollInterval caps the fallback poll while nothing turns up: after
+	// each poll that found no row the next waits twice as long, from
+	// PollInterval up to this cap, and a row found, a notification or an
+	// Expect brings it back to PollInterval (default 15 × PollInterval, at
+	// most 15 s, never under PollInterval). The poll only finds rows nothing
+	// announced (another process's outbox under WithWake, a lost listener),
+	// so an idle platform need not ask every second: seven services' relays
+	// made seven probes a second at rest.
+	IdlePollInterval time.Duration
 	// ExpectWindow bounds how long after Expect the workers look for the
 	// announced rows, 2 ms after it at first and at most every 25 ms, while
 	// their transaction has not committed (default 2 s); a rolled-back
@@ -115,6 +124,10 @@ func New(pool *pgxpool.Pool, schema string, pub Sender, opts Options) *Relay {
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = time.Second
 	}
+	if opts.IdlePollInterval <= 0 {
+		opts.IdlePollInterval = min(15*opts.PollInterval, 15*time.Second)
+	}
+	opts.IdlePollInterval = max(opts.IdlePollInterval, opts.PollInterval)
 	if opts.ExpectWindow <= 0 {
 		opts.ExpectWindow = 2 * time.Second
 	}
@@ -229,6 +242,9 @@ func (r *Relay) work(ctx context.Context, retention bool, wake <-chan struct{}, 
 	const firstPoll, lastPoll = 2 * time.Millisecond, 25 * time.Millisecond
 	poll := firstPoll // the next short poll while expecting
 	idle := false     // the last cycle claimed nothing: probe before claiming
+	// idlePoll is the next fallback poll's wait: it doubles after each
+	// cycle that claimed nothing, up to IdlePollInterval.
+	idlePoll := r.opts.PollInterval
 	for {
 		if ctx.Err() != nil {
 			return
@@ -270,6 +286,11 @@ func (r *Relay) work(ctx context.Context, retention bool, wake <-chan struct{}, 
 			continue
 		}
 		wait := r.opts.PollInterval
+		if res.Claimed == 0 && res.Failed == 0 {
+			wait, idlePoll = idlePoll, min(idlePoll*2, r.opts.IdlePollInterval)
+		} else {
+			idlePoll = r.opts.PollInterval
+		}
 		if r.expecting() {
 			// Rows enqueued here may not have committed yet: look again
 			// soon, then less and less often until something turns up.
@@ -284,8 +305,9 @@ func (r *Relay) work(ctx context.Context, retention bool, wake <-chan struct{}, 
 			t.Stop()
 			return
 		case <-wake:
+			idlePoll = r.opts.PollInterval
 		case <-r.expectations:
-			poll = firstPoll
+			poll, idlePoll = firstPoll, r.opts.PollInterval
 			if !sleep(ctx, firstPoll) {
 				t.Stop()
 				return
