@@ -166,6 +166,35 @@ do_rabbitmq() {
     bash "$SCRIPT_DIR/tls.sh" up || die "deploy/local/tls.sh failed"
   fi
   # ---- END deploy/local/tls.sh hook ----
+  rabbitmq_statistics
+}
+
+# rabbitmq_statistics keeps RabbitMQ's statistics interval (management and
+# Prometheus figures: every queue, channel and connection reports, then the
+# collectors aggregate) at RABBITMQ_STATS_INTERVAL_MS, 10 s by default instead
+# of RabbitMQ's 5 s: the management UI's and a 10-15 s Prometheus scrape's
+# rate, half the broker's statistics work at rest. Tests that read
+# statistics wait up to 20 s for them. Written in a managed block of
+# rabbitmq.conf and read at the broker's next start: this step never restarts
+# a broker that tests share (tls.sh's restart, when it has one, loads it).
+rabbitmq_statistics() {
+  local conf=${RABBITMQ_CONF:-/etc/rabbitmq/rabbitmq.conf} ms=${RABBITMQ_STATS_INTERVAL_MS:-10000}
+  local begin="# BEGIN agora statistics (managed by deploy/local/infra.sh; edits inside are overwritten)"
+  local end="# END agora statistics"
+  local block="$begin"$'\n'"collect_statistics_interval = $ms"$'\n'"$end"
+  step "RabbitMQ: statistics every $ms ms (collect_statistics_interval in $conf)"
+  if [[ -f "$conf" ]] && awk -v b="$begin" -v e="$end" '$0 == b {p = 1} p {print} $0 == e {p = 0}' "$conf" | cmp -s - <(printf '%s\n' "$block"); then
+    info "already set"
+  else
+    local rest=""
+    [[ -f "$conf" ]] && rest=$(awk -v b="$begin" -v e="$end" '$0 == b {skip = 1} !skip {print} $0 == e {skip = 0}' "$conf")
+    { [[ -n "$rest" ]] && printf '%s\n' "$rest"; printf '%s\n' "$block"; } >"$conf.agora-tmp" && mv "$conf.agora-tmp" "$conf"
+    info "written; RabbitMQ reads it at its next start"
+  fi
+  local now
+  now=$(rabbitmqctl eval 'application:get_env(rabbit, collect_statistics_interval).' 2>/dev/null | tr -dc '0-9' || true)
+  [[ -n "$now" && "$now" != "$ms" ]] && info "the running broker still collects every $now ms (until it restarts)"
+  return 0
 }
 
 do_postgres() {
