@@ -103,8 +103,15 @@ var exchanges = openapitest.NewTransport(nil)
 
 // Main runs a service's end-to-end tests; call it from TestMain. An
 // answer from an instance a Stack started that its OpenAPI document does
-// not describe fails the call that got it, and the test binary.
-func Main(m *testing.M) { os.Exit(exchanges.Run(m)) }
+// not describe fails the call that got it, and the test binary. With
+// serve, the binary is also the service a Stack's Spawn starts: run that
+// way, Main runs serve and exits with its code instead of the tests.
+func Main(m *testing.M, serve ...func() int) {
+	if os.Getenv(childVar) == "1" && len(serve) > 0 {
+		os.Exit(serve[0]())
+	}
+	os.Exit(exchanges.Run(m))
+}
 
 // Start runs one instance of the service (run is its main's run) with Vars
 // and extra, waits until it is ready and stops it when the test ends (see

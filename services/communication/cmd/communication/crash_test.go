@@ -1,18 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,7 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/services/communication/internal/messaging"
 )
 
@@ -29,9 +24,7 @@ import (
 // crash, with no deferred cleanup, no ack and no rollback but the one the
 // database and the broker do for a client that is gone.
 const (
-	// envChild makes the test binary run the service instead of its tests.
-	envChild = "COMMUNICATION_TEST_CHILD"
-	// envCrash (with envChild) makes it exit at messaging.FaultAccepted:
+	// envCrash makes the spawned service exit at messaging.FaultAccepted:
 	// right after a provider accepted a message, before the commit that
 	// records it.
 	envCrash    = "COMMUNICATION_TEST_CRASH"
@@ -62,80 +55,10 @@ func runChild() int {
 	return 0
 }
 
-// child is the service running in a process of its own.
-type child struct {
-	cmd    *exec.Cmd
-	url    string
-	exited chan struct{}
-	mu     sync.Mutex
-	logs   bytes.Buffer
-}
-
-func (c *child) Write(b []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.logs.Write(b)
-}
-
-// spawn starts the service as a child process on the stack's schema and
-// vhost, with extra variables, and waits until it is ready. The child is
-// killed at cleanup if still alive, and its log shown if the test failed.
-func (s *stack) spawn(t *testing.T, extra map[string]string) *child {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	vars := map[string]string{"HTTP_ADDR": addr, "LOG_LEVEL": "info", envChild: "1"}
-	maps.Copy(vars, s.Vars)
-	maps.Copy(vars, extra)
-	c := &child{url: "http://" + addr, exited: make(chan struct{})}
-	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	c.cmd.Env = os.Environ()
-	for k, v := range vars {
-		c.cmd.Env = append(c.cmd.Env, k+"="+v)
-	}
-	c.cmd.Stdout, c.cmd.Stderr = c, c
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = c.cmd.Wait(); close(c.exited) }()
-	t.Cleanup(func() {
-		_ = c.cmd.Process.Kill()
-		<-c.exited
-		if t.Failed() {
-			c.mu.Lock()
-			t.Logf("child %s log:\n%s", addr, c.logs.String())
-			c.mu.Unlock()
-		}
-	})
-	fabrictest.Eventually(t, 60*time.Second, "the child service ready", func() bool {
-		select {
-		case <-c.exited:
-			t.Fatalf("the child exited before it was ready: %s", c.cmd.ProcessState)
-		default:
-		}
-		resp, err := http.Get(c.url + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return c
-}
-
 // waitCrash waits for c to die at its fault point.
-func (c *child) waitCrash(t *testing.T, timeout time.Duration) {
+func waitCrash(t *testing.T, c *deploytest.Child, timeout time.Duration) {
 	t.Helper()
-	select {
-	case <-c.exited:
-	case <-time.After(timeout):
-		t.Fatalf("the child did not reach its fault point within %v", timeout)
-	}
-	if code := c.cmd.ProcessState.ExitCode(); code != crashedCode {
+	if code := c.Exited(t, timeout); code != crashedCode {
 		t.Fatalf("the child exited with %d, want %d (the crash after the provider's acceptance)", code, crashedCode)
 	}
 }
@@ -166,13 +89,13 @@ func TestResendAfterACrashIsDeduplicated(t *testing.T) {
 			vars := map[string]string{"NOTICE_COALESCE_WINDOW": tc.window, "HELD_CHECK_INTERVAL": "100ms"}
 			doomedVars := maps.Clone(vars)
 			doomedVars[envCrash] = "1"
-			doomed := s.spawn(t, doomedVars)
-			s.url = doomed.url
+			doomed := s.Spawn(t, doomedVars)
+			s.url = doomed.URL
 			s.putContact(t, tenantID, citizen, map[string]string{"email": "crash@example.org", "phone": "+5511955554444",
 				"preferredChannel": tc.channel})
 			requestID, protocol := uuid.NewString(), fmt.Sprintf("AG-2026-66%04d", i)
 			s.Publish(t, submittedEvent(t, tenantID, citizen, requestID, protocol))
-			doomed.waitCrash(t, 30*time.Second)
+			waitCrash(t, doomed, 30*time.Second)
 
 			// The provider has the message; the service recorded no outcome.
 			if got := s.delivered(t, tc.channel, requestID, protocol); len(got) != 1 {

@@ -1,16 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"maps"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,11 +14,8 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 )
 
-// envChild makes the test binary run the service instead of its tests
-// (TestMain): a real process, which a test can kill without letting it
-// clean up.
-const envChild = "WORKFLOW_TEST_CHILD"
-
+// runChild is the service in a process of its own (deploytest.Spawn),
+// which a test can kill without letting it clean up.
 func runChild() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -32,70 +24,6 @@ func runChild() int {
 		return 1
 	}
 	return 0
-}
-
-// child is the service running in a process of its own.
-type child struct {
-	cmd  *exec.Cmd
-	url  string
-	mu   sync.Mutex
-	logs bytes.Buffer
-}
-
-func (c *child) Write(b []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.logs.Write(b)
-}
-
-// spawn starts the service as a child process on p's schema and vhost and
-// waits until it is ready. The child is killed at cleanup if still alive.
-func (p *platform) spawn(t *testing.T, extra map[string]string) *child {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	vars := map[string]string{"JWT_KEYS": p.Keys.JWKSPath, "HTTP_ADDR": addr, "LOG_LEVEL": "info", envChild: "1"}
-	maps.Copy(vars, p.Vars)
-	maps.Copy(vars, extra)
-	c := &child{url: "http://" + addr}
-	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	c.cmd.Env = os.Environ()
-	for k, v := range vars {
-		c.cmd.Env = append(c.cmd.Env, k+"="+v)
-	}
-	c.cmd.Stdout, c.cmd.Stderr = c, c
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = c.cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = c.cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			c.mu.Lock()
-			t.Logf("child %s log:\n%s", addr, c.logs.String())
-			c.mu.Unlock()
-		}
-	})
-	fabrictest.Eventually(t, 60*time.Second, "the child service ready", func() bool {
-		select {
-		case <-exited:
-			t.Fatalf("the child exited before it was ready: %s", c.cmd.ProcessState)
-		default:
-		}
-		resp, err := http.Get(c.url + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return c
 }
 
 // TestMassReactionResumesAfterACrash: an approved mass reaction (5,000
@@ -153,7 +81,7 @@ func TestMassReactionResumesAfterACrash(t *testing.T) {
 		return done, reviews, status
 	}
 
-	doomed := p.spawn(t, map[string]string{"REACTION_JOB_INTERVAL": "50ms", "REACTION_JOB_BATCH": fmt.Sprint(batch)})
+	doomed := p.Spawn(t, map[string]string{"REACTION_JOB_INTERVAL": "50ms", "REACTION_JOB_BATCH": fmt.Sprint(batch)})
 	// Kill it inside a batch: past 1,000 reviewed, while a transaction of
 	// the job sweep is open (only the doomed instance sweeps jobs; the
 	// other has no event to handle).
@@ -169,9 +97,7 @@ func TestMassReactionResumesAfterACrash(t *testing.T) {
 		}
 		return open > 0
 	})
-	if err := doomed.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
+	doomed.Kill(t)
 	// What the killed process committed is all there is: its batch in
 	// flight is rolled back when the server sees the connection close.
 	done, reviews, status := progress()
@@ -183,7 +109,7 @@ func TestMassReactionResumesAfterACrash(t *testing.T) {
 		t.Errorf("after the crash: %d reviews, progress %d; want whole batches of %d, progress equal to the reviews", reviews, done, batch)
 	}
 
-	p.spawn(t, map[string]string{"REACTION_JOB_INTERVAL": "50ms", "REACTION_JOB_BATCH": fmt.Sprint(batch)})
+	p.Spawn(t, map[string]string{"REACTION_JOB_INTERVAL": "50ms", "REACTION_JOB_BATCH": fmt.Sprint(batch)})
 	fabrictest.Eventually(t, 60*time.Second, "the job finished by the survivor", func() bool {
 		_, _, status := progress()
 		return status == "done"
