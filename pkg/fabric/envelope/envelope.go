@@ -89,7 +89,6 @@ func ActorFrom(ctx context.Context) (Ref, bool) {
 	return a, ok
 }
 
-
 // Errors returned by Decode, Validate and CheckCausation. Callers test them
 // with errors.Is; the consumer maps them to dead-letter reasons.
 var (

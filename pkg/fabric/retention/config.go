@@ -21,8 +21,8 @@ const (
 	// the data lake and removed (host: dlq archive), so no DLQ grows for
 	// ever. The inbox keeps its claims as long, so a letter replayed
 	// before then still meets its claim.
-	defaultDLQ = 720 * time.Hour
-	defaultBatch    = 1000
+	defaultDLQ   = 720 * time.Hour
+	defaultBatch = 1000
 )
 
 // Config is what every service reads from the environment
