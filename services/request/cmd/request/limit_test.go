@@ -48,8 +48,9 @@ func TestDefaultLimitKeepsOneTenantsFloodFromAnother(t *testing.T) {
 	s := start(t, nil)
 	noisy, quiet := s.Token(t, "org-noisy", "citizen-a", "citizen"), s.Token(t, "org-quiet", "citizen-b", "citizen")
 
-	// The flood: eight callers, up to 200 submissions a second between
-	// them, until told to stop.
+	// The flood: sixteen callers, up to 200 submissions a second between
+	// them (past the rate even if each call took 800 ms), until told to
+	// stop.
 	var (
 		mu                 sync.Mutex
 		accepted, refused  int
@@ -61,7 +62,7 @@ func TestDefaultLimitKeepsOneTenantsFloodFromAnother(t *testing.T) {
 	began := time.Now()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	for range 8 {
+	for range 16 {
 		flood.Add(1)
 		go func() {
 			defer flood.Done()
@@ -140,11 +141,12 @@ func TestDefaultLimitKeepsOneTenantsFloodFromAnother(t *testing.T) {
 // and a problem once all tenants together are past it, even a tenant
 // well inside its own limit, and stores nothing for the refused call.
 func TestSubmissionCeilingRefusesEveryTenantPastIt(t *testing.T) {
-	// 0.5/s: a burst of one, so the second submission is over it.
-	s := start(t, map[string]string{"PUBLISH_RATE_PER_TYPE": "request.submitted.v1=0.5"})
+	// One token each 100 s, a burst of one: the second submission is over
+	// it however slow the machine.
+	s := start(t, map[string]string{"PUBLISH_RATE_PER_TYPE": "request.submitted.v1=0.01"})
 	mustSubmit(t, s, s.Token(t, "org-a", "citizen-a", "citizen"))
 	resp := s.submit(t, s.Token(t, "org-b", "citizen-b", "citizen"), validBody, "")
-	if msg := refusalProblem(resp.Header, resp.Body, 0.5); resp.Status != http.StatusTooManyRequests || msg != "" {
+	if msg := refusalProblem(resp.Header, resp.Body, 0.01); resp.Status != http.StatusTooManyRequests || msg != "" {
 		t.Fatalf("org-b's first submission past the ceiling = %d %s (%s), want a 429 problem with Retry-After", resp.Status, resp.Body, msg)
 	}
 	var n int
