@@ -465,7 +465,10 @@ func loadPolicy(t *testing.T, v *fabrictest.Vhost, pol acl.Policy, opts acl.Opti
 func dialUser(t *testing.T, env fabrictest.Env, vhost, user, pass string) *amqp.Connection {
 	t.Helper()
 	u := fmt.Sprintf("amqp://%s:%s@%s/%s", url.PathEscape(user), url.PathEscape(pass), env.AMQPHost, url.PathEscape(vhost))
-	conn, err := amqp.DialConfig(u, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
+	// The handshake's deadline is the dial's: 5 s timed out on a loaded
+	// 2-core machine (make test runs packages side by side) before the
+	// broker answered; 30 s is amqp091's own default.
+	conn, err := amqp.DialConfig(u, amqp.Config{Dial: amqp.DefaultDial(30 * time.Second)})
 	if err != nil {
 		t.Fatalf("dial as %s into %s (is RabbitMQ running? run `make infra`): %v", user, vhost, err)
 	}
