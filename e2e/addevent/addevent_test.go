@@ -50,7 +50,7 @@ func catalogEdits(t *testing.T, catalog, definition string) string {
 	edits := []struct{ anchor, insert string }{
 		{"definitions:\n", definition},
 		{"  - name: request\n    publishes: [", "survey.answered.v1, "},
-		{"  - name: analytics\n    publishes: [report.export.v1]\n    consumes:\n", "      - {queue: analytics.surveys, keys: [survey.answered.v1]}\n"},
+		{"  - name: analytics\n    publishes: [report.export.v1, platform.dead-letter-archived.v1]\n    consumes:\n", "      - {queue: analytics.surveys, keys: [survey.answered.v1]}\n"},
 	}
 	for _, e := range edits {
 		if strings.Count(catalog, e.anchor) != 1 {

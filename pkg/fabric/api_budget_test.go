@@ -22,12 +22,14 @@ import (
 //
 // Target (issue "one fact, one place"): 300 in all, 150 in the packages
 // services import. Lower the ceilings whenever the count drops.
-// Raised once, from 293 and 147, for the envelope's actor (issue "the
-// agentic half of seed 004": envelope.WithActor and ActorFrom, the one way
-// every producer's events name who acted); still under the target.
+// Raised from 293 and 147 (after four names went: outbox.ThrottledError,
+// migrations.FS, auth.WithClaims, a failure class) by three names that
+// earn their place: envelope.WithActor and ActorFrom (every producer's
+// events name who acted) and sweep.RunIdle (sweeps that back off while
+// idle). The service-facing ceiling is now the target's own 150.
 const (
-	apiBudgetTotal         = 295
-	apiBudgetServiceFacing = 149
+	apiBudgetTotal         = 296
+	apiBudgetServiceFacing = 150
 )
 
 const fabricModule = "github.com/agora-platform/agora/pkg/fabric"

@@ -78,9 +78,18 @@ func (h *host) replayHandler() http.Handler {
 	if h.Cfg.HistoryURL != "" {
 		history = replay.HTTPHistory{BaseURL: h.Cfg.HistoryURL}
 	}
-	svc := replay.New(h.Pool, h.Cfg.Schema, h.opts.Consumers, h.Reg, h.Pub, history, replay.Options{Simulatable: h.simulatable})
+	// Jobs are rare: the sweep that runs them backs off to 15 s while
+	// there are none, and a job ordered on this instance wakes it at once.
+	wake := make(chan struct{}, 1)
+	started := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	svc := replay.New(h.Pool, h.Cfg.Schema, h.opts.Consumers, h.Reg, h.Pub, history, replay.Options{Simulatable: h.simulatable, Started: started})
 	h.Go("replay", func(ctx context.Context) error {
-		sweep.Run(ctx, time.Second, 100, svc.Sweep, func(err error) { h.Log.Error("replay sweep failed", "err", err) }, nil)
+		sweep.RunIdle(ctx, time.Second, 15*time.Second, wake, 100, svc.Sweep, func(err error) { h.Log.Error("replay sweep failed", "err", err) }, nil)
 		return nil
 	})
 	if h.Verifier == nil {

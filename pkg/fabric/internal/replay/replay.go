@@ -148,6 +148,7 @@ type Service struct {
 	handlers  map[string]fabric.TxHandler // the queues that may be simulated
 	now       func() time.Time
 	maxEvents int
+	started   func()
 }
 
 // Options are a Service's dependencies beyond the obvious ones.
@@ -159,6 +160,9 @@ type Options struct {
 	// MaxEvents caps a job's selection (default DefaultMaxEvents).
 	MaxEvents int
 	Now       func() time.Time
+	// Started, when set, hears each job recorded: the sweep that runs
+	// jobs waits longer while idle and wakes on it (sweep.RunIdle).
+	Started func()
 }
 
 // New returns the replay service of the queues consumers, with jobs in
@@ -166,7 +170,7 @@ type Options struct {
 func New(pool *pgxpool.Pool, schema string, consumers []topology.Consumer, reg *registry.Registry, pub *broker.Publisher,
 	history History, opts Options) *Service {
 	s := &Service{pool: pool, schema: schema, consumers: map[string]topology.Consumer{}, reg: reg, pub: pub, history: history,
-		handlers: opts.Simulatable, now: opts.Now, maxEvents: opts.MaxEvents}
+		handlers: opts.Simulatable, now: opts.Now, maxEvents: opts.MaxEvents, started: opts.Started}
 	for _, c := range consumers {
 		s.consumers[c.Queue] = c
 	}
@@ -315,7 +319,7 @@ func (s *Service) Start(ctx context.Context, a Actor, r Request, progress func(f
 			job.ID, job.TenantID, job.Queue, string(job.Mode), sel, job.Reason, job.RequestedBy, job.Status, job.Total, now); err != nil {
 			return err
 		}
-		rows := make([][]any, len(bodies))
+		ids, types, payloads := make([]string, len(bodies)), make([]string, len(bodies)), make([][]byte, len(bodies))
 		for i, b := range bodies {
 			// Only the id and type are read here, to list the item; the
 			// body is decoded strictly when the job reaches it.
@@ -324,10 +328,14 @@ func (s *Service) Start(ctx context.Context, a Actor, r Request, progress func(f
 			if _, err := uuid.Parse(head.ID); err != nil {
 				head.ID = uuid.Nil.String()
 			}
-			rows[i] = []any{job.ID, i + 1, head.ID, head.Type, []byte(b)}
+			ids[i], types[i], payloads[i] = head.ID, head.Type, []byte(b)
 		}
-		_, err := tx.CopyFrom(ctx, pgx.Identifier{s.schema, "replay_item"}, []string{"job_id", "seq", "event_id", "type", "body"},
-			pgx.CopyFromRows(rows))
+		// One INSERT of arrays, not COPY: PostgreSQL refuses COPY FROM
+		// into a table under row-level security (fabric migration 00013).
+		_, err := tx.Exec(ctx, `INSERT INTO `+s.table("replay_item")+` (job_id, seq, event_id, type, body)
+			SELECT $1, seq, event_id, type, body
+			FROM unnest($2::uuid[], $3::text[], $4::bytea[]) WITH ORDINALITY AS i(event_id, type, body, seq)`,
+			job.ID, ids, types, payloads)
 		return err
 	})
 	if err != nil {
@@ -337,6 +345,9 @@ func (s *Service) Start(ctx context.Context, a Actor, r Request, progress func(f
 	// what the operator's action touches, counted when ordered.
 	if job.Mode == Production {
 		security.MassAction(ctx, "history_replay", job.Total)
+	}
+	if s.started != nil && job.Status == "running" {
+		s.started()
 	}
 	return job, nil
 }
