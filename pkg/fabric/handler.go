@@ -68,8 +68,10 @@ type ConsumerOptions struct {
 	// the broker's 30-minute acknowledgement timeout). An outage of any
 	// length costs one redelivery per hold, never a retry tier.
 	OutageHold time.Duration
-	// DepthInterval is how often the queue's depth is read for the
-	// fabric.consumer.queue_depth gauge (default 10 s).
+	// DepthInterval is how often the queue's depth (and its retry tiers')
+	// is read for the fabric.consumer.queue_depth and retry_depth gauges
+	// (default 10 s); while every count is zero the reads back off to six
+	// times it, and the first message seen brings them back.
 	DepthInterval time.Duration
 	// Pace, when set, is waited on before each handler call (package
 	// ratelimit): the consumer is paced, never dropping anything; a message
