@@ -18,6 +18,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
+	"github.com/jackc/pgx/v5"
 )
 
 // agentView is a decision's or review's agent record.
@@ -269,6 +270,27 @@ func TestAgentStep(t *testing.T) {
 		}
 		if got := proc(allowID); got.CurrentStep != 1 || got.Tasks[0].Status != "completed" {
 			t.Errorf("process at step %d, want the document check resumed", got.CurrentStep)
+		}
+		// What the resumed step emitted was the agent's doing.
+		rows, err := p.Pool.Query(context.Background(), `SELECT body FROM outbox_event WHERE causation_id = $1`, e.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bodies) == 0 {
+			t.Fatal("the resumed step emitted nothing caused by the verdict")
+		}
+		for _, b := range bodies {
+			emitted, err := envelope.Decode(b, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := (envelope.Ref{Type: "AGENT", ID: "agent:stand-in-1"}); emitted.Actor == nil || *emitted.Actor != want {
+				t.Errorf("%s emitted by the resumed step has actor %v, want %v", emitted.Type, emitted.Actor, want)
+			}
 		}
 		a := d.Agent
 		calls := model.calls(allowID)

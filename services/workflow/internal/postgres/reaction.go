@@ -114,7 +114,12 @@ func (s *Subscriptions) React(ctx context.Context, tx pgx.Tx, env envelope.Envel
 					s.metrics.loops.Add(ctx, 1)
 					break
 				}
-				d.Status, d.Detail, err = s.resume(ctx, tx, v, env)
+				rctx := ctx
+				if agent != nil {
+					// What the resumed step emits is the agent's doing.
+					rctx = envelope.WithActor(ctx, envelope.Ref{Type: "AGENT", ID: d.Actor})
+				}
+				d.Status, d.Detail, err = s.resume(rctx, tx, v, env)
 				if err != nil {
 					return decided, err
 				}
