@@ -109,8 +109,7 @@ func (in *Inbox) settings(env envelope.Envelope) statement {
 // in one statement, and an id reused under another tenant is a conflict to
 // report, not a row to miss. So the claim statements run in platform scope
 // and leave the transaction as they found it, scoped to the tenant the
-// handler's work belongs to.
-const unscope = "SELECT set_config('app.scope', '', true)"
+// handler's work belongs to (wire.EndPlatformScope).
 
 // claimAfter runs before, then inserts (consumer, event id), all in one
 // round trip, and tells a first claim from a duplicate or a conflict.
@@ -133,7 +132,7 @@ func (in *Inbox) claimAfter(ctx context.Context, tx pgx.Tx, env envelope.Envelop
 	b.Queue(`INSERT INTO `+in.table+` (consumer, event_id, tenant_id, event_type, payload_hash, correlation_id)
 		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (consumer, event_id) DO NOTHING`,
 		in.consumer, env.ID, tenantID, env.Type, hash, correlationID)
-	b.Queue(unscope)
+	b.Queue(wire.EndPlatformScope)
 	br := tx.SendBatch(ctx, b)
 	for range len(before) + 1 {
 		if _, err := br.Exec(); err != nil {
@@ -201,7 +200,7 @@ func inScope(ctx context.Context, tx pgx.Tx, fn func() error) error {
 	if err := fn(); err != nil {
 		return err
 	}
-	_, err := tx.Exec(ctx, unscope)
+	_, err := tx.Exec(ctx, wire.EndPlatformScope)
 	return err
 }
 
@@ -320,7 +319,7 @@ func (in *Inbox) together(ctx context.Context, batch []fabric.Received, h fabric
 		FROM unnest($2::text[], $3::text[], $4::text[], $5::bytea[], $6::text[]) AS m(id, tenant, type, hash, correlation)
 		ON CONFLICT (consumer, event_id) DO NOTHING
 		RETURNING event_id`, in.consumer, ids, tenants, types, hashes, correlations)
-	b.Queue(unscope)
+	b.Queue(wire.EndPlatformScope)
 	br := tx.SendBatch(ctx, b)
 	for range 2 { // the settings, the scope
 		if _, err := br.Exec(); err != nil {

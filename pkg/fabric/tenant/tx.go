@@ -97,15 +97,11 @@ func literal(s string) string {
 // through several tenants in turn, setting each before touching its rows.
 // It ends a platform scope Platform opened: what follows sees one tenant.
 func Set(ctx context.Context, tx pgx.Tx, tenantID string) error {
-	if _, err := tx.Exec(ctx, "SELECT set_config('"+setting+"', $1, true), set_config('"+scope+"', '', true)", tenantID); err != nil {
+	if _, err := tx.Exec(ctx, "SELECT set_config('"+setting+"', $1, true), set_config('"+wire.ScopeSetting+"', '', true)", tenantID); err != nil {
 		return fmt.Errorf("set tenant %s: %w", tenantID, err)
 	}
 	return nil
 }
-
-// scope is the setting the fabric's policies read besides setting:
-// 'platform' admits every tenant's rows (see Platform).
-const scope = "app.scope"
 
 // Platform opts the open transaction tx into platform scope, for the few
 // statements that work across tenants by design: a sweep that finds due

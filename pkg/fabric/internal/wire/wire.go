@@ -55,7 +55,15 @@ const (
 // row-level security policies of the fabric's tables, and of the tables a
 // service sweeps across tenants (timers, holds), admit every tenant's rows.
 // A statement of its own, so the relay can queue it with BEGIN.
-const PlatformScope = "SELECT set_config('app.scope', 'platform', true)"
+const PlatformScope = "SELECT set_config('" + ScopeSetting + "', 'platform', true)"
+
+// EndPlatformScope ends what PlatformScope opened, leaving the
+// transaction's tenant as it was.
+const EndPlatformScope = "SELECT set_config('" + ScopeSetting + "', '', true)"
+
+// ScopeSetting is the PostgreSQL setting the policies read besides the
+// tenant's: 'platform' admits every tenant's rows.
+const ScopeSetting = "app.scope"
 
 // OutboxChannel is the LISTEN/NOTIFY channel on which an outbox tells its
 // schema's relay that rows were committed.
