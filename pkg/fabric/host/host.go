@@ -16,7 +16,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -59,7 +58,6 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/ratelimit"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/retention"
-	"github.com/agora-platform/agora/pkg/fabric/sweep"
 	"github.com/agora-platform/agora/pkg/fabric/telemetry"
 	"github.com/agora-platform/agora/pkg/fabric/telemetry/httpspan"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
@@ -387,34 +385,6 @@ func (h *host) initRetention() error {
 	if rc.DLQ > 0 && len(h.opts.Consumers) > 0 {
 		h.Go("dlq archive", func(ctx context.Context) error { return h.archiveDeadLetters(ctx, rc.Interval, rc.DLQ) })
 	}
-	return nil
-}
-
-// archiveDeadLetters archives, every interval, the letters of the
-// service's DLQs dead-lettered more than age ago: each goes to the data
-// lake as platform.dead-letter-archived.v1, confirmed, before it leaves
-// its DLQ (dlq.Ops.Archive), and each run is audited. The first run is
-// one interval after the start, as retention's.
-func (h *host) archiveDeadLetters(ctx context.Context, interval, age time.Duration) error {
-	ops := dlq.New(h.Conn, h.Pub, h.Reg, h.Pool, h.Cfg.Schema)
-	archive := func(ctx context.Context, _ int) (int, error) {
-		var archived int
-		var errs []error
-		for _, q := range h.queueNames() {
-			rep, err := ops.Archive(ctx, q, time.Now().Add(-age), h.Cfg.Service)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("dlq archive %s: %w", q, err))
-			}
-			if rep.Succeeded > 0 || rep.Failed > 0 {
-				h.Log.Info("dlq archive", "queue", q, "archived", rep.Succeeded, "kept", rep.Failed, "audit", rep.AuditID)
-			}
-			archived += rep.Succeeded
-		}
-		return archived, errors.Join(errs...)
-	}
-	// One round walks every DLQ whole: it is never "a full batch" that
-	// calls for another at once.
-	sweep.Run(ctx, interval, math.MaxInt, archive, func(err error) { h.Log.Warn("dlq archive", "err", err) }, nil)
 	return nil
 }
 

@@ -6,7 +6,9 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"slices"
@@ -131,4 +133,32 @@ func queueNamesOf(consumers []topology.Consumer) []string {
 		queues[i] = c.Queue
 	}
 	return queues
+}
+
+// archiveDeadLetters archives, every interval, the letters of the
+// service's DLQs dead-lettered more than age ago: each goes to the data
+// lake as platform.dead-letter-archived.v1, confirmed, before it leaves
+// its DLQ (dlq.Ops.Archive), and each run is audited. The first run is
+// one interval after the start, as retention's.
+func (h *host) archiveDeadLetters(ctx context.Context, interval, age time.Duration) error {
+	ops := dlq.New(h.Conn, h.Pub, h.Reg, h.Pool, h.Cfg.Schema)
+	archive := func(ctx context.Context, _ int) (int, error) {
+		var archived int
+		var errs []error
+		for _, q := range h.queueNames() {
+			rep, err := ops.Archive(ctx, q, time.Now().Add(-age), h.Cfg.Service)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("dlq archive %s: %w", q, err))
+			}
+			if rep.Succeeded > 0 || rep.Failed > 0 {
+				h.Log.Info("dlq archive", "queue", q, "archived", rep.Succeeded, "kept", rep.Failed, "audit", rep.AuditID)
+			}
+			archived += rep.Succeeded
+		}
+		return archived, errors.Join(errs...)
+	}
+	// One round walks every DLQ whole: it is never "a full batch" that
+	// calls for another at once.
+	sweep.Run(ctx, interval, math.MaxInt, archive, func(err error) { h.Log.Warn("dlq archive", "err", err) }, nil)
+	return nil
 }
