@@ -288,7 +288,7 @@ cluster-test:
 TESTINFRA = $(CURDIR)/.data/bin/testinfra
 TESTINFRA_ENV = $(CURDIR)/.data/testinfra.env
 TESTINFRA_FABRIC = ./pkg/fabric/ ./pkg/fabric/outbox/ ./pkg/fabric/inbox/ ./pkg/fabric/internal/dlq/ ./pkg/fabric/broker/ \
-	./pkg/fabric/internal/coalesce/ ./pkg/fabric/retention/ ./pkg/fabric/ratelimit/ ./pkg/fabric/tenant/
+	./pkg/fabric/retention/ ./pkg/fabric/ratelimit/ ./pkg/fabric/tenant/
 .PHONY: test-containers
 test-containers:
 	@timeout 10 docker info >/dev/null 2>&1 || { echo "!!! no container engine answers (docker info): run 'make infra' (deploy/local/docker.sh)" >&2; exit 1; }

@@ -36,9 +36,6 @@ var tenantTables = []struct {
 	{"gateway_received", `INSERT INTO gateway_received (source_id, event_id, tenant_id, envelope_id, event_type)
 		VALUES ('src', 'e1', 'org-a', gen_random_uuid(), 'external.thing.v1')`,
 		`UPDATE gateway_received SET received_at = now()`},
-	{"coalesce_window", `INSERT INTO coalesce_window (rule, tenant_id, key, count, first_at, last_at, due_at, last_state,
-		event_ids, last_event) VALUES ('rule', 'org-a', 'k', 1, now(), now(), now(), '{}', '{}', '\x00')`,
-		`UPDATE coalesce_window SET count = count + 1`},
 	{"replay_job", `INSERT INTO replay_job (id, tenant_id, queue, mode, selection, reason, requested_by, status, total,
 		created_at, updated_at) VALUES ('00000000-0000-0000-0000-00000000000a', 'org-a', 'q', 'DRY_RUN', '{}', 'why', 'op',
 		'running', 1, now(), now())`,
