@@ -103,7 +103,7 @@ func (s *Subscriptions) React(ctx context.Context, tx pgx.Tx, env envelope.Envel
 				r := int32(rule)
 				d.Rule = &r
 			}
-			if outcome == subscription.Allow && v.Reaction.Kind == subscription.ResumeWorkflow {
+			if outcome == subscription.Allow && derives(v.Reaction.Kind) {
 				if depth := len(env.CausationChain) + 1; depth > s.maxDepth {
 					// What the resumed step emits derives from env, one
 					// level deeper than any consumer accepts: a chain of
@@ -114,6 +114,14 @@ func (s *Subscriptions) React(ctx context.Context, tx pgx.Tx, env envelope.Envel
 					s.metrics.loops.Add(ctx, 1)
 					break
 				}
+			}
+			if v.Reaction.Kind == subscription.StartWorkflow && (outcome == subscription.Allow || outcome == subscription.RequireApproval) {
+				if d.Status, d.Detail, review, err = s.startWorkflow(ctx, tx, v, outcome, env, &d); err != nil {
+					return decided, err
+				}
+				break
+			}
+			if outcome == subscription.Allow && v.Reaction.Kind == subscription.ResumeWorkflow {
 				rctx := ctx
 				if agent != nil {
 					// What the resumed step emits is the agent's doing.
@@ -342,15 +350,19 @@ func decide(v subscription.Version, outcome subscription.Outcome, env envelope.E
 		return subscription.StatusPendingReview, "a review by " + role + " was opened instead of the reaction",
 			&pgdb.InsertReviewParams{Kind: "review", Role: role}
 	}
-	switch v.Reaction.Kind {
-	case subscription.ReviewTask:
+	if v.Reaction.Kind == subscription.ReviewTask {
 		return subscription.StatusExecuted, "review task opened for " + role, &pgdb.InsertReviewParams{Kind: "review", Role: role}
-	default:
-		// Starting a process needs a request without one; the types a
-		// subscription can react to today are about requests that have
-		// theirs (one process per request).
-		return subscription.StatusNotRun, "start-workflow: " + env.Type + " does not start a request's process (the request has one)", nil
 	}
+	// start-workflow and resume-workflow run in React; nothing else is
+	// allowed to reach here.
+	return subscription.StatusNotRun, v.Reaction.Kind + ": not run on " + env.Type, nil
+}
+
+// derives reports whether a reaction of kind emits events derived from
+// its trigger (one level deeper in the causation chain), so the depth
+// limit stops a loop of them before they are emitted.
+func derives(kind string) bool {
+	return kind == subscription.ResumeWorkflow || kind == subscription.StartWorkflow
 }
 
 // Decisions returns the tenant's recorded decisions about correlationID
@@ -524,8 +536,11 @@ func (s *Subscriptions) Resolve(ctx context.Context, a process.Actor, id string,
 			if err != nil {
 				return err
 			}
+			if sv.Reaction.Kind == subscription.StartWorkflow {
+				return s.startApproved(ctx, tx, sv, d)
+			}
 			if sv.Reaction.Kind != subscription.ReviewTask {
-				return nil // start-workflow: nothing it can start (see decide)
+				return nil
 			}
 			followID, err := newID()
 			if err != nil {

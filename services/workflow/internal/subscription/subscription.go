@@ -87,8 +87,9 @@ type Reaction struct {
 	Kind         string `json:"kind"`
 	DefinitionID string `json:"definitionId,omitempty"`
 	Role         string `json:"role,omitempty"`
-	// MaxAffected is review-affected-requests' blast-radius limit
-	// (DefaultMaxAffected when zero).
+	// MaxAffected is the blast-radius limit (DefaultMaxAffected when
+	// zero): review-affected-requests' open requests; start-workflow's
+	// running processes its subscription started.
 	MaxAffected int `json:"maxAffected,omitempty"`
 }
 
@@ -201,6 +202,9 @@ func (s *Spec) Check(reg *registry.Registry, definitions func(string) bool) erro
 	case StartWorkflow:
 		if !definitions(s.Reaction.DefinitionID) {
 			return bad("reaction.definitionId %q: no such workflow definition", s.Reaction.DefinitionID)
+		}
+		if s.Reaction.MaxAffected < 0 || s.Reaction.MaxAffected > 100_000 {
+			return bad("reaction.maxAffected %d: want 1 to 100000 (0: %d)", s.Reaction.MaxAffected, DefaultMaxAffected)
 		}
 	case ReviewTask:
 		if s.Reaction.Role != "attendant" && s.Reaction.Role != "operator" {

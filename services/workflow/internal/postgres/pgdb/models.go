@@ -31,18 +31,22 @@ type EarlyEvent struct {
 }
 
 type ProcessInstance struct {
-	ID            string
-	TenantID      string
-	RequestID     string
-	CitizenID     string
-	ServiceID     string
-	DefinitionID  string
-	Status        string
-	Outcome       *string
-	CurrentStep   int32
-	CorrelationID string
-	StartedAt     time.Time
-	CompletedAt   *time.Time
+	ID             string
+	TenantID       string
+	RequestID      string
+	CitizenID      string
+	ServiceID      string
+	DefinitionID   string
+	Status         string
+	Outcome        *string
+	CurrentStep    int32
+	CorrelationID  string
+	StartedAt      time.Time
+	CompletedAt    *time.Time
+	SubscriptionID *string
+	TriggerEventID *string
+	EntityType     *string
+	EntityID       *string
 }
 
 type ReactionDecision struct {
@@ -61,6 +65,9 @@ type ReactionDecision struct {
 	Detail              string
 	ReviewID            *string
 	DecidedAt           time.Time
+	EntityType          *string
+	EntityID            *string
+	RequestID           *string
 }
 
 type ReactionJob struct {

@@ -96,7 +96,7 @@ func (q *Queries) AdvanceProcess(ctx context.Context, arg AdvanceProcessParams) 
 
 const affectedRequests = `-- name: AffectedRequests :one
 SELECT count(*)::int AS requests, count(DISTINCT citizen_id)::int AS citizens, count(*)::int AS workflows
-FROM process_instance WHERE tenant_id = $1 AND service_id = $2 AND status = 'running'
+FROM process_instance WHERE tenant_id = $1 AND service_id = $2 AND status = 'running' AND subscription_id IS NULL
 `
 
 type AffectedRequestsParams struct {
@@ -194,7 +194,7 @@ const cancelProcess = `-- name: CancelProcess :one
 INSERT INTO process_instance (id, tenant_id, request_id, citizen_id, service_id, definition_id,
                               status, correlation_id, started_at, completed_at)
 VALUES ($1, $2, $3, $4, '', '', 'cancelled', $5, $6, $6)
-ON CONFLICT (tenant_id, request_id) DO UPDATE SET status = 'cancelled', completed_at = $6
+ON CONFLICT (tenant_id, request_id) WHERE subscription_id IS NULL DO UPDATE SET status = 'cancelled', completed_at = $6
     WHERE process_instance.status = 'running'
 RETURNING id, status
 `
@@ -331,7 +331,7 @@ func (q *Queries) CompleteTask(ctx context.Context, arg CompleteTaskParams) erro
 }
 
 const decisionsByCorrelation = `-- name: DecisionsByCorrelation :many
-SELECT id, tenant_id, event_id, event_type, correlation_id, subscription_id, subscription_version, outcome, rule, actor_type, actor, status, detail, review_id, decided_at FROM reaction_decision WHERE tenant_id = $1 AND correlation_id = $2 ORDER BY decided_at, id
+SELECT id, tenant_id, event_id, event_type, correlation_id, subscription_id, subscription_version, outcome, rule, actor_type, actor, status, detail, review_id, decided_at, entity_type, entity_id, request_id FROM reaction_decision WHERE tenant_id = $1 AND correlation_id = $2 ORDER BY decided_at, id
 `
 
 type DecisionsByCorrelationParams struct {
@@ -364,6 +364,9 @@ func (q *Queries) DecisionsByCorrelation(ctx context.Context, arg DecisionsByCor
 			&i.Detail,
 			&i.ReviewID,
 			&i.DecidedAt,
+			&i.EntityType,
+			&i.EntityID,
+			&i.RequestID,
 		); err != nil {
 			return nil, err
 		}
@@ -376,7 +379,7 @@ func (q *Queries) DecisionsByCorrelation(ctx context.Context, arg DecisionsByCor
 }
 
 const decisionsByEvent = `-- name: DecisionsByEvent :many
-SELECT id, tenant_id, event_id, event_type, correlation_id, subscription_id, subscription_version, outcome, rule, actor_type, actor, status, detail, review_id, decided_at FROM reaction_decision WHERE tenant_id = $1 AND event_id = $2 ORDER BY decided_at, id
+SELECT id, tenant_id, event_id, event_type, correlation_id, subscription_id, subscription_version, outcome, rule, actor_type, actor, status, detail, review_id, decided_at, entity_type, entity_id, request_id FROM reaction_decision WHERE tenant_id = $1 AND event_id = $2 ORDER BY decided_at, id
 `
 
 type DecisionsByEventParams struct {
@@ -409,6 +412,9 @@ func (q *Queries) DecisionsByEvent(ctx context.Context, arg DecisionsByEventPara
 			&i.Detail,
 			&i.ReviewID,
 			&i.DecidedAt,
+			&i.EntityType,
+			&i.EntityID,
+			&i.RequestID,
 		); err != nil {
 			return nil, err
 		}
@@ -598,7 +604,7 @@ func (q *Queries) DueTimers(ctx context.Context, arg DueTimersParams) ([]SlaTime
 }
 
 const getDecision = `-- name: GetDecision :one
-SELECT id, tenant_id, event_id, event_type, correlation_id, subscription_id, subscription_version, outcome, rule, actor_type, actor, status, detail, review_id, decided_at FROM reaction_decision WHERE tenant_id = $1 AND id = $2
+SELECT id, tenant_id, event_id, event_type, correlation_id, subscription_id, subscription_version, outcome, rule, actor_type, actor, status, detail, review_id, decided_at, entity_type, entity_id, request_id FROM reaction_decision WHERE tenant_id = $1 AND id = $2
 `
 
 type GetDecisionParams struct {
@@ -625,6 +631,9 @@ func (q *Queries) GetDecision(ctx context.Context, arg GetDecisionParams) (React
 		&i.Detail,
 		&i.ReviewID,
 		&i.DecidedAt,
+		&i.EntityType,
+		&i.EntityID,
+		&i.RequestID,
 	)
 	return i, err
 }
@@ -658,7 +667,7 @@ func (q *Queries) GetJob(ctx context.Context, arg GetJobParams) (ReactionJob, er
 }
 
 const getProcess = `-- name: GetProcess :one
-SELECT id, tenant_id, request_id, citizen_id, service_id, definition_id, status, outcome, current_step, correlation_id, started_at, completed_at FROM process_instance WHERE tenant_id = $1 AND id = $2
+SELECT id, tenant_id, request_id, citizen_id, service_id, definition_id, status, outcome, current_step, correlation_id, started_at, completed_at, subscription_id, trigger_event_id, entity_type, entity_id FROM process_instance WHERE tenant_id = $1 AND id = $2
 `
 
 type GetProcessParams struct {
@@ -682,12 +691,16 @@ func (q *Queries) GetProcess(ctx context.Context, arg GetProcessParams) (Process
 		&i.CorrelationID,
 		&i.StartedAt,
 		&i.CompletedAt,
+		&i.SubscriptionID,
+		&i.TriggerEventID,
+		&i.EntityType,
+		&i.EntityID,
 	)
 	return i, err
 }
 
 const getProcessByRequestForUpdate = `-- name: GetProcessByRequestForUpdate :one
-SELECT id, tenant_id, request_id, citizen_id, service_id, definition_id, status, outcome, current_step, correlation_id, started_at, completed_at FROM process_instance WHERE tenant_id = $1 AND request_id = $2 FOR UPDATE
+SELECT id, tenant_id, request_id, citizen_id, service_id, definition_id, status, outcome, current_step, correlation_id, started_at, completed_at, subscription_id, trigger_event_id, entity_type, entity_id FROM process_instance WHERE tenant_id = $1 AND request_id = $2 AND subscription_id IS NULL FOR UPDATE
 `
 
 type GetProcessByRequestForUpdateParams struct {
@@ -711,12 +724,16 @@ func (q *Queries) GetProcessByRequestForUpdate(ctx context.Context, arg GetProce
 		&i.CorrelationID,
 		&i.StartedAt,
 		&i.CompletedAt,
+		&i.SubscriptionID,
+		&i.TriggerEventID,
+		&i.EntityType,
+		&i.EntityID,
 	)
 	return i, err
 }
 
 const getProcessForUpdate = `-- name: GetProcessForUpdate :one
-SELECT id, tenant_id, request_id, citizen_id, service_id, definition_id, status, outcome, current_step, correlation_id, started_at, completed_at FROM process_instance WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT id, tenant_id, request_id, citizen_id, service_id, definition_id, status, outcome, current_step, correlation_id, started_at, completed_at, subscription_id, trigger_event_id, entity_type, entity_id FROM process_instance WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type GetProcessForUpdateParams struct {
@@ -740,6 +757,10 @@ func (q *Queries) GetProcessForUpdate(ctx context.Context, arg GetProcessForUpda
 		&i.CorrelationID,
 		&i.StartedAt,
 		&i.CompletedAt,
+		&i.SubscriptionID,
+		&i.TriggerEventID,
+		&i.EntityType,
+		&i.EntityID,
 	)
 	return i, err
 }
@@ -975,9 +996,11 @@ func (q *Queries) InsertAgentDecision(ctx context.Context, arg InsertAgentDecisi
 
 const insertDecision = `-- name: InsertDecision :execrows
 INSERT INTO reaction_decision (id, tenant_id, event_id, event_type, correlation_id, subscription_id, subscription_version,
-                               outcome, rule, actor_type, actor, status, detail, review_id, decided_at)
+                               outcome, rule, actor_type, actor, status, detail, review_id, decided_at,
+                               entity_type, entity_id, request_id)
 VALUES ($1, $2, $3, $4, $5, $6, $7,
-        $8, $9, $10, $11, $12, $13, $14, $15)
+        $8, $9, $10, $11, $12, $13, $14, $15,
+        $16, $17, $18)
 ON CONFLICT (event_id, subscription_id) DO NOTHING
 `
 
@@ -997,6 +1020,9 @@ type InsertDecisionParams struct {
 	Detail              string
 	ReviewID            *string
 	DecidedAt           time.Time
+	EntityType          *string
+	EntityID            *string
+	RequestID           *string
 }
 
 func (q *Queries) InsertDecision(ctx context.Context, arg InsertDecisionParams) (int64, error) {
@@ -1016,6 +1042,9 @@ func (q *Queries) InsertDecision(ctx context.Context, arg InsertDecisionParams) 
 		arg.Detail,
 		arg.ReviewID,
 		arg.DecidedAt,
+		arg.EntityType,
+		arg.EntityID,
+		arg.RequestID,
 	)
 	if err != nil {
 		return 0, err
@@ -1100,7 +1129,7 @@ const insertProcess = `-- name: InsertProcess :execrows
 INSERT INTO process_instance (id, tenant_id, request_id, citizen_id, service_id, definition_id,
                               correlation_id, started_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-ON CONFLICT (tenant_id, request_id) DO NOTHING
+ON CONFLICT (tenant_id, request_id) WHERE subscription_id IS NULL DO NOTHING
 `
 
 type InsertProcessParams struct {
@@ -1124,6 +1153,52 @@ func (q *Queries) InsertProcess(ctx context.Context, arg InsertProcessParams) (i
 		arg.DefinitionID,
 		arg.CorrelationID,
 		arg.StartedAt,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const insertReactionProcess = `-- name: InsertReactionProcess :execrows
+INSERT INTO process_instance (id, tenant_id, request_id, citizen_id, service_id, definition_id,
+                              correlation_id, started_at, subscription_id, trigger_event_id, entity_type, entity_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
+        $9, $10, $11, $12)
+ON CONFLICT (tenant_id, trigger_event_id, subscription_id) WHERE subscription_id IS NOT NULL DO NOTHING
+`
+
+type InsertReactionProcessParams struct {
+	ID             string
+	TenantID       string
+	RequestID      string
+	CitizenID      string
+	ServiceID      string
+	DefinitionID   string
+	CorrelationID  string
+	StartedAt      time.Time
+	SubscriptionID *string
+	TriggerEventID *string
+	EntityType     *string
+	EntityID       *string
+}
+
+// A process a start-workflow reaction opens: once per triggering event and
+// subscription (process_instance_reaction), however often the event comes.
+func (q *Queries) InsertReactionProcess(ctx context.Context, arg InsertReactionProcessParams) (int64, error) {
+	result, err := q.db.Exec(ctx, insertReactionProcess,
+		arg.ID,
+		arg.TenantID,
+		arg.RequestID,
+		arg.CitizenID,
+		arg.ServiceID,
+		arg.DefinitionID,
+		arg.CorrelationID,
+		arg.StartedAt,
+		arg.SubscriptionID,
+		arg.TriggerEventID,
+		arg.EntityType,
+		arg.EntityID,
 	)
 	if err != nil {
 		return 0, err
@@ -1605,7 +1680,7 @@ func (q *Queries) LatestSubscriptions(ctx context.Context, tenantID string) ([]S
 }
 
 const listProcessesByRequest = `-- name: ListProcessesByRequest :many
-SELECT id, tenant_id, request_id, citizen_id, service_id, definition_id, status, outcome, current_step, correlation_id, started_at, completed_at FROM process_instance WHERE tenant_id = $1 AND request_id = $2 ORDER BY started_at
+SELECT id, tenant_id, request_id, citizen_id, service_id, definition_id, status, outcome, current_step, correlation_id, started_at, completed_at, subscription_id, trigger_event_id, entity_type, entity_id FROM process_instance WHERE tenant_id = $1 AND request_id = $2 ORDER BY started_at
 `
 
 type ListProcessesByRequestParams struct {
@@ -1635,6 +1710,10 @@ func (q *Queries) ListProcessesByRequest(ctx context.Context, arg ListProcessesB
 			&i.CorrelationID,
 			&i.StartedAt,
 			&i.CompletedAt,
+			&i.SubscriptionID,
+			&i.TriggerEventID,
+			&i.EntityType,
+			&i.EntityID,
 		); err != nil {
 			return nil, err
 		}
@@ -2047,7 +2126,7 @@ func (q *Queries) MoveScheduleTimer(ctx context.Context, arg MoveScheduleTimerPa
 
 const nextAffectedBatch = `-- name: NextAffectedBatch :many
 SELECT request_id FROM process_instance
-WHERE tenant_id = $1 AND service_id = $2 AND status = 'running' AND request_id > $3
+WHERE tenant_id = $1 AND service_id = $2 AND status = 'running' AND subscription_id IS NULL AND request_id > $3
 ORDER BY request_id LIMIT $4
 `
 
@@ -2275,6 +2354,30 @@ func (q *Queries) ReleaseTask(ctx context.Context, arg ReleaseTaskParams) (Task,
 	return i, err
 }
 
+const requestProcess = `-- name: RequestProcess :one
+SELECT citizen_id, service_id FROM process_instance
+WHERE tenant_id = $1 AND request_id = $2 AND subscription_id IS NULL
+`
+
+type RequestProcessParams struct {
+	TenantID  string
+	RequestID string
+}
+
+type RequestProcessRow struct {
+	CitizenID string
+	ServiceID string
+}
+
+// The request's own process (its submission's), for what a reaction's
+// process of the same request inherits: citizen and service.
+func (q *Queries) RequestProcess(ctx context.Context, arg RequestProcessParams) (RequestProcessRow, error) {
+	row := q.db.QueryRow(ctx, requestProcess, arg.TenantID, arg.RequestID)
+	var i RequestProcessRow
+	err := row.Scan(&i.CitizenID, &i.ServiceID)
+	return i, err
+}
+
 const resolveReview = `-- name: ResolveReview :one
 UPDATE reaction_review SET status = 'resolved', resolution = $1, resolved_by = $2,
     resolved_reason = $3, resolved_at = $4
@@ -2364,6 +2467,24 @@ func (q *Queries) ReviewsOfDecisions(ctx context.Context, arg ReviewsOfDecisions
 		return nil, err
 	}
 	return items, nil
+}
+
+const runningStartedBy = `-- name: RunningStartedBy :one
+SELECT count(*)::int FROM process_instance WHERE tenant_id = $1 AND subscription_id = $2 AND status = 'running'
+`
+
+type RunningStartedByParams struct {
+	TenantID       string
+	SubscriptionID *string
+}
+
+// The blast radius of a start-workflow reaction: the processes its
+// subscription started that still run.
+func (q *Queries) RunningStartedBy(ctx context.Context, arg RunningStartedByParams) (int32, error) {
+	row := q.db.QueryRow(ctx, runningStartedBy, arg.TenantID, arg.SubscriptionID)
+	var column_1 int32
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
 const setSubscriptionState = `-- name: SetSubscriptionState :one

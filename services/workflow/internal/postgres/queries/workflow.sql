@@ -2,7 +2,27 @@
 INSERT INTO process_instance (id, tenant_id, request_id, citizen_id, service_id, definition_id,
                               correlation_id, started_at)
 VALUES (@id, @tenant_id, @request_id, @citizen_id, @service_id, @definition_id, @correlation_id, @started_at)
-ON CONFLICT (tenant_id, request_id) DO NOTHING;
+ON CONFLICT (tenant_id, request_id) WHERE subscription_id IS NULL DO NOTHING;
+
+-- name: InsertReactionProcess :execrows
+-- A process a start-workflow reaction opens: once per triggering event and
+-- subscription (process_instance_reaction), however often the event comes.
+INSERT INTO process_instance (id, tenant_id, request_id, citizen_id, service_id, definition_id,
+                              correlation_id, started_at, subscription_id, trigger_event_id, entity_type, entity_id)
+VALUES (@id, @tenant_id, @request_id, @citizen_id, @service_id, @definition_id, @correlation_id, @started_at,
+        @subscription_id, @trigger_event_id, @entity_type, @entity_id)
+ON CONFLICT (tenant_id, trigger_event_id, subscription_id) WHERE subscription_id IS NOT NULL DO NOTHING;
+
+-- name: RequestProcess :one
+-- The request's own process (its submission's), for what a reaction's
+-- process of the same request inherits: citizen and service.
+SELECT citizen_id, service_id FROM process_instance
+WHERE tenant_id = @tenant_id AND request_id = @request_id AND subscription_id IS NULL;
+
+-- name: RunningStartedBy :one
+-- The blast radius of a start-workflow reaction: the processes its
+-- subscription started that still run.
+SELECT count(*)::int FROM process_instance WHERE tenant_id = @tenant_id AND subscription_id = @subscription_id AND status = 'running';
 
 -- name: InsertTask :exec
 INSERT INTO task (id, tenant_id, process_id, step_index, step, assignee_role, due_at, created_at)
@@ -113,7 +133,7 @@ LIMIT @max_rows;
 INSERT INTO process_instance (id, tenant_id, request_id, citizen_id, service_id, definition_id,
                               status, correlation_id, started_at, completed_at)
 VALUES (@id, @tenant_id, @request_id, @citizen_id, '', '', 'cancelled', @correlation_id, @now, @now)
-ON CONFLICT (tenant_id, request_id) DO UPDATE SET status = 'cancelled', completed_at = @now
+ON CONFLICT (tenant_id, request_id) WHERE subscription_id IS NULL DO UPDATE SET status = 'cancelled', completed_at = @now
     WHERE process_instance.status = 'running'
 RETURNING id, status;
 
@@ -251,9 +271,11 @@ SELECT * FROM subscription WHERE tenant_id = @tenant_id AND state = 'ACTIVE' AND
 
 -- name: InsertDecision :execrows
 INSERT INTO reaction_decision (id, tenant_id, event_id, event_type, correlation_id, subscription_id, subscription_version,
-                               outcome, rule, actor_type, actor, status, detail, review_id, decided_at)
+                               outcome, rule, actor_type, actor, status, detail, review_id, decided_at,
+                               entity_type, entity_id, request_id)
 VALUES (@id, @tenant_id, @event_id, @event_type, @correlation_id, @subscription_id, @subscription_version,
-        @outcome, @rule, @actor_type, @actor, @status, @detail, @review_id, @decided_at)
+        @outcome, @rule, @actor_type, @actor, @status, @detail, @review_id, @decided_at,
+        sqlc.narg(entity_type), sqlc.narg(entity_id), sqlc.narg(request_id))
 ON CONFLICT (event_id, subscription_id) DO NOTHING;
 
 -- name: InsertReview :exec
@@ -299,7 +321,7 @@ SELECT * FROM reaction_review WHERE tenant_id = @tenant_id AND decision_id = ANY
 ORDER BY created_at, id;
 
 -- name: GetProcessByRequestForUpdate :one
-SELECT * FROM process_instance WHERE tenant_id = @tenant_id AND request_id = @request_id FOR UPDATE;
+SELECT * FROM process_instance WHERE tenant_id = @tenant_id AND request_id = @request_id AND subscription_id IS NULL FOR UPDATE;
 
 -- name: OpenTaskOfStep :one
 SELECT * FROM task WHERE tenant_id = @tenant_id AND process_id = @process_id AND step_index = @step_index AND status = 'open' FOR UPDATE;
@@ -316,7 +338,7 @@ RETURNING event;
 -- name: AffectedRequests :one
 -- The blast radius of a reaction on a service's open requests.
 SELECT count(*)::int AS requests, count(DISTINCT citizen_id)::int AS citizens, count(*)::int AS workflows
-FROM process_instance WHERE tenant_id = @tenant_id AND service_id = @service_id AND status = 'running';
+FROM process_instance WHERE tenant_id = @tenant_id AND service_id = @service_id AND status = 'running' AND subscription_id IS NULL;
 
 -- name: InsertJob :exec
 INSERT INTO reaction_job (id, tenant_id, decision_id, service_id, role, total, status, created_at, updated_at)
@@ -339,7 +361,7 @@ SELECT * FROM reaction_job WHERE tenant_id = @tenant_id AND id = @id;
 
 -- name: NextAffectedBatch :many
 SELECT request_id FROM process_instance
-WHERE tenant_id = @tenant_id AND service_id = @service_id AND status = 'running' AND request_id > @after
+WHERE tenant_id = @tenant_id AND service_id = @service_id AND status = 'running' AND subscription_id IS NULL AND request_id > @after
 ORDER BY request_id LIMIT @max_rows;
 
 -- name: InsertRequestReview :execrows
