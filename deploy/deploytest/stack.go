@@ -163,6 +163,26 @@ func (r Response) JSON(t testing.TB, v any) {
 	}
 }
 
+// ExpectProblem fails the test unless resp has the given status and is an
+// RFC 9457 problem (its media type, a matching status member, a title).
+func ExpectProblem(t testing.TB, resp Response, status int) {
+	t.Helper()
+	if resp.Status != status {
+		t.Fatalf("status = %d (%s), want %d", resp.Status, resp.Body, status)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("Content-Type = %q, want application/problem+json", ct)
+	}
+	var p struct {
+		Status int    `json:"status"`
+		Title  string `json:"title"`
+	}
+	resp.JSON(t, &p)
+	if p.Status != status || p.Title == "" {
+		t.Errorf("problem = %s, want status %d and a title", resp.Body, status)
+	}
+}
+
 // Do sends a request to url with a bearer token (none when empty) and the
 // given headers. A body that is not an io.Reader or nil is sent as JSON.
 func Do(t testing.TB, method, url, token string, body any, header map[string]string) Response {

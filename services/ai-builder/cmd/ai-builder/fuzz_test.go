@@ -30,17 +30,10 @@ func FuzzHTTP(f *testing.F) {
 	s.waitIndexed(doc, 1)
 	ft.Routes = []string{
 		"/v1/chat",
-		"/v1/dlq/",
-		"/v1/dlq/ai.knowledge-builder",
-		"/healthz", "/readyz", "/metrics", "/",
+		"/",
 	}
 	const (
 		rChat = iota
-		rDLQ
-		rQueue
-		rHealthz
-		rReadyz
-		rMetrics
 		rRoot
 	)
 	const ctJSON = "application/json"
@@ -51,25 +44,13 @@ func FuzzHTTP(f *testing.F) {
 	add(httpfuzz.Input{Method: "POST", Route: rChat, Authn: httpfuzz.AuthnAttendant, ContentType: ctJSON, Body: ask(`{"question":"` + question + `","topK":3}`)})
 	add(httpfuzz.Input{Method: "POST", Route: rChat, Authn: httpfuzz.AuthnAttendant, Body: ask(`{"question":"Quando vence o imposto?"}`)})
 	add(httpfuzz.Input{Method: "POST", Route: rChat, Authn: httpfuzz.AuthnOtherStaff, ContentType: ctJSON, Body: ask(`{"question":"` + question + `"}`)})
-	add(httpfuzz.Input{Method: "GET", Route: rQueue, Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "GET", Route: rDLQ, Tail: "audit", Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "GET", Route: rQueue, Tail: "/letters/0190a0b0-0000-7000-8000-000000000000", Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "POST", Route: rQueue, Tail: "/replay", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
-		Body: []byte(`{"filter":{"ids":["0190a0b0-0000-7000-8000-000000000000"]},"reason":"fuzz","dryRun":true}`)})
-	add(httpfuzz.Input{Method: "POST", Route: rQueue, Tail: "/purge", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
-		Body: []byte(`{"filter":{"all":true},"reason":"fuzz","dryRun":true}`)})
-	add(httpfuzz.Input{Method: "GET", Route: rHealthz})
-	add(httpfuzz.Input{Method: "GET", Route: rReadyz})
-	add(httpfuzz.Input{Method: "GET", Route: rMetrics})
 
 	// Tokens and methods the routes refuse.
 	for a := range uint8(httpfuzz.AuthnCount) {
 		add(httpfuzz.Input{Method: "POST", Route: rChat, Authn: a, ContentType: ctJSON, Body: ask(`{"question":"` + question + `"}`)})
-		add(httpfuzz.Input{Method: "GET", Route: rQueue, Authn: a})
 	}
 	for _, m := range []string{"GET", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "TRACE", "CONNECT", "PROPFIND"} {
 		add(httpfuzz.Input{Method: m, Route: rChat, Authn: httpfuzz.AuthnAll})
-		add(httpfuzz.Input{Method: m, Route: rQueue, Tail: "/purge", Authn: httpfuzz.AuthnOperator})
 	}
 
 	// Known-nasty input.
@@ -92,14 +73,8 @@ func FuzzHTTP(f *testing.F) {
 		add(httpfuzz.Input{Method: "POST", Route: rChat, Tail: tail, Authn: httpfuzz.AuthnAttendant, ContentType: ctJSON, Body: ask(`{"question":"a"}`)})
 	}
 	add(httpfuzz.Input{Method: "POST", Route: rChat, Query: "a=%00&b=%ff&c=%zz&;", Authn: httpfuzz.AuthnAttendant, ContentType: ctJSON, Body: ask(`{"question":"a"}`)})
-	add(httpfuzz.Input{Method: "GET", Route: rDLQ, Tail: "a/b/c", Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "GET", Route: rDLQ, Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "GET", Route: rDLQ, Tail: strings.Repeat("q", 5000), Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "POST", Route: rQueue, Tail: "/replay", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
-		Body: []byte(`{"filter":{"ids":["` + strings.Repeat("z", 20000) + `"],"type":"\u00e9"},"reason":" ","dryRun":false}`)})
-	add(httpfuzz.Input{Method: "POST", Route: rQueue, Tail: "/purge", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
-		Body: []byte(`{"filter":{"reason":"x"},"reason":"r","dryRun":1e999}`)})
 	add(httpfuzz.Input{Method: "GET", Route: rRoot, Tail: strings.Repeat("x/", 2000)})
 
+	ft.AddHostSeeds(f, "ai.knowledge-builder")
 	f.Fuzz(ft.Check)
 }

@@ -53,50 +53,29 @@ func FuzzHTTP(f *testing.F) {
 	ft.Routes = []string{
 		"/v1/analytics/requests",
 		"/v1/analytics/",
-		"/v1/dlq/",
-		"/v1/dlq/" + requestEventsQueue,
-		"/healthz", "/readyz", "/metrics", "/",
+		"/",
 		"/v1/reports/exports",
 		"/v1/reports/exports/",
-		"/v1/dlq/" + exportQueue,
 	}
 	const (
 		rReport = iota
 		rAnalytics
-		rDLQ
-		rQueue
-		rHealthz
-		rReadyz
-		rMetrics
 		rRoot
 		rExports
 		rExport
-		rExportQueue
 	)
 	add := func(in httpfuzz.Input) { ft.Add(f, in) }
 
 	// Every route, as it is meant to be called.
 	add(httpfuzz.Input{Method: "GET", Route: rReport, Query: q, Authn: httpfuzz.AuthnAttendant})
 	add(httpfuzz.Input{Method: "GET", Route: rReport, Query: "from=2026-01-01&to=2026-01-31", Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "GET", Route: rQueue, Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "GET", Route: rDLQ, Tail: "audit", Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "GET", Route: rQueue, Tail: "/letters/0190a0b0-0000-7000-8000-000000000000", Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "POST", Route: rQueue, Tail: "/replay", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
-		Body: []byte(`{"filter":{"ids":["0190a0b0-0000-7000-8000-000000000000"]},"reason":"fuzz","dryRun":true}`)})
-	add(httpfuzz.Input{Method: "POST", Route: rQueue, Tail: "/purge", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
-		Body: []byte(`{"filter":{"all":true},"reason":"fuzz","dryRun":true}`)})
-	add(httpfuzz.Input{Method: "GET", Route: rHealthz})
-	add(httpfuzz.Input{Method: "GET", Route: rReadyz})
-	add(httpfuzz.Input{Method: "GET", Route: rMetrics})
 	add(httpfuzz.Input{Method: "POST", Route: rExports, Authn: httpfuzz.AuthnAttendant, ContentType: ctJSON,
 		Body: []byte(`{"from":"2026-01-01","to":"2026-01-31","format":"parquet"}`)})
 	add(httpfuzz.Input{Method: "GET", Route: rExport, Tail: exportID, Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "GET", Route: rExportQueue, Authn: httpfuzz.AuthnOperator})
 
 	// Tokens and methods the routes refuse.
 	for a := range uint8(httpfuzz.AuthnCount) {
 		add(httpfuzz.Input{Method: "GET", Route: rReport, Query: q, Authn: a})
-		add(httpfuzz.Input{Method: "GET", Route: rQueue, Authn: a})
 	}
 	for a := range uint8(httpfuzz.AuthnCount) {
 		add(httpfuzz.Input{Method: "GET", Route: rExport, Tail: exportID, Authn: a})
@@ -108,7 +87,6 @@ func FuzzHTTP(f *testing.F) {
 	}
 	for _, m := range []string{"POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "TRACE", "CONNECT", "PROPFIND"} {
 		add(httpfuzz.Input{Method: m, Route: rReport, Query: q, Authn: httpfuzz.AuthnAll, ContentType: ctJSON, Body: []byte(`{}`)})
-		add(httpfuzz.Input{Method: m, Route: rQueue, Tail: "/purge", Authn: httpfuzz.AuthnOperator})
 	}
 
 	// Known-nasty input.
@@ -125,10 +103,6 @@ func FuzzHTTP(f *testing.F) {
 		add(httpfuzz.Input{Method: "GET", Route: rAnalytics, Tail: tail, Query: q, Authn: httpfuzz.AuthnAttendant})
 	}
 	add(httpfuzz.Input{Method: "GET", Route: rReport, Query: q, Authn: httpfuzz.AuthnAttendant, ContentType: "\xff/\xfe", Body: []byte("\x00\xff")})
-	add(httpfuzz.Input{Method: "GET", Route: rDLQ, Tail: "a/b/c", Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "GET", Route: rDLQ, Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "POST", Route: rQueue, Tail: "/purge", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
-		Body: []byte(`{"filter":{"reason":"x"},"reason":"r","dryRun":1e999}`)})
 	add(httpfuzz.Input{Method: "GET", Route: rRoot, Tail: strings.Repeat("x/", 2000)})
 	for _, body := range []string{"", "{}", "null", "[]", `"x"`, "{", `{"from":"0000-01-01","to":"0000-01-31"}`,
 		`{"from":"9999-12-01","to":"9999-12-31","format":"parquet"}`, `{"from":"0001-01-01","to":"0001-01-01"}`,
@@ -146,5 +120,6 @@ func FuzzHTTP(f *testing.F) {
 		add(httpfuzz.Input{Method: "GET", Route: rExport, Tail: tail, Authn: httpfuzz.AuthnAttendant})
 	}
 
+	ft.AddHostSeeds(f, requestEventsQueue, exportQueue)
 	f.Fuzz(ft.Check)
 }

@@ -52,21 +52,12 @@ func FuzzHTTP(f *testing.F) {
 		"/v1/contacts/",
 		"/v1/contacts/" + ft.Citizen,
 		"/v1/notifications",
-		"/v1/dlq/",
-		"/v1/dlq/communication.request-submitted",
-		"/v1/dlq/communication.send-commands",
-		"/healthz", "/readyz", "/metrics", "/",
+		"/",
 	}
 	const (
 		rContacts = iota
 		rContact
 		rNotifications
-		rDLQ
-		rQueue
-		rCommands
-		rHealthz
-		rReadyz
-		rMetrics
 		rRoot
 	)
 	add := func(in httpfuzz.Input) { ft.Add(f, in) }
@@ -80,18 +71,6 @@ func FuzzHTTP(f *testing.F) {
 	add(httpfuzz.Input{Method: "GET", Route: rContacts, Tail: "citizen-2", Authn: httpfuzz.AuthnAttendant})
 	add(httpfuzz.Input{Method: "GET", Route: rNotifications, Query: q, Authn: httpfuzz.AuthnCitizen})
 	add(httpfuzz.Input{Method: "GET", Route: rNotifications, Query: q, Authn: httpfuzz.AuthnOperator})
-	for _, r := range []uint8{rQueue, rCommands} {
-		add(httpfuzz.Input{Method: "GET", Route: r, Authn: httpfuzz.AuthnOperator})
-		add(httpfuzz.Input{Method: "GET", Route: r, Tail: "/letters/0190a0b0-0000-7000-8000-000000000000", Authn: httpfuzz.AuthnOperator})
-		add(httpfuzz.Input{Method: "POST", Route: r, Tail: "/replay", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
-			Body: []byte(`{"filter":{"ids":["0190a0b0-0000-7000-8000-000000000000"]},"reason":"fuzz","dryRun":true}`)})
-		add(httpfuzz.Input{Method: "POST", Route: r, Tail: "/purge", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
-			Body: []byte(`{"filter":{"all":true},"reason":"fuzz","dryRun":true}`)})
-	}
-	add(httpfuzz.Input{Method: "GET", Route: rDLQ, Tail: "audit", Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "GET", Route: rHealthz})
-	add(httpfuzz.Input{Method: "GET", Route: rReadyz})
-	add(httpfuzz.Input{Method: "GET", Route: rMetrics})
 
 	// Tokens and methods the routes refuse.
 	for a := range uint8(httpfuzz.AuthnCount) {
@@ -137,11 +116,8 @@ func FuzzHTTP(f *testing.F) {
 		Body: []byte(`{"email":"fuzz@example.org","preferredChannel":"\u0000"}`)})
 	add(httpfuzz.Input{Method: "PUT", Route: rContact, Authn: httpfuzz.AuthnCitizen, ContentType: "multipart/form-data; boundary=x",
 		Body: []byte("{\"email\":\"fuzz@example.org\",\"preferredChannel\":\"\xff\"}")})
-	add(httpfuzz.Input{Method: "GET", Route: rDLQ, Tail: "a/b/c", Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "GET", Route: rDLQ, Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "POST", Route: rQueue, Tail: "/purge", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
-		Body: []byte(`{"filter":{"reason":"x"},"reason":"r","dryRun":1e999}`)})
 	add(httpfuzz.Input{Method: "GET", Route: rRoot, Tail: strings.Repeat("x/", 2000)})
 
+	ft.AddHostSeeds(f, "communication.request-submitted", "communication.send-commands")
 	f.Fuzz(ft.Check)
 }

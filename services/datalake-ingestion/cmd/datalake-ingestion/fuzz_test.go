@@ -43,21 +43,12 @@ func FuzzHTTP(f *testing.F) {
 	ft.Routes = []string{
 		"/v1/lineage/",
 		"/v1/lineage/" + e.ID,
-		"/v1/dlq/",
-		"/v1/dlq/datalake.request-events",
-		"/v1/dlq/datalake.platform-events",
-		"/healthz", "/readyz", "/metrics", "/",
+		"/",
 		"/v1/history",
 	}
 	const (
 		rLineages = iota
 		rLineage
-		rDLQ
-		rQueue
-		rPlatformQueue
-		rHealthz
-		rReadyz
-		rMetrics
 		rRoot
 		rHistory
 	)
@@ -68,31 +59,17 @@ func FuzzHTTP(f *testing.F) {
 	add(httpfuzz.Input{Method: "GET", Route: rLineage, Authn: httpfuzz.AuthnAttendant})
 	add(httpfuzz.Input{Method: "GET", Route: rLineage, Authn: httpfuzz.AuthnOperator})
 	add(httpfuzz.Input{Method: "GET", Route: rLineages, Tail: uuid.NewString(), Authn: httpfuzz.AuthnAttendant})
-	for _, r := range []uint8{rQueue, rPlatformQueue} {
-		add(httpfuzz.Input{Method: "GET", Route: r, Authn: httpfuzz.AuthnOperator})
-		add(httpfuzz.Input{Method: "GET", Route: r, Tail: "/letters/0190a0b0-0000-7000-8000-000000000000", Authn: httpfuzz.AuthnOperator})
-		add(httpfuzz.Input{Method: "POST", Route: r, Tail: "/replay", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
-			Body: []byte(`{"filter":{"ids":["0190a0b0-0000-7000-8000-000000000000"]},"reason":"fuzz","dryRun":true}`)})
-		add(httpfuzz.Input{Method: "POST", Route: r, Tail: "/purge", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
-			Body: []byte(`{"filter":{"all":true},"reason":"fuzz","dryRun":true}`)})
-	}
-	add(httpfuzz.Input{Method: "GET", Route: rDLQ, Tail: "audit", Authn: httpfuzz.AuthnOperator})
 	add(httpfuzz.Input{Method: "GET", Route: rHistory, Authn: httpfuzz.AuthnOperator})
 	add(httpfuzz.Input{Method: "GET", Route: rHistory, Authn: httpfuzz.AuthnOperator, Query: "type=request.submitted.v1&type=request.cancelled.v1" +
 		"&correlationId=" + e.CorrelationID + "&from=2026-01-01T00:00:00Z&to=2100-01-01T00:00:00%2B03:00&limit=1"})
-	add(httpfuzz.Input{Method: "GET", Route: rHealthz})
-	add(httpfuzz.Input{Method: "GET", Route: rReadyz})
-	add(httpfuzz.Input{Method: "GET", Route: rMetrics})
 
 	// Tokens and methods the routes refuse.
 	for a := range uint8(httpfuzz.AuthnCount) {
 		add(httpfuzz.Input{Method: "GET", Route: rLineage, Authn: a})
-		add(httpfuzz.Input{Method: "GET", Route: rQueue, Authn: a})
 		add(httpfuzz.Input{Method: "GET", Route: rHistory, Authn: a})
 	}
 	for _, m := range []string{"POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "TRACE", "CONNECT", "PROPFIND"} {
 		add(httpfuzz.Input{Method: m, Route: rLineage, Authn: httpfuzz.AuthnAll, ContentType: ctJSON, Body: []byte(`{}`)})
-		add(httpfuzz.Input{Method: m, Route: rPlatformQueue, Tail: "/replay", Authn: httpfuzz.AuthnOperator})
 	}
 
 	// Known-nasty input.
@@ -117,16 +94,8 @@ func FuzzHTTP(f *testing.F) {
 	for _, m := range []string{"POST", "DELETE"} {
 		add(httpfuzz.Input{Method: m, Route: rHistory, Authn: httpfuzz.AuthnOperator, ContentType: ctJSON, Body: []byte(`{}`)})
 	}
-	add(httpfuzz.Input{Method: "GET", Route: rDLQ, Tail: "a/b/c", Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "GET", Route: rDLQ, Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "POST", Route: rQueue, Tail: "/replay", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
-		Body: []byte(`{"filter":{"ids":["` + strings.Repeat("z", 20000) + `"],"type":"\u00e9"},"reason":" ","dryRun":false}`)})
-	add(httpfuzz.Input{Method: "POST", Route: rQueue, Tail: "/purge", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
-		Body: []byte(`{"filter":{"reason":"x"},"reason":"r","dryRun":1e999}`)})
-	for _, body := range []string{"", "{", "null", "{\"reason\":\"a\x00\"}", `{"reason":"\ud800","filter":{"all":true}}`, strings.Repeat("[", 10000)} {
-		add(httpfuzz.Input{Method: "POST", Route: rPlatformQueue, Tail: "/purge", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON, Body: []byte(body)})
-	}
 	add(httpfuzz.Input{Method: "GET", Route: rRoot, Tail: strings.Repeat("x/", 2000)})
 
+	ft.AddHostSeeds(f, "datalake.request-events", "datalake.platform-events")
 	f.Fuzz(ft.Check)
 }

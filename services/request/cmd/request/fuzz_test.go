@@ -42,20 +42,13 @@ func FuzzHTTP(f *testing.F) {
 		"/v1/requests/",
 		"/v1/requests/" + id,
 		"/v1/requests/" + id + "/documents",
-		"/v1/dlq/",
-		"/v1/dlq/request.workflow-events",
-		"/healthz", "/readyz", "/metrics", "/",
+		"/",
 	}
 	const (
 		rSubmit = iota
 		rRequests
 		rRequest
 		rDocuments
-		rDLQ
-		rQueue
-		rHealthz
-		rReadyz
-		rMetrics
 		rRoot
 	)
 	const ctJSON = "application/json"
@@ -76,25 +69,13 @@ func FuzzHTTP(f *testing.F) {
 	add(httpfuzz.Input{Method: "GET", Route: rDocuments, Authn: httpfuzz.AuthnOperator})
 	ct, b := upload(filePart("comprovante.txt", "linha de texto\n"), closing)
 	add(httpfuzz.Input{Method: "POST", Route: rDocuments, Authn: httpfuzz.AuthnCitizen, ContentType: ct, Body: b})
-	add(httpfuzz.Input{Method: "GET", Route: rQueue, Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "GET", Route: rDLQ, Tail: "audit", Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "GET", Route: rQueue, Tail: "/letters/0190a0b0-0000-7000-8000-000000000000", Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "POST", Route: rQueue, Tail: "/replay", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
-		Body: []byte(`{"filter":{"ids":["0190a0b0-0000-7000-8000-000000000000"]},"reason":"fuzz","dryRun":true}`)})
-	add(httpfuzz.Input{Method: "POST", Route: rQueue, Tail: "/purge", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
-		Body: []byte(`{"filter":{"all":true},"reason":"fuzz","dryRun":true}`)})
-	add(httpfuzz.Input{Method: "GET", Route: rHealthz})
-	add(httpfuzz.Input{Method: "GET", Route: rReadyz})
-	add(httpfuzz.Input{Method: "GET", Route: rMetrics})
 
 	// Tokens and methods the routes refuse.
 	for a := range uint8(httpfuzz.AuthnCount) {
 		add(httpfuzz.Input{Method: "POST", Route: rSubmit, Authn: a, ContentType: ctJSON, Body: []byte(validBody)})
-		add(httpfuzz.Input{Method: "GET", Route: rQueue, Authn: a})
 	}
 	for _, m := range []string{"PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "TRACE", "CONNECT", "PROPFIND"} {
 		add(httpfuzz.Input{Method: m, Route: rRequest, Authn: httpfuzz.AuthnAll})
-		add(httpfuzz.Input{Method: m, Route: rQueue, Tail: "/replay", Authn: httpfuzz.AuthnOperator})
 	}
 
 	// Known-nasty input.
@@ -112,13 +93,6 @@ func FuzzHTTP(f *testing.F) {
 	add(httpfuzz.Input{Method: "GET", Route: rRequests, Tail: strings.Repeat("9", 10000) + "/documents", Authn: httpfuzz.AuthnAttendant})
 	add(httpfuzz.Input{Method: "GET", Route: rRequest, Query: "a=%00&b=%ff&c=%zz&;", Authn: httpfuzz.AuthnAttendant})
 	add(httpfuzz.Input{Method: "GET", Route: rRoot, Tail: strings.Repeat("x/", 2000)})
-	add(httpfuzz.Input{Method: "GET", Route: rDLQ, Tail: "a/b/c", Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "GET", Route: rDLQ, Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "GET", Route: rDLQ, Tail: strings.Repeat("q", 5000), Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "POST", Route: rQueue, Tail: "/replay", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
-		Body: []byte(`{"filter":{"ids":["` + strings.Repeat("z", 20000) + `"],"type":"\u00e9"},"reason":" ","dryRun":false}`)})
-	add(httpfuzz.Input{Method: "POST", Route: rQueue, Tail: "/purge", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
-		Body: []byte(`{"filter":{"reason":"x"},"reason":"r","dryRun":1e999}`)})
 	for _, body := range []string{
 		"", "null", "[]", `"x"`, "{", validBody + validBody,
 		"{\"serviceId\":\"a\x00\"}", "{\"serviceId\":\"\xff\"}", `{"serviceId":"\ud800"}`,
@@ -164,5 +138,6 @@ func FuzzHTTP(f *testing.F) {
 	add(httpfuzz.Input{Method: "POST", Route: rRequests, Tail: "not-a-uuid/documents", Authn: httpfuzz.AuthnCitizen, ContentType: "multipart/form-data; boundary=fuzzb",
 		Body: []byte(filePart("a.txt", "texto") + closing)})
 
+	ft.AddHostSeeds(f, "request.workflow-events")
 	f.Fuzz(ft.Check)
 }

@@ -98,23 +98,9 @@ func mustSubmit(t *testing.T, s *testService, token string) receipt {
 	return rc
 }
 
-func expectProblem(t *testing.T, resp deploytest.Response, status int) {
-	t.Helper()
-	if resp.Status != status {
-		t.Fatalf("status = %d (%s), want %d", resp.Status, resp.Body, status)
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
-		t.Errorf("Content-Type = %q, want application/problem+json", ct)
-	}
-	var p struct {
-		Status int    `json:"status"`
-		Title  string `json:"title"`
-	}
-	resp.JSON(t, &p)
-	if p.Status != status || p.Title == "" {
-		t.Errorf("problem = %s, want status %d and a title", resp.Body, status)
-	}
-}
+// expectProblem is deploytest.ExpectProblem, under the name this
+// package's tests have always used.
+var expectProblem = deploytest.ExpectProblem
 
 func TestSubmitRejectsMalformedRequests(t *testing.T) {
 	s := start(t, nil)

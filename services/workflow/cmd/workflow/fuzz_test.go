@@ -67,31 +67,19 @@ func FuzzHTTP(f *testing.F) {
 		"/v1/processes",
 		"/v1/tasks/",
 		"/v1/tasks/" + taskID + "/complete",
-		"/v1/dlq/",
-		"/v1/dlq/workflow.request-submitted",
-		"/healthz", "/readyz", "/metrics", "/",
+		"/",
 		"/v1/tasks",
 		"/v1/tasks/" + taskID + "/claim",
 		"/v1/tasks/" + taskID + "/release",
-		// Appended, so the route indices of saved inputs keep their meaning.
-		"/v1/dlq/workflow.start-commands",
-		"/v1/dlq/workflow.sei-register",
 	}
 	const (
 		rProcesses = iota
 		rTasks
 		rComplete
-		rDLQ
-		rQueue
-		rHealthz
-		rReadyz
-		rMetrics
 		rRoot
 		rWorklist
 		rClaim
 		rRelease
-		rStartDLQ
-		rSEIDLQ
 	)
 	const ctJSON = "application/json"
 	add := func(in httpfuzz.Input) { ft.Add(f, in) }
@@ -105,16 +93,6 @@ func FuzzHTTP(f *testing.F) {
 	add(httpfuzz.Input{Method: "POST", Route: rComplete, Authn: httpfuzz.AuthnAttendant, ContentType: ctJSON, Body: []byte(`{"outcome":"done"}`)})
 	add(httpfuzz.Input{Method: "POST", Route: rComplete, Authn: httpfuzz.AuthnAll})
 	add(httpfuzz.Input{Method: "POST", Route: rTasks, Tail: uuid.NewString() + "/complete", Authn: httpfuzz.AuthnAll, ContentType: ctJSON, Body: []byte(`{"outcome":"approved"}`)})
-	add(httpfuzz.Input{Method: "GET", Route: rQueue, Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "GET", Route: rDLQ, Tail: "audit", Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "GET", Route: rQueue, Tail: "/letters/0190a0b0-0000-7000-8000-000000000000", Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "POST", Route: rQueue, Tail: "/replay", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
-		Body: []byte(`{"filter":{"ids":["0190a0b0-0000-7000-8000-000000000000"]},"reason":"fuzz","dryRun":true}`)})
-	add(httpfuzz.Input{Method: "POST", Route: rQueue, Tail: "/purge", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
-		Body: []byte(`{"filter":{"all":true},"reason":"fuzz","dryRun":true}`)})
-	add(httpfuzz.Input{Method: "GET", Route: rHealthz})
-	add(httpfuzz.Input{Method: "GET", Route: rReadyz})
-	add(httpfuzz.Input{Method: "GET", Route: rMetrics})
 	add(httpfuzz.Input{Method: "GET", Route: rWorklist, Authn: httpfuzz.AuthnAttendant})
 	add(httpfuzz.Input{Method: "GET", Route: rWorklist, Authn: httpfuzz.AuthnOperator, Query: "status=open&role=attendant&sla=due_soon&assignee=me&limit=2"})
 	add(httpfuzz.Input{Method: "GET", Route: rWorklist, Authn: httpfuzz.AuthnAll, Query: "sla=breached&assignee=attendant-fuzz&limit=200"})
@@ -128,10 +106,6 @@ func FuzzHTTP(f *testing.F) {
 	add(httpfuzz.Input{Method: "POST", Route: rTasks, Tail: uuid.NewString() + "/release", Authn: httpfuzz.AuthnAll})
 	add(httpfuzz.Input{Method: "POST", Route: rComplete, Authn: httpfuzz.AuthnOperator, ContentType: ctJSON, Body: []byte(`{"outcome":"rejected"}`)})
 	add(httpfuzz.Input{Method: "POST", Route: rComplete, Authn: httpfuzz.AuthnAttendant, ContentType: ctJSON, Body: []byte(`{"outcome":"approved","reason":"documentos conferidos"}`)})
-	add(httpfuzz.Input{Method: "GET", Route: rStartDLQ, Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "GET", Route: rSEIDLQ, Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "POST", Route: rSEIDLQ, Tail: "/replay", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
-		Body: []byte(`{"filter":{"all":true},"reason":"fuzz","dryRun":true}`)})
 
 	// Tokens and methods the routes refuse.
 	for a := range uint8(httpfuzz.AuthnCount) {
@@ -148,7 +122,6 @@ func FuzzHTTP(f *testing.F) {
 		add(httpfuzz.Input{Method: m, Route: rClaim, Authn: httpfuzz.AuthnAll})
 		add(httpfuzz.Input{Method: m, Route: rProcesses, Query: q, Authn: httpfuzz.AuthnAll})
 		add(httpfuzz.Input{Method: m, Route: rComplete, Authn: httpfuzz.AuthnAll})
-		add(httpfuzz.Input{Method: m, Route: rQueue, Authn: httpfuzz.AuthnOperator})
 	}
 
 	// Known-nasty input.
@@ -198,16 +171,13 @@ func FuzzHTTP(f *testing.F) {
 		"application/json;;", "multipart/form-data; boundary=x", "\xff/\xfe", "application/x-www-form-urlencoded"} {
 		add(httpfuzz.Input{Method: "POST", Route: rComplete, Authn: httpfuzz.AuthnAll, ContentType: ctype, Body: []byte(`{"outcome":"done"}`)})
 	}
-	add(httpfuzz.Input{Method: "GET", Route: rDLQ, Tail: "a/b/c", Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "GET", Route: rDLQ, Authn: httpfuzz.AuthnOperator})
-	add(httpfuzz.Input{Method: "POST", Route: rQueue, Tail: "/purge", Authn: httpfuzz.AuthnOperator, ContentType: ctJSON,
-		Body: []byte(`{"filter":{"reason":"x"},"reason":"r","dryRun":1e999}`)})
 	add(httpfuzz.Input{Method: "GET", Route: rRoot, Tail: strings.Repeat("x/", 2000)})
 	for _, body := range []string{"null", "[]", `{"assignee":"someone"}`, "{", strings.Repeat("[", 10000)} {
 		add(httpfuzz.Input{Method: "POST", Route: rClaim, Authn: httpfuzz.AuthnAll, ContentType: ctJSON, Body: []byte(body)})
 		add(httpfuzz.Input{Method: "POST", Route: rRelease, Authn: httpfuzz.AuthnAll, ContentType: ctJSON, Body: []byte(body)})
 	}
 
+	ft.AddHostSeeds(f, "workflow.request-submitted", "workflow.start-commands", "workflow.sei-register")
 	f.Fuzz(ft.Check)
 }
 

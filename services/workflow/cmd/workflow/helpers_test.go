@@ -79,20 +79,6 @@ func do(t *testing.T, method, url, token string, body io.Reader, header map[stri
 	return deploytest.Do(t, method, url, token, body, header)
 }
 
-func expectProblem(t *testing.T, resp deploytest.Response, status int) {
-	t.Helper()
-	if resp.Status != status {
-		t.Fatalf("status = %d (%s), want %d", resp.Status, resp.Body, status)
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
-		t.Errorf("Content-Type = %q, want application/problem+json", ct)
-	}
-	var p struct {
-		Status int    `json:"status"`
-		Title  string `json:"title"`
-	}
-	resp.JSON(t, &p)
-	if p.Status != status || p.Title == "" {
-		t.Errorf("problem = %s, want status %d and a title", resp.Body, status)
-	}
-}
+// expectProblem is deploytest.ExpectProblem, under the name this
+// package's tests have always used.
+var expectProblem = deploytest.ExpectProblem
