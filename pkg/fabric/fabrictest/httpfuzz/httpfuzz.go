@@ -4,11 +4,13 @@
 // Idempotency-Key, a body and a token from a fixed set) and judges the
 // answer: any 5xx fails, and so does a 4xx that is not an RFC 9457 problem.
 // Each service keeps its own routes and seeds in its fuzz_test.go; what is
-// the same for all of them lives here, once.
+// the same for all of them lives here, once, the host's routes and their
+// seeds included (AddHostSeeds).
 //
 //	ft := httpfuzz.New(f, baseURL, keys)
-//	ft.Routes = []string{"/v1/things", "/healthz"}
+//	ft.Routes = []string{"/v1/things"}
 //	ft.Add(f, httpfuzz.Input{Method: "GET", Authn: httpfuzz.AuthnAttendant})
+//	ft.AddHostSeeds(f, "things.events") // its consumers' queues
 //	f.Fuzz(ft.Check)
 package httpfuzz
 
