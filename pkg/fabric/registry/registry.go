@@ -39,7 +39,9 @@ const (
 	scopeWorkflow scope = "WORKFLOW"
 )
 
-// sensitivity drives masking in DLQ inspection and logs.
+// sensitivity drives masking in DLQ inspection and logs, what may reach a
+// model, how the data lake stores a field, and who may consume a type
+// (Service.Clearance).
 type sensitivity string
 
 // Sensitivities, from least to most sensitive.
@@ -49,6 +51,17 @@ const (
 	confidential sensitivity = "CONFIDENTIAL"
 	Restricted   sensitivity = "RESTRICTED"
 )
+
+// What the data lake does with a type's RestrictedFields (Definition.Lake).
+const (
+	lakeEncrypt = "encrypt"
+	lakeDrop    = "drop"
+)
+
+var sensitivityRank = map[sensitivity]int{public: 0, internal: 1, confidential: 2, Restricted: 3}
+
+// Above reports whether s is more sensitive than o.
+func (s sensitivity) Above(o sensitivity) bool { return sensitivityRank[s] > sensitivityRank[o] }
 
 // Definition describes one versioned message type.
 type Definition struct {
@@ -65,8 +78,18 @@ type Definition struct {
 	SchemaFile string `yaml:"-" json:"schemaFile"`
 	// Schema is the raw JSON Schema document.
 	Schema []byte `yaml:"-" json:"-"`
-	// SensitiveFields are the payload properties marked "x-sensitive".
+	// SensitiveFields are the payload properties marked "x-sensitive":
+	// masked in DLQ views and before a model sees them.
 	SensitiveFields []string `yaml:"-" json:"sensitiveFields,omitempty"`
+	// RestrictedFields are the SensitiveFields of a RESTRICTED type (a
+	// type is as sensitive as its most sensitive field). They never reach
+	// a model, and the data lake stores them as Lake says.
+	RestrictedFields []string `yaml:"-" json:"restrictedFields,omitempty"`
+	// Lake is what the data lake does with RestrictedFields: "encrypt"
+	// (the default: sealed with the tenant's key, opened only for an
+	// authorised replay) or "drop" (never stored; the type must then not
+	// be replayable from history, as its events could not be rebuilt).
+	Lake string `yaml:"lake,omitempty" json:"lake,omitempty"`
 	// ExtensibleEnums maps the path of every enumeration marked
 	// "x-extensible" (e.g. "/channel") to the values this build knows.
 	// Readers must accept other values there (docs/contract-evolution.md).
@@ -115,6 +138,11 @@ func Load(fsys fs.FS) (*Registry, error) {
 	dec.KnownFields(true)
 	if err := dec.Decode(&doc); err != nil {
 		return nil, fmt.Errorf("registry: parse catalog.yaml: %w", err)
+	}
+	for i := range doc.Services {
+		if doc.Services[i].Clearance == "" {
+			doc.Services[i].Clearance = internal
+		}
 	}
 	r := &Registry{defs: make(map[string]Definition, len(doc.Definitions)), services: doc.Services}
 	for _, d := range doc.Definitions {
@@ -205,11 +233,30 @@ func (r *Registry) add(d Definition) error {
 	if obj, ok := doc.(map[string]any); ok {
 		props, _ := obj["properties"].(map[string]any)
 		for name, p := range props {
-			if pm, ok := p.(map[string]any); ok && pm["x-sensitive"] == true {
-				d.SensitiveFields = append(d.SensitiveFields, name)
+			pm, _ := p.(map[string]any)
+			switch mark := pm["x-sensitive"]; mark {
+			case nil, false:
+				continue
+			case true:
+			default:
+				return bad(fmt.Sprintf("property %s: x-sensitive is %v; want true", name, mark))
+			}
+			d.SensitiveFields = append(d.SensitiveFields, name)
+			if d.Sensitivity == Restricted {
+				d.RestrictedFields = append(d.RestrictedFields, name)
 			}
 		}
 		sort.Strings(d.SensitiveFields)
+		sort.Strings(d.RestrictedFields)
+	}
+	switch {
+	case d.Lake == "" && len(d.RestrictedFields) > 0:
+		d.Lake = lakeEncrypt
+	case d.Lake == "" || d.Lake == lakeEncrypt:
+	case d.Lake == lakeDrop && d.Replayable:
+		return bad("lake: drop loses fields a replay from history needs; the type must not be replayable")
+	case d.Lake != lakeDrop:
+		return bad(fmt.Sprintf("lake %q is not encrypt|drop", d.Lake))
 	}
 	r.defs[d.Type] = d
 	return nil

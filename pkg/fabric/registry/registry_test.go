@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -214,6 +215,56 @@ func TestSensitiveFields(t *testing.T) {
 	d, _ := r.Lookup("request.submitted.v1")
 	if len(d.SensitiveFields) != 1 || d.SensitiveFields[0] != "citizenId" {
 		t.Fatalf("SensitiveFields = %v, want [citizenId]", d.SensitiveFields)
+	}
+	if len(d.RestrictedFields) != 0 || d.Lake != "" {
+		t.Errorf("request.submitted.v1: RestrictedFields %v, lake %q; want none (an INTERNAL type)", d.RestrictedFields, d.Lake)
+	}
+	// A sensitive field of a RESTRICTED type is RESTRICTED; the lake seals
+	// it unless the catalog says otherwise.
+	d, _ = r.Lookup("citizen.updated.v1")
+	if !slices.Equal(d.RestrictedFields, []string{"citizenId"}) || d.Lake != lakeEncrypt {
+		t.Errorf("citizen.updated.v1: RestrictedFields %v, lake %q; want [citizenId], encrypt", d.RestrictedFields, d.Lake)
+	}
+}
+
+// A field's level and the lake's rule are checked when the catalog loads.
+func TestFieldSensitivity(t *testing.T) {
+	def := func(sensitivity, extra string) string {
+		return "definitions:\n- {type: a.b.v1, kind: event, domain: a, owner: o, scope: TENANT, sensitivity: " + sensitivity +
+			", description: d" + extra + "}\n"
+	}
+	schema := `{"type":"object","properties":{"who":{"type":"string","x-sensitive":%s},"what":{"type":"string","x-sensitive":true},"n":{"type":"integer"}}}`
+	for _, tc := range []struct {
+		name, yaml, mark string
+		restricted       []string
+		lake, refused    string // refused: what the error must say; "" when it loads
+	}{
+		{"every sensitive field of a RESTRICTED type", def("RESTRICTED", ""), "true", []string{"what", "who"}, lakeEncrypt, ""},
+		{"unmarked fields are not", def("RESTRICTED", ", lake: drop"), "false", []string{"what"}, lakeDrop, ""},
+		{"a CONFIDENTIAL type has no RESTRICTED field", def("CONFIDENTIAL", ""), "true", nil, "", ""},
+		{"a mark that is not a boolean", def("RESTRICTED", ""), `"SECRET"`, nil, "", "x-sensitive is SECRET"},
+		{"drop on a replayable type", def("RESTRICTED", ", lake: drop, replayable: true"), "true", nil, "", "must not be replayable"},
+		{"an unknown lake rule", def("RESTRICTED", ", lake: shred"), "true", nil, "", `lake "shred"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := Load(fstest.MapFS{
+				"catalog.yaml":  {Data: []byte(tc.yaml)},
+				"a/a.b.v1.json": {Data: []byte(fmt.Sprintf(schema, tc.mark))},
+			})
+			if tc.refused != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.refused) {
+					t.Fatalf("Load = %v, want an error saying %q", err, tc.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, _ := r.Lookup("a.b.v1")
+			if !slices.Equal(d.RestrictedFields, tc.restricted) || d.Lake != tc.lake {
+				t.Errorf("RestrictedFields %v, lake %q; want %v, %q", d.RestrictedFields, d.Lake, tc.restricted, tc.lake)
+			}
+		})
 	}
 }
 

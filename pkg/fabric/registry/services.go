@@ -21,6 +21,12 @@ type Service struct {
 	Publishes []string `yaml:"publishes,omitempty"`
 	// Consumes lists the service's queues.
 	Consumes []subscription `yaml:"consumes,omitempty"`
+	// Clearance is the most sensitive data the service may consume
+	// (PUBLIC … RESTRICTED; INTERNAL when not declared): a queue may bind
+	// no type above it, directly or through a pattern (topology checks,
+	// since it resolves patterns to types), so the service's broker grants
+	// never reach such a type either.
+	Clearance sensitivity `yaml:"clearance,omitempty"`
 }
 
 // subscription is one consumer queue <service>.<purpose> and the routing
@@ -60,6 +66,9 @@ func (r *Registry) checkServices() error {
 			return bad("declared twice")
 		}
 		names[s.Name] = true
+		if _, ok := sensitivityRank[s.Clearance]; !ok {
+			return bad("clearance %q is not PUBLIC|INTERNAL|CONFIDENTIAL|RESTRICTED", s.Clearance)
+		}
 		for _, t := range s.Publishes {
 			if _, ok := r.defs[t]; !ok {
 				return bad("publishes %q, which the catalog does not define", t)

@@ -71,10 +71,16 @@ func fromCatalog(reg *registry.Registry) (Description, error) {
 				if err != nil {
 					return Description{}, fmt.Errorf("topology: %s queue %s: %w", s.Name, sub.Queue, err)
 				}
+				if err := cleared(reg, s, k); err != nil {
+					return Description{}, fmt.Errorf("topology: %s queue %s: %w", s.Name, sub.Queue, err)
+				}
 				c.Bindings = append(c.Bindings, b)
 			}
 			for _, k := range sub.Priority {
 				b, err := bindingOf(reg, k)
+				if err == nil {
+					err = cleared(reg, s, k)
+				}
 				if err != nil {
 					return Description{}, fmt.Errorf("topology: %s queue %s priority: %w", s.Name, sub.Queue, err)
 				}
@@ -94,6 +100,20 @@ func fromCatalog(reg *registry.Registry) (Description, error) {
 		return Description{}, err
 	}
 	return d.WithLanes().Resolve(), nil
+}
+
+// cleared refuses a key that reaches a type more sensitive than the
+// service's clearance: the type itself, or any event a pattern matches
+// (which includes every type added to the pattern's domain later).
+func cleared(reg *registry.Registry, s registry.Service, key string) error {
+	for _, def := range reg.All() {
+		reaches := def.Type == key || def.Kind == registry.KindEvent && strings.ContainsAny(key, "*#") && TopicMatch(key, def.Type)
+		if reaches && def.Sensitivity.Above(s.Clearance) {
+			return fmt.Errorf("key %q reaches %s (%s), above the service's clearance %s: raise the clearance in catalog.yaml, or bind narrower keys",
+				key, def.Type, def.Sensitivity, s.Clearance)
+		}
+	}
+	return nil
 }
 
 // bindingOf routes one binding key of the catalog.

@@ -149,3 +149,46 @@ func loadFile(t *testing.T, name string) topology.Description {
 	}
 	return d
 }
+
+// A service consumes nothing above its clearance: not a type it names,
+// not one a pattern of its reaches, not one in its priority lane.
+func TestFromCatalogHoldsEachServiceToItsClearance(t *testing.T) {
+	def := func(typ, sensitivity string) string {
+		return "- {type: " + typ + ", kind: event, domain: b, owner: o, scope: TENANT, sensitivity: " + sensitivity + ", description: d}\n"
+	}
+	obj := &fstest.MapFile{Data: []byte(`{"type":"object"}`)}
+	load := func(service string) (*registry.Registry, error) {
+		return registry.Load(fstest.MapFS{
+			"catalog.yaml": {Data: []byte("definitions:\n" + def("b.note.v1", "CONFIDENTIAL") + def("b.secret.v1", "RESTRICTED") +
+				def("b.open.v1", "PUBLIC") + "services:\n" + service)},
+			"b/b.note.v1.json": obj, "b/b.secret.v1.json": obj, "b/b.open.v1.json": obj,
+		})
+	}
+	for _, tc := range []struct {
+		name, service, refused string // refused: the type the error must name; "" when allowed
+	}{
+		{"no clearance is INTERNAL", "- {name: s, consumes: [{queue: s.q, keys: [b.note.v1]}]}", "b.note.v1 (CONFIDENTIAL)"},
+		{"a type above", "- {name: s, clearance: INTERNAL, consumes: [{queue: s.q, keys: [b.open.v1, b.note.v1]}]}", "b.note.v1 (CONFIDENTIAL)"},
+		{"a pattern reaching above", "- {name: s, clearance: CONFIDENTIAL, consumes: [{queue: s.q, keys: [\"b.#\"]}]}", "b.secret.v1 (RESTRICTED)"},
+		{"a priority type above", "- {name: s, clearance: CONFIDENTIAL, consumes: [{queue: s.q, keys: [b.note.v1], priority: [b.secret.v1]}]}", "b.secret.v1 (RESTRICTED)"},
+		{"at the clearance", "- {name: s, clearance: CONFIDENTIAL, consumes: [{queue: s.q, keys: [b.note.v1, b.open.v1]}]}", ""},
+		{"a pattern within it", "- {name: s, clearance: RESTRICTED, consumes: [{queue: s.q, keys: [\"b.#\"]}]}", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg, err := load(tc.service)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = topology.FromCatalog(reg)
+			switch {
+			case tc.refused == "" && err != nil:
+				t.Errorf("FromCatalog = %v, want it allowed", err)
+			case tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused) || !strings.Contains(err.Error(), "clearance")):
+				t.Errorf("FromCatalog = %v, want a refusal naming %s and the clearance", err, tc.refused)
+			}
+		})
+	}
+	if _, err := load("- {name: s, clearance: SECRET, consumes: [{queue: s.q, keys: [b.open.v1]}]}"); err == nil || !strings.Contains(err.Error(), `clearance "SECRET"`) {
+		t.Errorf("Load with clearance SECRET = %v, want an error naming it", err)
+	}
+}
