@@ -185,6 +185,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	if err != nil {
 		return err
 	}
+	cfg.Agent.Catalog = h.Reg // which payload fields are masked or never sent
 	subs.UseAgent(cfg.Agent)
 	if cfg.Agent.Model == nil {
 		h.Log.Info("agent steps have no model (AGENT_MODEL_URL is unset): each becomes REQUIRE_HUMAN_REVIEW, nothing acts on a model's word")

@@ -16,12 +16,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/text"
 	"github.com/agora-platform/agora/services/workflow/internal/knowledge"
 	"github.com/agora-platform/agora/services/workflow/internal/subscription"
@@ -51,6 +53,9 @@ type Decider struct {
 	// Release is the service's release (RELEASE), recorded with each
 	// decision.
 	Release string
+	// Catalog says which payload fields are sensitive: masked or never
+	// sent (Project).
+	Catalog *registry.Registry
 }
 
 // maxQuestion is the AI builder's bound on a question.
@@ -67,7 +72,16 @@ func (d *Decider) Decide(ctx context.Context, c *subscription.Compiled, env enve
 		return rec
 	}
 	step := *c.Agent
-	projected, err := Project(step.Project, env)
+	var def registry.Definition
+	ok := d.Catalog != nil
+	if ok {
+		def, ok = d.Catalog.Lookup(env.Type)
+	}
+	if !ok {
+		rec.Failure = "the event's type " + env.Type + " is not in the catalog: its sensitive fields are unknown"
+		return rec
+	}
+	projected, err := Project(step.Project, env, def)
 	if err != nil {
 		rec.Failure = "the event cannot be projected: " + err.Error()
 		return rec
@@ -173,11 +187,18 @@ func request(model string, step subscription.Agent, schema json.RawMessage, proj
 	})
 }
 
+// Masked stands for a sensitive field's value in a prompt: the model
+// learns that the field is there, not what it holds.
+const Masked = "[masked]"
+
 // Project returns the JSON object of env's fields that paths name
 // ("event.type", "payload.a.b"), nested as in the event; a field the
 // event lacks is left out. Nothing else of the event is in it: this is
-// all a model or the knowledge search learns of the event.
-func Project(paths []string, env envelope.Envelope) ([]byte, error) {
+// all a model or the knowledge search learns of the event. Of def's
+// payload fields, a RESTRICTED one is left out even when named (the step
+// was checked when created; the catalog may have changed since) and any
+// other sensitive one is replaced by Masked.
+func Project(paths []string, env envelope.Envelope, def registry.Definition) ([]byte, error) {
 	var payload any
 	if len(env.Payload) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(env.Payload))
@@ -199,6 +220,9 @@ func Project(paths []string, env envelope.Envelope) ([]byte, error) {
 		default:
 			return nil, fmt.Errorf("%s: not an event or payload field", p)
 		}
+		if segs[0] == "payload" && slices.Contains(def.RestrictedFields, segs[1]) {
+			continue
+		}
 		found := true
 		for _, s := range segs[1:] {
 			m, ok := v.(map[string]any)
@@ -210,6 +234,9 @@ func Project(paths []string, env envelope.Envelope) ([]byte, error) {
 				found = false
 				break
 			}
+		}
+		if found && segs[0] == "payload" && slices.Contains(def.SensitiveFields, segs[1]) {
+			v = Masked
 		}
 		if found {
 			put(out, segs, v)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/services/workflow/internal/knowledge"
 	"github.com/agora-platform/agora/services/workflow/internal/subscription"
 )
@@ -46,6 +47,10 @@ func (m *fakeModel) Complete(ctx context.Context, body []byte) (string, error) {
 }
 
 func TestDecide(t *testing.T) {
+	reg, err := registry.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
 	step := subscription.Agent{Instruction: "Is it an identity document?", Project: []string{"payload.kind", "event.type"}, Timeout: "50ms"}
 	c, err := subscription.Compile(nil, subscription.Version{Spec: subscription.Spec{Agent: &step}})
 	if err != nil {
@@ -72,10 +77,15 @@ func TestDecide(t *testing.T) {
 		{"model fails", &fakeModel{err: errors.New("503")}, nil, subscription.RequireHumanReview, "the model failed"},
 		{"model too slow", &fakeModel{block: true}, nil, subscription.RequireHumanReview, "timeout"},
 		{"knowledge unavailable", &fakeModel{answer: `{"outcome":"ALLOW","reason":"x"}`}, errors.New("503"), subscription.RequireHumanReview, "knowledge unavailable"},
+		{"a type the catalog lacks", &fakeModel{answer: `{"outcome":"ALLOW","reason":"x"}`}, nil, subscription.RequireHumanReview, "not in the catalog"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k := &fakeKnowledge{err: tc.knowledge}
-			d := &Decider{Knowledge: k, ModelName: "m", Release: "r1"}
+			if tc.name == "a type the catalog lacks" {
+				env.Type = "document.unknown.v1"
+				defer func() { env.Type = "document.validated.v1" }()
+			}
+			d := &Decider{Knowledge: k, ModelName: "m", Release: "r1", Catalog: reg}
 			if tc.model != nil {
 				d.Model = tc.model
 			}
@@ -87,6 +97,12 @@ func TestDecide(t *testing.T) {
 				t.Errorf("release %q", rec.Release)
 			}
 			if tc.model == nil || tc.knowledge != nil {
+				return
+			}
+			if env.Type != "document.validated.v1" {
+				if len(tc.model.bodies)+len(k.questions) != 0 {
+					t.Errorf("an event whose sensitive fields are unknown was sent: %d prompts, %d questions", len(tc.model.bodies), len(k.questions))
+				}
 				return
 			}
 			if len(tc.model.bodies) != 1 || !strings.HasPrefix(rec.PromptDigest, "sha256:") || len(rec.Passages) != 1 || rec.KnowledgeVersion == "" {
@@ -107,16 +123,20 @@ func TestProject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// "nested" is sensitive (masked whole), "other" RESTRICTED (never sent).
+	def := registry.Definition{SensitiveFields: []string{"nested", "other"}, RestrictedFields: []string{"other"}}
 	for _, tc := range []struct {
 		paths []string
 		want  string
 	}{
 		{[]string{"payload.step"}, `{"payload":{"step":"triage"}}`},
-		{[]string{"payload.nested.a", "event.type"}, `{"event":{"type":"workflow.stuck.v1"},"payload":{"nested":{"a":1}}}`},
+		{[]string{"payload.nested.a", "event.type"}, `{"event":{"type":"workflow.stuck.v1"},"payload":{"nested":{"a":"[masked]"}}}`},
+		{[]string{"payload.nested"}, `{"payload":{"nested":"[masked]"}}`},
+		{[]string{"payload.other", "payload.step"}, `{"payload":{"step":"triage"}}`},
 		{[]string{"payload.missing", "payload.step.deeper"}, `{}`},
 		{[]string{"event.source"}, `{"event":{"source":"workflow-service"}}`},
 	} {
-		got, err := Project(tc.paths, env)
+		got, err := Project(tc.paths, env, def)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,6 +145,9 @@ func TestProject(t *testing.T) {
 		_ = json.Unmarshal([]byte(tc.want), &b)
 		if !reflect.DeepEqual(a, b) {
 			t.Errorf("Project(%v) = %s, want %s", tc.paths, got, tc.want)
+		}
+		if strings.Contains(string(got), "secret") {
+			t.Errorf("Project(%v) = %s: a sensitive value reached the prompt", tc.paths, got)
 		}
 	}
 }

@@ -31,7 +31,8 @@ type Agent struct {
 	Instruction string `json:"instruction"`
 	// Project lists the event fields sent: "event.type", "event.source",
 	// "event.occurredAt" or a payload path "payload.a.b" that every event
-	// type's schema has.
+	// type's schema has. A RESTRICTED field is refused; a sensitive one
+	// (x-sensitive in the catalog) is sent masked.
 	Project []string `json:"project"`
 	// DecisionSchema is the JSON Schema (draft 2020-12) of the decision
 	// the model must return; absent, DefaultDecisionSchema. It must
@@ -150,6 +151,14 @@ func checkPath(reg *registry.Registry, types []string, p string) error {
 		}
 		return nil
 	case "payload":
+		// RESTRICTED fields never reach a model (seed 004 §44-46): a step
+		// that asks for one is refused now. CONFIDENTIAL ones are masked
+		// when the prompt is written (agent.Project).
+		for _, t := range types {
+			if def, ok := reg.Lookup(t); ok && slices.Contains(def.RestrictedFields, segs[1]) {
+				return fmt.Errorf("%s is RESTRICTED in %s: it is never sent to a model", segs[1], t)
+			}
+		}
 		// The filter checker knows every type's schema: a field it does
 		// not find there is refused now, not sent empty for ever.
 		_, err := filter.Compile(reg, types, "has("+p+")")

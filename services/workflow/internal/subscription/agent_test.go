@@ -33,6 +33,20 @@ func TestAgentCheck(t *testing.T) {
 		{"an envelope field not offered", func(s *Spec) { s.Agent.Project = []string{"event.tenantId"} }, false},
 		{"not a path", func(s *Spec) { s.Agent.Project = []string{"payload.step) || true || has(payload.x"} }, false},
 		{"the whole payload", func(s *Spec) { s.Agent.Project = []string{"payload"} }, false},
+		// RESTRICTED fields never reach a model; a sensitive field of a
+		// lesser type is sent masked (agent.Project), so it may be named.
+		{"a RESTRICTED field", func(s *Spec) {
+			s.EventTypes, s.Agent.Project = []string{"citizen.updated.v1"}, []string{"payload.citizenId"}
+		}, false},
+		{"beside a field that is not", func(s *Spec) {
+			s.EventTypes, s.Agent.Project = []string{"citizen.updated.v1"}, []string{"payload.changedFields", "payload.citizenId"}
+		}, false},
+		{"the other fields of a RESTRICTED type", func(s *Spec) {
+			s.EventTypes, s.Agent.Project = []string{"citizen.updated.v1"}, []string{"payload.changedFields"}
+		}, true},
+		{"a sensitive field of an INTERNAL type", func(s *Spec) {
+			s.EventTypes, s.Agent.Project = []string{"request.submitted.v1"}, []string{"payload.citizenId"}
+		}, true},
 		{"timeout too long", func(s *Spec) { s.Agent.Timeout = "5m" }, false},
 		{"timeout not a duration", func(s *Spec) { s.Agent.Timeout = "soon" }, false},
 		{"topK too big", func(s *Spec) { s.Agent.TopK = 21 }, false},
