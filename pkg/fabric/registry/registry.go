@@ -94,6 +94,10 @@ type Definition struct {
 	// "x-extensible" (e.g. "/channel") to the values this build knows.
 	// Readers must accept other values there (docs/contract-evolution.md).
 	ExtensibleEnums map[string][]string `yaml:"-" json:"extensibleEnums,omitempty"`
+	// Consumers are the queues the catalog's services bind this type to
+	// ("<service>/<queue>"), by its name, a pattern (events) or a priority
+	// lane: who receives it on this platform ("what happens when X?").
+	Consumers []string `yaml:"-" json:"consumers,omitempty"`
 	// Successor names the next version of this type while producers publish
 	// both (docs/contract-evolution.md); empty outside a transition.
 	Successor string `yaml:"successor,omitempty" json:"successor,omitempty"`
@@ -160,6 +164,7 @@ func Load(fsys fs.FS) (*Registry, error) {
 	if err := r.checkServices(); err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
+	r.findConsumers()
 	return r, nil
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+
+	"github.com/agora-platform/agora/pkg/fabric/internal/topic"
 )
 
 // Service is one platform service's declaration in the catalog
@@ -42,6 +44,27 @@ type subscription struct {
 	// RetryTiers are the delays of the queue's retry tiers, Q.retry.<n>
 	// ("10s", "5m"), when not the fabric's default (30s, 5m, 30m).
 	RetryTiers []string `yaml:"retryTiers,omitempty"`
+}
+
+// findConsumers fills each definition's Consumers from the services'
+// queues. Patterns reach events only: commands and jobs are addressed by
+// their exact type (topology.Route).
+func (r *Registry) findConsumers() {
+	for typ, d := range r.defs {
+		d.Consumers = nil
+		for _, s := range r.services {
+			for _, c := range s.Consumes {
+				reaches := slices.Contains(c.Priority, typ)
+				for _, k := range c.Keys {
+					reaches = reaches || k == typ || d.Kind == KindEvent && topic.Match(k, typ)
+				}
+				if reaches {
+					d.Consumers = append(d.Consumers, s.Name+"/"+c.Queue)
+				}
+			}
+		}
+		r.defs[typ] = d
+	}
 }
 
 // Services returns the services the catalog declares, in its order.

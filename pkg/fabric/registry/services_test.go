@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -48,5 +49,28 @@ func TestDefaultCatalogDeclaresEveryService(t *testing.T) {
 	want := "request workflow communication document-worker ai-builder datalake-ingestion analytics"
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("services = %s, want %s", got, want)
+	}
+}
+
+// Every queue that receives a type is listed with it: by name, through a
+// pattern (events only) and through a priority lane.
+func TestConsumers(t *testing.T) {
+	r, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for typ, want := range map[string][]string{
+		// By name in three services, by "request.#" in two.
+		"request.submitted.v1": {"workflow/workflow.request-submitted", "communication/communication.request-submitted",
+			"datalake-ingestion/datalake.request-events", "analytics/analytics.request-events"},
+		// A priority lane, and the lake's patterns.
+		"task.sla-breached.v1": {"request/request.workflow-events", "workflow/workflow.reactions", "datalake-ingestion/datalake.platform-events"},
+		// A job: no pattern reaches it.
+		"report.export.v1": {"analytics/analytics.report-export"},
+	} {
+		d, _ := r.Lookup(typ)
+		if !slices.Equal(d.Consumers, want) {
+			t.Errorf("%s consumers = %v, want %v", typ, d.Consumers, want)
+		}
 	}
 }

@@ -7,27 +7,6 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/topology"
 )
 
-func TestTopicMatch(t *testing.T) {
-	for _, tc := range []struct {
-		pattern, key string
-		want         bool
-	}{
-		{"workflow.#", "workflow.stuck.v1", true},
-		{"workflow.#", "workflow", true},
-		{"task.#", "workflow.stuck.v1", false},
-		{"workflow.*", "workflow.stuck.v1", false},
-		{"workflow.*.v1", "workflow.stuck.v1", true},
-		{"#", "anything.at.all", true},
-		{"#.v1", "workflow.stuck.v1", true},
-		{"workflow.stuck.v1", "workflow.stuck.v1", true},
-		{"workflow.stuck.v1", "workflow.stuck.v2", false},
-	} {
-		if got := topology.TopicMatch(tc.pattern, tc.key); got != tc.want {
-			t.Errorf("TopicMatch(%q, %q) = %v", tc.pattern, tc.key, got)
-		}
-	}
-}
-
 func TestPriorityLanes(t *testing.T) {
 	lane, ok := topology.Platform().Consumer("request.workflow-events.priority")
 	if !ok || lane.Service != "request" || len(lane.Bindings) != 2 || lane.DLQ() != "request.workflow-events.priority.dlq" {

@@ -9,6 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/agora-platform/agora/pkg/fabric/internal/topic"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 )
 
@@ -107,7 +108,7 @@ func fromCatalog(reg *registry.Registry) (Description, error) {
 // (which includes every type added to the pattern's domain later).
 func cleared(reg *registry.Registry, s registry.Service, key string) error {
 	for _, def := range reg.All() {
-		reaches := def.Type == key || def.Kind == registry.KindEvent && strings.ContainsAny(key, "*#") && TopicMatch(key, def.Type)
+		reaches := def.Type == key || def.Kind == registry.KindEvent && strings.ContainsAny(key, "*#") && topic.Match(key, def.Type)
 		if reaches && def.Sensitivity.Above(s.Clearance) {
 			return fmt.Errorf("key %q reaches %s (%s), above the service's clearance %s: raise the clearance in catalog.yaml, or bind narrower keys",
 				key, def.Type, def.Sensitivity, s.Clearance)
@@ -128,7 +129,7 @@ func bindingOf(reg *registry.Registry, key string) (Binding, error) {
 	// Patterns bind on platform.events only (commands and jobs are
 	// addressed by their exact type); one that reaches no event is a typo.
 	for _, def := range reg.All() {
-		if def.Kind == registry.KindEvent && TopicMatch(key, def.Type) {
+		if def.Kind == registry.KindEvent && topic.Match(key, def.Type) {
 			return Binding{Exchange: EventsExchange, Key: key}, nil
 		}
 	}

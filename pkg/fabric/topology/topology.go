@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/internal/topic"
 )
 
 // Platform exchange names (docs/architecture.md). All five are topic
@@ -194,30 +195,6 @@ func (d Description) WithLanes() Description {
 		}
 	}
 	return out
-}
-
-// TopicMatch reports whether a topic exchange routes key to a binding of
-// pattern ("*" one word, "#" zero or more).
-func TopicMatch(pattern, key string) bool {
-	return topicMatch(strings.Split(pattern, "."), strings.Split(key, "."))
-}
-
-func topicMatch(p, k []string) bool {
-	if len(p) == 0 {
-		return len(k) == 0
-	}
-	switch p[0] {
-	case "#":
-		for i := 0; i <= len(k); i++ {
-			if topicMatch(p[1:], k[i:]) {
-				return true
-			}
-		}
-		return false
-	case "*":
-		return len(k) > 0 && topicMatch(p[1:], k[1:])
-	}
-	return len(k) > 0 && p[0] == k[0] && topicMatch(p[1:], k[1:])
 }
 
 // Duration is a time.Duration that reads "30s" / "5m" in YAML.
@@ -534,7 +511,7 @@ func (d Description) Validate() error {
 				return bad("queue %q: priority key %q: name the types themselves", c.Queue, p.Key)
 			}
 			for _, b := range c.Bindings {
-				if b.Exchange == p.Exchange && TopicMatch(b.Key, p.Key) {
+				if b.Exchange == p.Exchange && topic.Match(b.Key, p.Key) {
 					return bad("queue %q: binding %q also matches priority key %q (it would arrive twice)", c.Queue, b.Key, p.Key)
 				}
 			}

@@ -42,6 +42,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/internal/security"
+	"github.com/agora-platform/agora/pkg/fabric/internal/topic"
 	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
@@ -208,7 +209,7 @@ func invalid(format string, args ...any) error {
 // binds reports whether consumer c receives typ.
 func binds(c topology.Consumer, typ string) bool {
 	for _, b := range c.Bindings {
-		if topology.TopicMatch(b.Key, typ) {
+		if topic.Match(b.Key, typ) {
 			return true
 		}
 	}

@@ -198,7 +198,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 		return err
 	}
 	routes := httpapi.NewHandler(httpapi.Deps{Auth: h.Verifier, Processes: store, Schedules: store,
-		Subscriptions: subs, Registry: h.Reg, Log: h.Log})
+		Subscriptions: subs, Registry: h.Reg, Definitions: cfg.Catalog, Log: h.Log})
 
 	// The SLA watcher stops with the consumers, before the relay: a sweep
 	// in flight rolls back (its timers stay due), so no breach is lost.

@@ -112,11 +112,15 @@ func TestSubscriptionLifecycle(t *testing.T) {
 			ID     string   `json:"id"`
 			Filter string   `json:"filter"`
 			Emits  []string `json:"emits"`
+			Policy struct {
+				Default string `json:"default"`
+			} `json:"policy"`
 		} `json:"subscriptions"`
 	}
 	do(t, http.MethodGet, url+"/v1/explain/workflow.stuck.v1", author, nil, nil).JSON(t, &ex)
-	if ex.Definition.Type != "workflow.stuck.v1" || len(ex.Subscriptions) != 1 || ex.Subscriptions[0].ID != v1.ID || len(ex.Subscriptions[0].Emits) == 0 {
-		t.Errorf("explain = %+v, want A's active subscription and what it emits", ex)
+	if ex.Definition.Type != "workflow.stuck.v1" || len(ex.Subscriptions) != 1 || ex.Subscriptions[0].ID != v1.ID || len(ex.Subscriptions[0].Emits) == 0 ||
+		ex.Subscriptions[0].Policy.Default != "REQUIRE_HUMAN_REVIEW" {
+		t.Errorf("explain = %+v, want A's active subscription, its policy and what it emits", ex)
 	}
 	do(t, http.MethodGet, url+"/v1/explain/workflow.stuck.v1", other, nil, nil).JSON(t, &ex)
 	if len(ex.Subscriptions) != 0 {

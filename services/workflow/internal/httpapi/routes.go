@@ -11,6 +11,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/problem"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/telemetry/httpspan"
+	"github.com/agora-platform/agora/services/workflow/internal/process"
 )
 
 // Deps are what the handlers need.
@@ -19,9 +20,11 @@ type Deps struct {
 	Processes     Processes
 	Schedules     Schedules
 	Subscriptions Subscriptions
-	// Registry is the catalog GET /v1/explain/{type} describes.
-	Registry *registry.Registry
-	Log      *slog.Logger
+	// Registry is the catalog GET /v1/explain/{type} describes, and
+	// Definitions the processes whose steps may wait for its types.
+	Registry    *registry.Registry
+	Definitions *process.Catalog
+	Log         *slog.Logger
 }
 
 // NewHandler returns every route of the service.
@@ -49,7 +52,7 @@ func NewHandler(d Deps) http.Handler {
 	r.With(staff).Method(http.MethodPost, "/v1/subscriptions/{id}/versions", handleCreateSubscription(d.Subscriptions, d.Log))
 	r.With(staff).Method(http.MethodPost, "/v1/subscriptions/{id}/versions/{version}/transitions", handleTransition(d.Subscriptions, d.Log))
 	r.With(staff).Method(http.MethodPost, "/v1/subscriptions/{id}/rollback", handleRollback(d.Subscriptions, d.Log))
-	r.With(staff).Method(http.MethodGet, "/v1/explain/{type}", handleExplain(d.Registry, d.Subscriptions, d.Log))
+	r.With(staff).Method(http.MethodGet, "/v1/explain/{type}", handleExplain(d.Registry, d.Definitions, d.Subscriptions, d.Log))
 	r.With(staff).Method(http.MethodGet, "/v1/decisions", handleDecisions(d.Subscriptions, d.Log))
 	r.With(staff).Method(http.MethodGet, "/v1/reviews", handleReviews(d.Subscriptions, d.Log))
 	r.With(staff).Method(http.MethodPost, "/v1/reviews/{id}/resolve", handleResolve(d.Subscriptions, d.Log))

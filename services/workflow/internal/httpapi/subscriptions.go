@@ -214,11 +214,16 @@ func handleRollback(store Subscriptions, log *slog.Logger) http.Handler {
 	})
 }
 
-// explained is GET /v1/explain/{type}: what an event is, and what the
-// tenant's active subscriptions make of it.
+// explained is GET /v1/explain/{type}: what an event is, and what happens
+// when one comes (seed 004 §64): the platform's queues that receive it,
+// the workflow steps that wait for it, and what the tenant's active
+// subscriptions make of it.
 type explained struct {
-	Definition    registry.Definition `json:"definition"`
-	Schema        json.RawMessage     `json:"schema"`
+	Definition registry.Definition `json:"definition"`
+	Schema     json.RawMessage     `json:"schema"`
+	// Consumers are "<service>/<queue>", from the catalog.
+	Consumers     []string            `json:"consumers"`
+	WaitingSteps  []process.Waiting   `json:"waitingSteps"`
 	Subscriptions []explainedReaction `json:"subscriptions"`
 }
 
@@ -233,7 +238,7 @@ type explainedReaction struct {
 	Emits []string `json:"emits"`
 }
 
-func handleExplain(reg *registry.Registry, store Subscriptions, log *slog.Logger) http.Handler {
+func handleExplain(reg *registry.Registry, definitions *process.Catalog, store Subscriptions, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		typ := chi.URLParam(r, "type")
 		def, ok := reg.Lookup(typ)
@@ -246,7 +251,8 @@ func handleExplain(reg *registry.Registry, store Subscriptions, log *slog.Logger
 			subscriptionError(w, r, log, err)
 			return
 		}
-		out := explained{Definition: def, Schema: def.Schema, Subscriptions: []explainedReaction{}}
+		out := explained{Definition: def, Schema: def.Schema, Consumers: append([]string{}, def.Consumers...),
+			WaitingSteps: definitions.WaitingFor(typ), Subscriptions: []explainedReaction{}}
 		for _, s := range subs {
 			out.Subscriptions = append(out.Subscriptions, explainedReaction{ID: s.ID, Version: s.Version, Name: s.Name,
 				Filter: s.Filter, Policy: s.Policy, Reaction: s.Reaction, Emits: s.Reaction.Emits()})

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -151,4 +152,27 @@ func (c *Catalog) For(serviceID string) Definition {
 func (c *Catalog) ByID(id string) (Definition, bool) {
 	d, ok := c.byID[id]
 	return d, ok
+}
+
+// Waiting is a step of a definition that an event type completes
+// (Step.WaitFor).
+type Waiting struct {
+	Definition string   `json:"definition"`
+	Services   []string `json:"services"`
+	Step       string   `json:"step"`
+}
+
+// WaitingFor returns every step, of every definition, that waits for typ,
+// by definition id and then in step order.
+func (c *Catalog) WaitingFor(typ string) []Waiting {
+	out := []Waiting{}
+	for _, id := range slices.Sorted(maps.Keys(c.byID)) {
+		d := c.byID[id]
+		for _, s := range d.Steps {
+			if s.WaitFor == typ {
+				out = append(out, Waiting{Definition: d.ID, Services: d.Services, Step: s.Name})
+			}
+		}
+	}
+	return out
 }

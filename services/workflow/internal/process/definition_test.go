@@ -3,6 +3,7 @@ package process
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -135,5 +136,20 @@ func TestDecisionCheck(t *testing.T) {
 				t.Errorf("reason = %q, want %q", got.Reason, tc.wantReason)
 			}
 		})
+	}
+}
+
+func TestWaitingFor(t *testing.T) {
+	c, err := ParseCatalog(DefaultDefinitions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.WaitingFor("document.validated.v1")
+	want := []Waiting{{Definition: "document-verification", Services: []string{"segunda-via-rg"}, Step: "document-check"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("WaitingFor(document.validated.v1) = %+v, want %+v", got, want)
+	}
+	if got := c.WaitingFor("request.submitted.v1"); len(got) != 0 {
+		t.Errorf("WaitingFor(request.submitted.v1) = %+v, want none", got)
 	}
 }
