@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -12,10 +13,13 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric/host"
 	"github.com/agora-platform/agora/pkg/fabric/objstore"
+	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/history"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/httpapi"
+	"github.com/agora-platform/agora/services/datalake-ingestion/internal/lake"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/messaging"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/postgres"
+	"github.com/agora-platform/agora/services/datalake-ingestion/internal/seal"
 	"github.com/agora-platform/agora/services/datalake-ingestion/migrations"
 )
 
@@ -31,7 +35,13 @@ type config struct {
 	// are removed once older than orphanGrace, looked for every orphanSweep.
 	orphanGrace time.Duration
 	orphanSweep time.Duration
+	// sealKey is the master key restricted fields are sealed under
+	// (DATALAKE_SEAL_KEY); nil when unset.
+	sealKey []byte
 }
+
+// sealKeyVar names the master key's variable.
+const sealKeyVar = "DATALAKE_SEAL_KEY"
 
 func loadConfig(getenv func(string) string) (config, error) {
 	hc, err := host.ConfigFrom("datalake-ingestion", ":8086", getenv)
@@ -56,6 +66,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 			}
 		}
 	}
+	if v := getenv(sealKeyVar); v != "" {
+		if c.sealKey, err = seal.ParseKey(v); err != nil {
+			return c, fmt.Errorf("%s: want the standard base64 of %d random bytes (openssl rand -base64 %d): %w", sealKeyVar, seal.KeySize, seal.KeySize, err)
+		}
+	}
 	// A file younger than a flush may still be waiting for its lineage
 	// commit: sweeping it would lose the batch.
 	if c.orphanGrace < 2*c.flushTimeout {
@@ -68,6 +83,12 @@ func loadConfig(getenv func(string) string) (config, error) {
 // graceful shutdown, or the error that stopped it.
 func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.Writer) error {
 	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	// Checked before anything connects: without its key the lake would
+	// have to store restricted fields in clear or refuse every such event.
+	restrictions, err := restrictionsOf(cfg.sealKey)
 	if err != nil {
 		return err
 	}
@@ -84,9 +105,30 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	store := postgres.New(h.Pool)
 	if err := messaging.Attach(h, messaging.Deps{Lake: objects, Bucket: cfg.bucket, Store: store,
 		BatchSize: cfg.batchSize, BatchAge: cfg.batchAge, FlushTimeout: cfg.flushTimeout,
-		OrphanGrace: cfg.orphanGrace, OrphanSweep: cfg.orphanSweep, Meter: h.Metrics.Meter, Log: h.Log}); err != nil {
+		OrphanGrace: cfg.orphanGrace, OrphanSweep: cfg.orphanSweep, Restrictions: restrictions, Meter: h.Metrics.Meter, Log: h.Log}); err != nil {
 		return err
 	}
 	return h.Serve(ctx, httpapi.NewHandler(httpapi.Deps{Auth: h.Verifier, Lineage: store,
-		History: history.New(store, objects), Log: h.Log}), nil)
+		History: history.New(store, objects, restrictions), Log: h.Log}), nil)
+}
+
+// restrictionsOf returns the catalog's rules for restricted fields, sealed
+// under key. A missing key is an error naming its variable when the
+// catalog has a type to seal.
+func restrictionsOf(key []byte) (*lake.Restrictions, error) {
+	reg, err := registry.Default()
+	if err != nil {
+		return nil, err
+	}
+	var sealer lake.Sealer // nil unless a key is set: a nil *seal.Sealer would not be
+	if key != nil {
+		if sealer, err = seal.New(key); err != nil {
+			return nil, err
+		}
+	}
+	r, err := lake.NewRestrictions(reg.All(), sealer)
+	if errors.Is(err, lake.ErrNoSealer) {
+		return nil, fmt.Errorf("%s is not set: %w; set it to the standard base64 of %d random bytes (openssl rand -base64 %d)", sealKeyVar, err, seal.KeySize, seal.KeySize)
+	}
+	return r, err
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -26,6 +28,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/objstore"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/messaging"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/postgres"
+	"github.com/agora-platform/agora/services/datalake-ingestion/internal/seal"
 )
 
 // lakeRow is the reader's view of a lake file, declared here so the test
@@ -54,14 +57,20 @@ type lineage struct {
 type stack struct {
 	*deploytest.Stack
 	url    string
+	svc    *fabrictest.Service
 	s3     *minio.Client
 	bucket string
+	// sealKey is the stack's DATALAKE_SEAL_KEY, random, so a test can
+	// check what was sealed under it.
+	sealKey []byte
 }
 
 // newStack provisions the stack; start runs the service on it.
 func newStack(t testing.TB) *stack {
 	t.Helper()
-	s := &stack{Stack: deploytest.NewStack(t, "datalake-ingestion"), bucket: deploytest.Unique("dl-test-")}
+	s := &stack{Stack: deploytest.NewStack(t, "datalake-ingestion"), bucket: deploytest.Unique("dl-test-"),
+		sealKey: make([]byte, seal.KeySize)}
+	rand.Read(s.sealKey)
 	var err error
 	if s.s3, err = minio.New(s.Vars["S3_ENDPOINT"], &minio.Options{
 		Creds: credentials.NewStaticV4(s.Vars["S3_ACCESS_KEY"], s.Vars["S3_SECRET_KEY"], "")}); err != nil {
@@ -84,9 +93,11 @@ func newStack(t testing.TB) *stack {
 func (s *stack) start(t testing.TB, extra map[string]string) {
 	t.Helper()
 	vars := map[string]string{"DATALAKE_BUCKET": s.bucket, "DATALAKE_BATCH_SIZE": "5", "DATALAKE_BATCH_AGE": "300ms",
-		"DATALAKE_FLUSH_TIMEOUT": "3s", "RETRY_TIERS": "700ms,700ms,700ms,700ms,700ms,700ms,700ms,700ms"}
+		"DATALAKE_FLUSH_TIMEOUT": "3s", "RETRY_TIERS": "700ms,700ms,700ms,700ms,700ms,700ms,700ms,700ms",
+		"DATALAKE_SEAL_KEY": base64.StdEncoding.EncodeToString(s.sealKey)}
 	maps.Copy(vars, extra)
-	s.url = s.Start(t, run, vars).URL
+	s.svc = s.Start(t, run, vars)
+	s.url = s.svc.URL
 }
 
 // startStack is newStack, then start.
@@ -363,7 +374,11 @@ func TestOverlappingBatchesWriteEachEventOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := messaging.NewWriter(objects, s.bucket, postgres.New(s.Pool), slog.New(slog.DiscardHandler))
+	restrictions, err := restrictionsOf(s.sealKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := messaging.NewWriter(objects, s.bucket, postgres.New(s.Pool), restrictions, slog.New(slog.DiscardHandler))
 	var events []envelope.Envelope
 	for i := range 6 {
 		e, err := envelope.New("request.submitted.v1", []string{"org-a", "org-b"}[i%2], "request-service", map[string]any{

@@ -6,6 +6,7 @@ package history
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -25,6 +26,12 @@ type Objects interface {
 	Get(ctx context.Context, bucket, key string) ([]byte, error)
 }
 
+// Opener opens the sealed fields of a stored event; *lake.Restrictions is
+// one.
+type Opener interface {
+	Reveal(env envelope.Envelope) (json.RawMessage, error)
+}
+
 // fetchers bounds the files one page fetches at a time.
 const fetchers = 4
 
@@ -32,10 +39,14 @@ const fetchers = 4
 type Reader struct {
 	index   Index
 	objects Objects
+	opener  Opener
 }
 
-// New returns a Reader of the events index locates in objects.
-func New(index Index, objects Objects) *Reader { return &Reader{index: index, objects: objects} }
+// New returns a Reader of the events index locates in objects, their
+// sealed fields opened by opener.
+func New(index Index, objects Objects, opener Opener) *Reader {
+	return &Reader{index: index, objects: objects, opener: opener}
+}
 
 // Page is one page of a tenant's history.
 type Page struct {
@@ -47,9 +58,10 @@ type Page struct {
 }
 
 // Page returns up to q.Limit events of tenantID that q selects. Every event
-// the index locates is in the page: an object that cannot be read, or a
-// row that is not the event its lineage says, fails the page rather than
-// leave a gap a replay would not notice.
+// the index locates is in the page, as it was published: an object that
+// cannot be read, a row that is not the event its lineage says, or a
+// sealed field that does not open fails the page rather than leave a gap,
+// or a wrong payload, a replay would not notice.
 func (r *Reader) Page(ctx context.Context, tenantID string, q postgres.HistoryQuery) (Page, error) {
 	want := q.Limit
 	q.Limit++ // one more tells whether a next page exists
@@ -71,6 +83,9 @@ func (r *Reader) Page(ctx context.Context, tenantID string, q postgres.HistoryQu
 	for _, l := range locs {
 		e, err := eventAt(files[object{l.Bucket, l.ObjectKey}], tenantID, l)
 		if err != nil {
+			return Page{}, err
+		}
+		if e.Payload, err = r.opener.Reveal(e); err != nil {
 			return Page{}, err
 		}
 		page.Events = append(page.Events, e)

@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,6 +14,21 @@ import (
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/lake"
 	"github.com/agora-platform/agora/services/datalake-ingestion/internal/postgres"
 )
+
+// inClear is the Opener of a lake that seals nothing.
+type inClear struct{}
+
+func (inClear) Reveal(e envelope.Envelope) (json.RawMessage, error) { return e.Payload, nil }
+
+// failsToOpen is an Opener that opens nothing of one event.
+type failsToOpen struct{ eventID string }
+
+func (o failsToOpen) Reveal(e envelope.Envelope) (json.RawMessage, error) {
+	if e.ID == o.eventID {
+		return nil, errors.New("event " + e.ID + ": field citizenId: sealed value does not open")
+	}
+	return e.Payload, nil
+}
 
 // fakeLake is an index and an object store over the same files.
 type fakeLake struct {
@@ -72,7 +88,7 @@ func newFakeLake(t *testing.T, n int) (*fakeLake, []envelope.Envelope) {
 
 func TestPageReadsEachFileOnce(t *testing.T) {
 	f, events := newFakeLake(t, 8)
-	r := New(f, f)
+	r := New(f, f, inClear{})
 	page, err := r.Page(context.Background(), "org-a", postgres.HistoryQuery{Limit: 7})
 	if err != nil {
 		t.Fatal(err)
@@ -117,24 +133,31 @@ func TestPageFailsRatherThanLeaveAGap(t *testing.T) {
 		name   string
 		damage func(f *fakeLake)
 		want   string
+		opener func(f *fakeLake) Opener // nil: inClear
 	}{
-		{"missing file", func(f *fakeLake) { delete(f.files, "lake/tenant=org-a/f1.parquet") }, "NoSuchKey"},
-		{"not parquet", func(f *fakeLake) { f.files["lake/tenant=org-a/f1.parquet"] = []byte("PAR1 nope") }, "parquet"},
-		{"row past the file", func(f *fakeLake) { f.locs[4].RowOffset = 3 }, "has 3 rows"},
-		{"another event's row", func(f *fakeLake) { f.locs[4].RowOffset = 0 }, "is event"},
+		{"missing file", func(f *fakeLake) { delete(f.files, "lake/tenant=org-a/f1.parquet") }, "NoSuchKey", nil},
+		{"not parquet", func(f *fakeLake) { f.files["lake/tenant=org-a/f1.parquet"] = []byte("PAR1 nope") }, "parquet", nil},
+		{"row past the file", func(f *fakeLake) { f.locs[4].RowOffset = 3 }, "has 3 rows", nil},
+		{"another event's row", func(f *fakeLake) { f.locs[4].RowOffset = 0 }, "is event", nil},
+		{"a sealed field that does not open", func(*fakeLake) {}, "does not open",
+			func(f *fakeLake) Opener { return failsToOpen{f.locs[4].EventID} }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f, _ := newFakeLake(t, 6)
 			tc.damage(f)
-			_, err := New(f, f).Page(context.Background(), "org-a", postgres.HistoryQuery{Limit: 10})
+			var o Opener = inClear{}
+			if tc.opener != nil {
+				o = tc.opener(f)
+			}
+			_, err := New(f, f, o).Page(context.Background(), "org-a", postgres.HistoryQuery{Limit: 10})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Page = %v, want an error about %q", err, tc.want)
 			}
 		})
 	}
 	f, _ := newFakeLake(t, 3)
-	if _, err := New(f, f).Page(context.Background(), "org-b", postgres.HistoryQuery{Limit: 10}); err == nil {
+	if _, err := New(f, f, inClear{}).Page(context.Background(), "org-b", postgres.HistoryQuery{Limit: 10}); err == nil {
 		t.Error("a page of org-b returned org-a's rows")
 	}
 }

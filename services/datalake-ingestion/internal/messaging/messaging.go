@@ -62,8 +62,11 @@ type Deps struct {
 	// Files no committed lineage points at are removed once older than
 	// OrphanGrace, looked for every OrphanSweep.
 	OrphanGrace, OrphanSweep time.Duration
-	Meter                    metric.Meter // nil: no metric
-	Log                      *slog.Logger
+	// Restrictions seals or leaves out the restricted fields of an event
+	// before it is batched, as the catalog says.
+	Restrictions *lake.Restrictions
+	Meter        metric.Meter // nil: no metric
+	Log          *slog.Logger
 }
 
 // Attach registers the data lake's consumers on h, with the batcher their
@@ -77,7 +80,7 @@ func Attach(h Host, d Deps) error {
 	// The batcher stops with the consumers; a handler still finishing a
 	// delivery after that has its event written alone (batch.Batcher.Add),
 	// so no message fails because the service is stopping.
-	batcher := batch.New(d.BatchSize, d.BatchAge, d.FlushTimeout, NewWriter(d.Lake, d.Bucket, d.Store, d.Log).Flush)
+	batcher := batch.New(d.BatchSize, d.BatchAge, d.FlushTimeout, NewWriter(d.Lake, d.Bucket, d.Store, d.Restrictions, d.Log).Flush)
 	h.Go("batcher", func(ctx context.Context) error {
 		batcher.Run(ctx)
 		return nil
@@ -86,7 +89,7 @@ func Attach(h Host, d Deps) error {
 	// prefetch and concurrency must hold a whole batch.
 	opts := fabric.ConsumerOptions{Prefetch: d.BatchSize, Concurrency: d.BatchSize}
 	for _, q := range []string{requestEventsQueue, platformEventsQueue} {
-		if err := h.Consume(q, handler(batcher), opts); err != nil {
+		if err := h.Consume(q, handler(batcher, d.Restrictions), opts); err != nil {
 			return fmt.Errorf("messaging: %w", err)
 		}
 	}
@@ -114,15 +117,17 @@ type Adder interface {
 
 // Writer writes batches.
 type Writer struct {
-	objects Objects
-	bucket  string
-	lineage Lineage
-	log     *slog.Logger
+	objects  Objects
+	bucket   string
+	lineage  Lineage
+	restrict *lake.Restrictions
+	log      *slog.Logger
 }
 
-// NewWriter returns a Writer.
-func NewWriter(objects Objects, bucket string, lineage Lineage, log *slog.Logger) *Writer {
-	return &Writer{objects: objects, bucket: bucket, lineage: lineage, log: log}
+// NewWriter returns a Writer of events whose restricted fields restrict
+// has already protected (the handler's work).
+func NewWriter(objects Objects, bucket string, lineage Lineage, restrict *lake.Restrictions, log *slog.Logger) *Writer {
+	return &Writer{objects: objects, bucket: bucket, lineage: lineage, restrict: restrict, log: log}
 }
 
 // Flush writes envs as one batch, exactly once per event: the events are
@@ -142,7 +147,7 @@ func (w *Writer) Flush(ctx context.Context, envs []envelope.Envelope) error {
 	rows := make([]lake.Row, len(envs))
 	claims := make([]postgres.Lineage, len(envs))
 	for i, e := range envs {
-		rows[i] = lake.RowOf(e)
+		rows[i] = w.restrict.Row(e)
 		claims[i] = postgres.Lineage{EventID: e.ID, TenantID: e.TenantID, EventType: e.Type,
 			Producer: e.Producer, CorrelationID: e.CorrelationID, OccurredAt: e.OccurredAt}
 	}
@@ -187,14 +192,20 @@ func (w *Writer) Flush(ctx context.Context, envs []envelope.Envelope) error {
 	return nil
 }
 
-// handler returns the consumer handler: every message waits for its batch,
-// whose flush leaves out events already in the lake (their messages are
-// acked as done). A failed flush is an outage of S3 or the database
+// handler returns the consumer handler: the event's restricted fields are
+// sealed or left out first, so no batch, file or log of the lake ever holds
+// them in clear; then every message waits for its batch, whose flush
+// leaves out events already in the lake (their messages are acked as
+// done). A failed flush is an outage of S3 or the database
 // (fabric.ErrUnavailable): the consumer keeps the message and its place in
 // the queue until they are back, however long that takes, instead of
 // spending retry tiers and reaching the DLQ out of order.
-func handler(batcher Adder) fabric.Handler {
+func handler(batcher Adder, restrict *lake.Restrictions) fabric.Handler {
 	return func(ctx context.Context, env envelope.Envelope) error {
+		env, err := restrict.Protect(env)
+		if err != nil { // the fabric checked the payload is an object: this one cannot be stored safely, ever
+			return fabric.Permanent(err)
+		}
 		start := time.Now()
 		if err := batcher.Add(ctx, env.ID, env); err != nil {
 			return fmt.Errorf("%w: ingest %s (waited %s): %w", fabric.ErrUnavailable, env.ID, time.Since(start).Round(time.Millisecond), err)
