@@ -21,6 +21,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
@@ -56,6 +60,10 @@ type Decider struct {
 	// Catalog says which payload fields are sensitive: masked or never
 	// sent (Project).
 	Catalog *registry.Registry
+	// Tracer records each step as a span, a child of the event's
+	// consumer span, with the knowledge search and the model call as its
+	// children; nil records nothing.
+	Tracer trace.Tracer
 }
 
 // maxQuestion is the AI builder's bound on a question.
@@ -65,6 +73,30 @@ const maxQuestion = 2000
 // fails: a failure is recorded in the record's Failure, and its outcome
 // (AgentRecord.Outcome) is then REQUIRE_HUMAN_REVIEW.
 func (d *Decider) Decide(ctx context.Context, c *subscription.Compiled, env envelope.Envelope) subscription.AgentRecord {
+	ctx, span := d.start(ctx, "agent step", attribute.String("agora.subscription.id", c.ID),
+		attribute.Int("agora.subscription.version", c.Version.Version), attribute.String("messaging.message.id", env.ID))
+	defer span.End()
+	rec := d.decide(ctx, c, env)
+	span.SetAttributes(attribute.String("agora.agent.outcome", string(rec.Outcome())), attribute.String("agora.agent.model", rec.Model),
+		attribute.String("agora.agent.prompt_digest", rec.PromptDigest), attribute.Int("agora.agent.passages", len(rec.Passages)),
+		attribute.String("agora.agent.knowledge_version", rec.KnowledgeVersion), attribute.String("agora.release", rec.Release))
+	if rec.Failure != "" {
+		// Not an error of the service: the step handed the event to a
+		// person, as it must whenever it cannot decide.
+		span.AddEvent("agent.failure", trace.WithAttributes(attribute.String("reason", rec.Failure)))
+	}
+	return rec
+}
+
+func (d *Decider) start(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	t := d.Tracer
+	if t == nil {
+		t = noop.NewTracerProvider().Tracer("")
+	}
+	return t.Start(ctx, name, trace.WithAttributes(attrs...))
+}
+
+func (d *Decider) decide(ctx context.Context, c *subscription.Compiled, env envelope.Envelope) subscription.AgentRecord {
 	rec := subscription.AgentRecord{Model: d.ModelName, Release: d.Release, Passages: []subscription.Passage{}}
 	if d.Model == nil || c.Agent == nil || c.Decision == nil {
 		rec.Model = ""
@@ -98,7 +130,9 @@ func (d *Decider) Decide(ctx context.Context, c *subscription.Compiled, env enve
 
 	// Knowledge: the tenant's own documents, asked with the instruction
 	// and the projected fields only.
-	found, err := d.Knowledge.Ask(ctx, env.TenantID, truncate(step.Instruction+"\n"+string(projected), maxQuestion), step.K())
+	kctx, kspan := d.start(ctx, "knowledge search", attribute.Int("agora.agent.top_k", step.K()))
+	found, err := d.Knowledge.Ask(kctx, env.TenantID, truncate(step.Instruction+"\n"+string(projected), maxQuestion), step.K())
+	endSpan(kspan, err)
 	if err != nil {
 		if !timedOut("the knowledge search", err) {
 			rec.Failure = "knowledge unavailable: " + err.Error()
@@ -114,7 +148,9 @@ func (d *Decider) Decide(ctx context.Context, c *subscription.Compiled, env enve
 	}
 	sum := sha256.Sum256(body)
 	rec.PromptDigest = "sha256:" + hex.EncodeToString(sum[:])
-	out, err := d.Model.Complete(ctx, body)
+	mctx, mspan := d.start(ctx, "model call", attribute.String("gen_ai.request.model", d.ModelName))
+	out, err := d.Model.Complete(mctx, body)
+	endSpan(mspan, err)
 	if err != nil {
 		if !timedOut("the model", err) {
 			rec.Failure = "the model failed: " + err.Error()
@@ -128,6 +164,14 @@ func (d *Decider) Decide(ctx context.Context, c *subscription.Compiled, env enve
 	}
 	rec.Proposal = proposal
 	return rec
+}
+
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }
 
 // validate checks the model's answer against the decision schema and the

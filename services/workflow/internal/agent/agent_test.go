@@ -4,9 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
@@ -149,5 +154,57 @@ func TestProject(t *testing.T) {
 		if strings.Contains(string(got), "secret") {
 			t.Errorf("Project(%v) = %s: a sensitive value reached the prompt", tc.paths, got)
 		}
+	}
+}
+
+// TestDecideRecordsSpans: a step is a span under the event's (here, a
+// parent the test starts), with the knowledge search and the model call
+// as its children and the outcome among its attributes.
+func TestDecideRecordsSpans(t *testing.T) {
+	reg, err := registry.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := subscription.Agent{Instruction: "Is it an identity document?", Project: []string{"payload.kind"}}
+	c, err := subscription.Compile(nil, subscription.Version{ID: "sub-1", Version: 2, Spec: subscription.Spec{Agent: &step}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := envelope.New("document.validated.v1", "org-a", "document-worker", map[string]any{"documentId": "d", "kind": "identity", "checks": []any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	ctx, parent := tp.Tracer("test").Start(context.Background(), "process document.validated.v1")
+	d := &Decider{Knowledge: &fakeKnowledge{}, Model: &fakeModel{answer: `{"outcome":"ALLOW","reason":"an RG"}`},
+		ModelName: "m", Release: "r1", Catalog: reg, Tracer: tp.Tracer("agent")}
+	if got := d.Decide(ctx, c, env).Outcome(); got != subscription.Allow {
+		t.Fatalf("outcome %s", got)
+	}
+	parent.End()
+
+	spans := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range rec.Ended() {
+		spans[s.Name()] = s
+	}
+	stepSpan, ok := spans["agent step"]
+	if !ok {
+		t.Fatalf("no agent step span among %v", slices.Collect(maps.Keys(spans)))
+	}
+	if stepSpan.Parent().SpanID() != parent.SpanContext().SpanID() {
+		t.Errorf("the agent step's parent is %s, want the event's span", stepSpan.Parent().SpanID())
+	}
+	for _, child := range []string{"knowledge search", "model call"} {
+		if s, ok := spans[child]; !ok || s.Parent().SpanID() != stepSpan.SpanContext().SpanID() {
+			t.Errorf("%s: not a child of the agent step (%v)", child, ok)
+		}
+	}
+	attrs := map[string]string{}
+	for _, a := range stepSpan.Attributes() {
+		attrs[string(a.Key)] = a.Value.Emit()
+	}
+	if attrs["agora.agent.outcome"] != "ALLOW" || attrs["agora.subscription.id"] != "sub-1" || !strings.HasPrefix(attrs["agora.agent.prompt_digest"], "sha256:") {
+		t.Errorf("agent step attributes = %v", attrs)
 	}
 }
