@@ -86,6 +86,7 @@ cmd_up() {
       envs+=("CONSOLE_SERVICES=$(IFS=,; echo "${others[*]}")")
       envs+=("GATEWAY_SOURCES_FILE=$(gateway_sources)")
     fi
+    if [[ "$s" == datalake-ingestion ]]; then envs+=("DATALAKE_SEAL_KEY=$(datalake_seal_key)"); fi
     start_bg "$s" env "${envs[@]}" "$BIN/$s"
   done
   for s in "${SERVICES[@]}"; do wait_ready "$s" "http://127.0.0.1:${PORT[$s]}/readyz"; done
@@ -118,6 +119,20 @@ gateway_sources() {
       "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" > "$f")
   fi
   echo "$f"
+}
+
+# datalake_seal_key prints the data lake's master key (DATALAKE_SEAL_KEY, the
+# standard base64 of 32 random bytes), made once in .data/datalake/seal.key and
+# kept: the lake's sealed fields do not open under another key. A key set in the
+# caller's environment wins.
+datalake_seal_key() {
+  if [[ -n "${DATALAKE_SEAL_KEY:-}" ]]; then echo "$DATALAKE_SEAL_KEY"; return; fi
+  local f="$REPO_ROOT/.data/datalake/seal.key"
+  if [[ ! -s "$f" ]]; then
+    mkdir -p "$(dirname "$f")"
+    (umask 077; head -c 32 /dev/urandom | base64 > "$f")
+  fi
+  cat "$f"
 }
 
 cmd_down() {

@@ -283,6 +283,10 @@ func (h *Harness) Start(t testing.TB, name string, opts ...Option) {
 		"JWT_ISSUER":           auth.DevIssuer,
 		"OTEL_TRACES_FILE":     filepath.Join(h.TracesDir, sc.key+".jsonl"),
 	}
+	if name == "datalake-ingestion" {
+		// It refuses to start without the key it seals RESTRICTED fields under.
+		env["DATALAKE_SEAL_KEY"] = testSealKey
+	}
 	for k, v := range sc.env {
 		env[k] = v
 	}
@@ -314,6 +318,10 @@ func (h *Harness) Start(t testing.TB, name string, opts ...Option) {
 		t.Fatalf("harness: %s not ready: %v\n--- %s (last lines) ---\n%s", sc.key, err, logPath, tail(logPath, 60))
 	}
 }
+
+// testSealKey is the data lake's DATALAKE_SEAL_KEY in the suites: the
+// standard base64 of "e2e-throwaway-datalake-seal-key!", a test value only.
+const testSealKey = "ZTJlLXRocm93YXdheS1kYXRhbGFrZS1zZWFsLWtleSE="
 
 // mergeEnv returns base with the keys of over replaced.
 func mergeEnv(base []string, over map[string]string) []string {
