@@ -115,3 +115,21 @@ func BenchmarkSeal(b *testing.B) {
 		}
 	}
 }
+
+// TestEachTenantHasItsOwnKey: another tenant's key does not open a value
+// even with the right additional data, so the tenant is bound twice.
+func TestEachTenantHasItsOwnKey(t *testing.T) {
+	s := mustNew(t, testKey(1))
+	sealed, err := s.Seal("org-a", "e", "f", []byte(`"x"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(sealed, Prefix))
+	other, err := s.aead("org-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := other.Open(nil, nil, raw, additionalData("org-a", "e", "f")); err == nil {
+		t.Errorf("org-b's key opened org-a's value: %s", v)
+	}
+}
