@@ -53,6 +53,11 @@ type config struct {
 	// pace mass reactions: a batch of requests per transaction.
 	JobInterval time.Duration
 	JobBatch    int
+	// ReviewDue (REVIEW_DUE_AFTER) is how long approvals and reviews stay
+	// open before they are overdue, unless their subscription says;
+	// ReviewInterval (REVIEW_CHECK_INTERVAL) how often the overdue sweep
+	// runs.
+	ReviewDue, ReviewInterval time.Duration
 	// DueSoon is the worklist's due-soon window (GET /v1/tasks?sla=due_soon).
 	DueSoon time.Duration
 	// SEI is the SEI gateway (SEI_URL, SEI_TIMEOUT); nil when SEI_URL is
@@ -106,7 +111,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	c := config{Config: hc, SLAInterval: time.Second, SLABatch: 100, DueSoon: process.DefaultDueSoon,
 		StuckAfter: process.DefaultStuckAfter, WatchdogInterval: 30 * time.Second, ScheduleInterval: time.Second,
-		JobInterval: time.Second, JobBatch: 500}
+		JobInterval: time.Second, JobBatch: 500, ReviewDue: postgres.DefaultReviewDue, ReviewInterval: 10 * time.Second}
 	defs := process.DefaultDefinitions
 	if path := getenv("WORKFLOW_DEFINITIONS"); path != "" {
 		if defs, err = os.ReadFile(path); err != nil {
@@ -129,7 +134,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 	for _, d := range []struct {
 		name string
 		into *time.Duration
-	}{{"WATCHDOG_STUCK_AFTER", &c.StuckAfter}, {"WATCHDOG_CHECK_INTERVAL", &c.WatchdogInterval}, {"SCHEDULE_CHECK_INTERVAL", &c.ScheduleInterval}, {"REACTION_JOB_INTERVAL", &c.JobInterval}} {
+	}{{"WATCHDOG_STUCK_AFTER", &c.StuckAfter}, {"WATCHDOG_CHECK_INTERVAL", &c.WatchdogInterval}, {"SCHEDULE_CHECK_INTERVAL", &c.ScheduleInterval}, {"REACTION_JOB_INTERVAL", &c.JobInterval},
+		{"REVIEW_DUE_AFTER", &c.ReviewDue}, {"REVIEW_CHECK_INTERVAL", &c.ReviewInterval}} {
 		if v := getenv(d.name); v != "" {
 			if *d.into, err = time.ParseDuration(v); err != nil || *d.into <= 0 {
 				return config{}, fmt.Errorf("%s %q: want a positive duration like 72h", d.name, v)
@@ -188,6 +194,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	cfg.Agent.Catalog = h.Reg // which payload fields are masked or never sent
 	cfg.Agent.Tracer = h.Tracer.Tracer("github.com/agora-platform/agora/services/workflow/agent")
 	subs.UseAgent(cfg.Agent)
+	subs.UseReviewDue(cfg.ReviewDue)
 	if cfg.Agent.Model == nil {
 		h.Log.Info("agent steps have no model (AGENT_MODEL_URL is unset): each becomes REQUIRE_HUMAN_REVIEW, nothing acts on a model's word")
 	}
@@ -227,6 +234,12 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	}
 	h.Go("reaction-jobs", func(ctx context.Context) error {
 		process.Watch(ctx, "reaction-jobs", sweepJobs, cfg.JobInterval, cfg.JobBatch, h.Log)
+		return nil
+	})
+	// Approvals and reviews open past their due date: each reported once
+	// (workflow.review-overdue.v1) across instances.
+	h.Go("review-due", func(ctx context.Context) error {
+		process.Watch(ctx, "review-due", subs.SweepOverdue, cfg.ReviewInterval, cfg.SLABatch, h.Log)
 		return nil
 	})
 	// Scheduled events: each due slot fires once across instances.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -264,8 +265,9 @@ func TestSEIRegistration(t *testing.T) {
 		}
 	})
 
-	t.Run("rejected: recorded with the reason, dead-lettered, not retried", func(t *testing.T) {
+	t.Run("rejected: recorded with the reason, dead-lettered, not retried, reported", func(t *testing.T) {
 		requestID := newUUID(t)
+		failures := fabrictest.Observe(t, p.Conn, "workflow.integration-failed.v1")
 		fake.Reject(requestID, "unidade SEMAD-PROTOCOLO encerrada")
 		before := fabrictest.Counter(t, metrics, "fabric_consumer_dead_lettered_total",
 			map[string]string{"consumer": "workflow.sei-register", "reason": "SEI_REJECTED"})
@@ -282,6 +284,36 @@ func TestSEIRegistration(t *testing.T) {
 			map[string]string{"consumer": "workflow.sei-register", "reason": "SEI_REJECTED"}, before+1)
 		if calls := fake.Calls(requestID); len(calls) != 1 || calls[0].Status != 422 {
 			t.Errorf("SEI calls = %+v, want the one refusal", calls)
+		}
+		// The workflow gave up on it: workflow.integration-failed.v1, once,
+		// derived from the command. Recorded as rejected again (the command
+		// sent by hand), nothing more is reported.
+		failed := failures.Next(t, "the integration failure", about("workflow.integration-failed.v1", requestID))
+		var f struct {
+			Integration, Operation, Failure, Reason string
+			Attempts                                int
+		}
+		if err := json.Unmarshal(failed.Payload, &f); err != nil {
+			t.Fatal(err)
+		}
+		if f.Integration != "sei" || f.Operation != "register" || f.Failure != "rejected" || !strings.Contains(f.Reason, "encerrada") ||
+			f.Attempts != 1 || failed.CausationID == "" || failed.TenantID != "org-a" {
+			t.Errorf("integration failure %s (causation %q), want SEI's rejection with its reason, derived from the command", failed.Payload, failed.CausationID)
+		}
+		again, err := envelope.New("integration.sei.register.v1", "org-a", "workflow-service", map[string]any{"requestId": requestID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Publish(t, again)
+		fabrictest.WaitCounter(t, 20*time.Second, metrics, "fabric_consumer_dead_lettered_total",
+			map[string]string{"consumer": "workflow.sei-register", "reason": "SEI_REJECTED"}, before+2)
+		marker := newUUID(t)
+		fake.Reject(marker, "unidade encerrada")
+		p.approve(t, url, "org-a", marker)
+		markerEvent := failures.Next(t, "the marker's integration failure", about("workflow.integration-failed.v1", marker))
+		fabrictest.WaitOutboxPublished(t, p.Pool, "workflow.integration-failed.v1", markerEvent.ID)
+		if n := len(failures.Matching(t, about("workflow.integration-failed.v1", requestID))); n != 1 {
+			t.Errorf("the rejection was reported %d times, want once", n)
 		}
 		// The tenant's operator finds it in the DLQ API, with the reason.
 		resp := do(t, http.MethodGet, url+"/v1/dlq/workflow.sei-register", operator, nil, nil)

@@ -24,7 +24,9 @@ type SEI interface {
 // SEIRecords keeps where each request's SEI registration stands.
 type SEIRecords interface {
 	SEIRegistration(ctx context.Context, tenantID, requestID string) (process.SEIRegistration, bool, error)
-	RecordSEI(ctx context.Context, tenantID, requestID, unit string, res process.SEIResult) (process.SEIRegistration, error)
+	// RecordSEI emits the integration failure, derived from cause, when
+	// the registration becomes rejected.
+	RecordSEI(ctx context.Context, tenantID, requestID, unit string, res process.SEIResult, cause envelope.Envelope) (process.SEIRegistration, error)
 }
 
 // RegisterInSEI handles queue workflow.sei-register: each
@@ -73,7 +75,7 @@ func RegisterInSEI(records SEIRecords, sei SEI, log *slog.Logger) fabric.Handler
 				res.Status = process.SEIRejected
 			}
 		}
-		if _, err := records.RecordSEI(ctx, tenantID, requestID, p.Unit, res); err != nil {
+		if _, err := records.RecordSEI(ctx, tenantID, requestID, p.Unit, res, env); err != nil {
 			// Not recorded: try again later, whatever SEI said. A number
 			// SEI gave comes back for the same key; a refusal is repeated.
 			return fabric.Transient(errors.Join(callErr, fmt.Errorf("sei register %s: %w", requestID, err)))

@@ -180,8 +180,8 @@ func (s *Subscriptions) React(ctx context.Context, tx pgx.Tx, env envelope.Envel
 		}
 		s.metrics.decided(ctx, d.Outcome, d.Status)
 		if review != nil {
-			if err := q.InsertReview(ctx, *review); err != nil {
-				return decided, fmt.Errorf("react to %s: open %s: %w", env.ID, review.Kind, err)
+			if err := s.openReview(ctx, q, *review, v); err != nil {
+				return decided, fmt.Errorf("react to %s: %w", env.ID, err)
 			}
 		}
 		if job != nil {
@@ -440,7 +440,8 @@ func (s *Subscriptions) Decisions(ctx context.Context, tenantID, correlationID, 
 func reviewOf(r pgdb.ReactionReview) subscription.Review {
 	return subscription.Review{ID: r.ID, DecisionID: r.DecisionID, Kind: r.Kind, Role: r.Role, Status: r.Status,
 		CreatedAt: r.CreatedAt, ResolvedAt: r.ResolvedAt, Resolution: deref(r.Resolution), ResolvedBy: deref(r.ResolvedBy),
-		Reason: deref(r.ResolvedReason), Follows: deref(r.Follows), RequestID: deref(r.RequestID), Note: deref(r.Note)}
+		Reason: deref(r.ResolvedReason), Follows: deref(r.Follows), RequestID: deref(r.RequestID), Note: deref(r.Note),
+		DueAt: r.DueAt, OverdueAt: r.OverdueAt}
 }
 
 // Reviews returns the tenant's open approvals and reviews for a's roles
@@ -512,6 +513,9 @@ func (s *Subscriptions) Resolve(ctx context.Context, a process.Actor, id string,
 			return fmt.Errorf("resolve review %s: %w", id, err)
 		}
 		out = reviewOf(row)
+		if err := q.DeleteReviewTimer(ctx, id); err != nil { // resolved: never overdue
+			return fmt.Errorf("resolve review %s: its due date: %w", id, err)
+		}
 		if r.Kind == "approval" {
 			if err := s.settleJob(ctx, q, a.TenantID, r.DecisionID, approve); err != nil {
 				return err
@@ -546,8 +550,8 @@ func (s *Subscriptions) Resolve(ctx context.Context, a process.Actor, id string,
 			if err != nil {
 				return err
 			}
-			return q.InsertFollowUpReview(ctx, pgdb.InsertFollowUpReviewParams{ID: followID, TenantID: a.TenantID, DecisionID: d.ID,
-				Kind: "review", Role: sv.Reaction.Role, CreatedAt: now, Follows: &id})
+			return s.openFollowUp(ctx, q, pgdb.InsertFollowUpReviewParams{ID: followID, TenantID: a.TenantID, DecisionID: d.ID,
+				Kind: "review", Role: sv.Reaction.Role, CreatedAt: now, Follows: &id}, sv)
 		}
 		return nil
 	})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/metric"
@@ -30,7 +31,18 @@ type Subscriptions struct {
 	maxDepth int
 	// agent runs agent steps; nil: no model (every step is a human review).
 	agent Decider
+	// reviewDue is how long an approval or review stays open before it is
+	// overdue, for subscriptions that set no dueAfter.
+	reviewDue time.Duration
 }
+
+// DefaultReviewDue is REVIEW_DUE_AFTER unless set: a working day and a
+// night for a person to look.
+const DefaultReviewDue = 24 * time.Hour
+
+// UseReviewDue sets the due duration of approvals and reviews whose
+// subscription sets none (REVIEW_DUE_AFTER).
+func (s *Subscriptions) UseReviewDue(d time.Duration) { s.reviewDue = d }
 
 // Decider runs a subscription's agent step (agent.Decider). It never
 // fails: what went wrong is the record's Failure.
@@ -50,7 +62,8 @@ func (s *Store) Subscriptions(reg *registry.Registry, reactable []string, meter 
 	if err != nil {
 		return nil, err
 	}
-	return &Subscriptions{Store: s, reg: reg, reactable: reactable, metrics: m, maxDepth: envelope.DefaultMaxDepth}, nil
+	return &Subscriptions{Store: s, reg: reg, reactable: reactable, metrics: m, maxDepth: envelope.DefaultMaxDepth,
+		reviewDue: DefaultReviewDue}, nil
 }
 
 func (s *Subscriptions) check(spec *subscription.Spec) error {

@@ -1,6 +1,10 @@
 package process
 
-import "github.com/agora-platform/agora/pkg/fabric/envelope"
+import (
+	"time"
+
+	"github.com/agora-platform/agora/pkg/fabric/envelope"
+)
 
 // Producer names this service in envelopes.
 const Producer = "workflow-service"
@@ -20,6 +24,11 @@ const (
 	// TypeSEIRegister is the command that registers an approved request in
 	// SEI, the public administration's protocol system.
 	TypeSEIRegister = "integration.sei.register.v1"
+	// TypeReviewOverdue reports an approval or review still open past its
+	// due date; TypeIntegrationFailed an external system's operation the
+	// workflow gave up on. Monitoring events: the alert rules watch them.
+	TypeReviewOverdue     = "workflow.review-overdue.v1"
+	TypeIntegrationFailed = "workflow.integration-failed.v1"
 )
 
 // Cancelled is what stopping a process needs from request.cancelled.v1.
@@ -66,4 +75,30 @@ type Start struct {
 type SEIRegister struct {
 	RequestID string `json:"requestId"`
 	Unit      string `json:"unit,omitempty"`
+}
+
+// ReviewOverdue is the payload of workflow.review-overdue.v1 (the
+// catalog's payload package has no type for it).
+type ReviewOverdue struct {
+	ReviewID            string    `json:"reviewId"`
+	DecisionID          string    `json:"decisionId"`
+	Kind                string    `json:"kind"`
+	Role                string    `json:"role"`
+	SubscriptionID      string    `json:"subscriptionId"`
+	SubscriptionVersion int       `json:"subscriptionVersion,omitempty"`
+	EventID             string    `json:"eventId"`
+	EventType           string    `json:"eventType"`
+	CreatedAt           time.Time `json:"createdAt"`
+	DueAt               time.Time `json:"dueAt"`
+}
+
+// IntegrationFailed is the payload of workflow.integration-failed.v1.
+type IntegrationFailed struct {
+	Integration string `json:"integration"`
+	Operation   string `json:"operation"`
+	RequestID   string `json:"requestId"`
+	Unit        string `json:"unit,omitempty"`
+	Failure     string `json:"failure"`
+	Reason      string `json:"reason"`
+	Attempts    int    `json:"attempts"`
 }

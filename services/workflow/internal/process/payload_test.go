@@ -3,6 +3,7 @@ package process
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 )
@@ -18,6 +19,7 @@ func TestPayloadsMatchTheirSchemas(t *testing.T) {
 		t.Fatal(err)
 	}
 	const id = "0193a5c2-7e1f-7b3a-9c4d-1e2f3a4b5c6d"
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	tests := []struct {
 		typ     string
 		full    any
@@ -25,6 +27,13 @@ func TestPayloadsMatchTheirSchemas(t *testing.T) {
 	}{
 		{TypeStart, Start{RequestID: id, ServiceID: "building-permit", CitizenID: "citizen-7"}, Start{RequestID: id, ServiceID: "x"}},
 		{TypeSEIRegister, SEIRegister{RequestID: id, Unit: "SEMURB"}, SEIRegister{RequestID: id}},
+		{TypeReviewOverdue, ReviewOverdue{ReviewID: id, DecisionID: id, Kind: "approval", Role: "operator", SubscriptionID: id,
+			SubscriptionVersion: 2, EventID: id, EventType: TypeStuck, CreatedAt: at, DueAt: at},
+			ReviewOverdue{ReviewID: id, DecisionID: id, Kind: "review", Role: "attendant", SubscriptionID: id, EventID: id,
+				EventType: TypeStuck, CreatedAt: at, DueAt: at}},
+		{TypeIntegrationFailed, IntegrationFailed{Integration: "sei", Operation: "register", RequestID: id, Unit: "SEMURB",
+			Failure: "rejected", Reason: "closed unit", Attempts: 1},
+			IntegrationFailed{Integration: "sei", Operation: "register", RequestID: id, Failure: "rejected", Attempts: 1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.typ, func(t *testing.T) {

@@ -91,6 +91,24 @@ type Reaction struct {
 	// zero): review-affected-requests' open requests; start-workflow's
 	// running processes its subscription started.
 	MaxAffected int `json:"maxAffected,omitempty"`
+	// DueAfter is how long the approvals and reviews its decisions open
+	// may stay open before they are reported overdue (a Go duration,
+	// MinDueAfter to MaxDueAfter); empty: the service's REVIEW_DUE_AFTER.
+	DueAfter string `json:"dueAfter,omitempty"`
+}
+
+// The bounds of Reaction.DueAfter.
+const (
+	MinDueAfter = time.Second
+	MaxDueAfter = 90 * 24 * time.Hour
+)
+
+// Due returns r's DueAfter, or def when it sets none.
+func (r Reaction) Due(def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(r.DueAfter); err == nil && r.DueAfter != "" {
+		return d
+	}
+	return def
 }
 
 // Limit is the reaction's blast-radius limit.
@@ -196,6 +214,11 @@ func (s *Spec) Check(reg *registry.Registry, definitions func(string) bool) erro
 		}
 		if _, err := filter.Compile(reg, s.EventTypes, r.When); err != nil {
 			return fmt.Errorf("%w: policy.rules[%d].when: %v", ErrInvalid, i, err)
+		}
+	}
+	if s.Reaction.DueAfter != "" {
+		if d, err := time.ParseDuration(s.Reaction.DueAfter); err != nil || d < MinDueAfter || d > MaxDueAfter {
+			return bad("reaction.dueAfter %q: want a duration from %s to %s, like 24h", s.Reaction.DueAfter, MinDueAfter, MaxDueAfter)
 		}
 	}
 	switch s.Reaction.Kind {
@@ -377,6 +400,10 @@ type Review struct {
 	// Note is what the approver should know (a blast-radius estimate, an
 	// agent's proposal).
 	Note string `json:"note,omitempty"`
+	// DueAt is when it becomes overdue; OverdueAt when it was reported so
+	// (workflow.review-overdue.v1).
+	DueAt     *time.Time `json:"dueAt,omitempty"`
+	OverdueAt *time.Time `json:"overdueAt,omitempty"`
 	// Agent is the agent step's decision and the passages it cited, for
 	// the person who resolves a review an agent's decision opened.
 	Agent *AgentRecord `json:"agent,omitempty"`

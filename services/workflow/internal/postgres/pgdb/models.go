@@ -104,6 +104,14 @@ type ReactionReview struct {
 	Follows        *string
 	RequestID      *string
 	Note           *string
+	DueAt          *time.Time
+	OverdueAt      *time.Time
+}
+
+type ReviewTimer struct {
+	ReviewID string
+	TenantID string
+	DueAt    time.Time
 }
 
 type Schedule struct {

@@ -435,6 +435,15 @@ func (q *Queries) DeleteJobTimer(ctx context.Context, jobID string) error {
 	return err
 }
 
+const deleteReviewTimer = `-- name: DeleteReviewTimer :exec
+DELETE FROM review_timer WHERE review_id = $1
+`
+
+func (q *Queries) DeleteReviewTimer(ctx context.Context, reviewID string) error {
+	_, err := q.db.Exec(ctx, deleteReviewTimer, reviewID)
+	return err
+}
+
 const deleteScheduleTimer = `-- name: DeleteScheduleTimer :exec
 DELETE FROM schedule_timer WHERE schedule_id = $1
 `
@@ -492,6 +501,37 @@ func (q *Queries) DisableSchedule(ctx context.Context, arg DisableScheduleParams
 		&i.DisabledAt,
 	)
 	return i, err
+}
+
+const dueReviewTimers = `-- name: DueReviewTimers :many
+SELECT review_id, tenant_id, due_at FROM review_timer WHERE due_at <= $1 ORDER BY due_at LIMIT $2 FOR UPDATE SKIP LOCKED
+`
+
+type DueReviewTimersParams struct {
+	Now       time.Time
+	MaxTimers int32
+}
+
+// Due timers of every tenant (platform scope), locked so that a competing
+// sweep skips them rather than reporting them again.
+func (q *Queries) DueReviewTimers(ctx context.Context, arg DueReviewTimersParams) ([]ReviewTimer, error) {
+	rows, err := q.db.Query(ctx, dueReviewTimers, arg.Now, arg.MaxTimers)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReviewTimer
+	for rows.Next() {
+		var i ReviewTimer
+		if err := rows.Scan(&i.ReviewID, &i.TenantID, &i.DueAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const dueScheduleTimers = `-- name: DueScheduleTimers :many
@@ -766,7 +806,7 @@ func (q *Queries) GetProcessForUpdate(ctx context.Context, arg GetProcessForUpda
 }
 
 const getReviewForUpdate = `-- name: GetReviewForUpdate :one
-SELECT id, tenant_id, decision_id, kind, role, status, created_at, resolution, resolved_by, resolved_reason, resolved_at, follows, request_id, note FROM reaction_review WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+SELECT id, tenant_id, decision_id, kind, role, status, created_at, resolution, resolved_by, resolved_reason, resolved_at, follows, request_id, note, due_at, overdue_at FROM reaction_review WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
 type GetReviewForUpdateParams struct {
@@ -792,6 +832,8 @@ func (q *Queries) GetReviewForUpdate(ctx context.Context, arg GetReviewForUpdate
 		&i.Follows,
 		&i.RequestID,
 		&i.Note,
+		&i.DueAt,
+		&i.OverdueAt,
 	)
 	return i, err
 }
@@ -807,6 +849,35 @@ type GetSEIRegistrationParams struct {
 
 func (q *Queries) GetSEIRegistration(ctx context.Context, arg GetSEIRegistrationParams) (SeiRegistration, error) {
 	row := q.db.QueryRow(ctx, getSEIRegistration, arg.TenantID, arg.RequestID)
+	var i SeiRegistration
+	err := row.Scan(
+		&i.TenantID,
+		&i.RequestID,
+		&i.Status,
+		&i.Unit,
+		&i.SeiNumber,
+		&i.Attempts,
+		&i.LastError,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.RegisteredAt,
+	)
+	return i, err
+}
+
+const getSEIRegistrationForUpdate = `-- name: GetSEIRegistrationForUpdate :one
+SELECT tenant_id, request_id, status, unit, sei_number, attempts, last_error, created_at, updated_at, registered_at FROM sei_registration WHERE tenant_id = $1 AND request_id = $2 FOR UPDATE
+`
+
+type GetSEIRegistrationForUpdateParams struct {
+	TenantID  string
+	RequestID string
+}
+
+// Where the registration stood before this attempt is recorded: two copies
+// of a command recording at once take turns, so only one sees the change.
+func (q *Queries) GetSEIRegistrationForUpdate(ctx context.Context, arg GetSEIRegistrationForUpdateParams) (SeiRegistration, error) {
+	row := q.db.QueryRow(ctx, getSEIRegistrationForUpdate, arg.TenantID, arg.RequestID)
 	var i SeiRegistration
 	err := row.Scan(
 		&i.TenantID,
@@ -1053,8 +1124,8 @@ func (q *Queries) InsertDecision(ctx context.Context, arg InsertDecisionParams) 
 }
 
 const insertFollowUpReview = `-- name: InsertFollowUpReview :exec
-INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at, follows)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at, follows, due_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 `
 
 type InsertFollowUpReviewParams struct {
@@ -1065,6 +1136,7 @@ type InsertFollowUpReviewParams struct {
 	Role       string
 	CreatedAt  time.Time
 	Follows    *string
+	DueAt      *time.Time
 }
 
 func (q *Queries) InsertFollowUpReview(ctx context.Context, arg InsertFollowUpReviewParams) error {
@@ -1076,6 +1148,7 @@ func (q *Queries) InsertFollowUpReview(ctx context.Context, arg InsertFollowUpRe
 		arg.Role,
 		arg.CreatedAt,
 		arg.Follows,
+		arg.DueAt,
 	)
 	return err
 }
@@ -1237,8 +1310,8 @@ func (q *Queries) InsertRequestReview(ctx context.Context, arg InsertRequestRevi
 }
 
 const insertReview = `-- name: InsertReview :exec
-INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at, note)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at, note, due_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 `
 
 type InsertReviewParams struct {
@@ -1249,6 +1322,7 @@ type InsertReviewParams struct {
 	Role       string
 	CreatedAt  time.Time
 	Note       *string
+	DueAt      *time.Time
 }
 
 func (q *Queries) InsertReview(ctx context.Context, arg InsertReviewParams) error {
@@ -1260,7 +1334,23 @@ func (q *Queries) InsertReview(ctx context.Context, arg InsertReviewParams) erro
 		arg.Role,
 		arg.CreatedAt,
 		arg.Note,
+		arg.DueAt,
 	)
+	return err
+}
+
+const insertReviewTimer = `-- name: InsertReviewTimer :exec
+INSERT INTO review_timer (review_id, tenant_id, due_at) VALUES ($1, $2, $3)
+`
+
+type InsertReviewTimerParams struct {
+	ReviewID string
+	TenantID string
+	DueAt    time.Time
+}
+
+func (q *Queries) InsertReviewTimer(ctx context.Context, arg InsertReviewTimerParams) error {
+	_, err := q.db.Exec(ctx, insertReviewTimer, arg.ReviewID, arg.TenantID, arg.DueAt)
 	return err
 }
 
@@ -2110,6 +2200,42 @@ func (q *Queries) MarkBreached(ctx context.Context, arg MarkBreachedParams) (Tas
 	return i, err
 }
 
+const markReviewOverdue = `-- name: MarkReviewOverdue :one
+UPDATE reaction_review SET overdue_at = $1
+WHERE tenant_id = $2 AND id = $3 AND status = 'open'
+RETURNING id, tenant_id, decision_id, kind, role, status, created_at, resolution, resolved_by, resolved_reason, resolved_at, follows, request_id, note, due_at, overdue_at
+`
+
+type MarkReviewOverdueParams struct {
+	Now      *time.Time
+	TenantID string
+	ID       string
+}
+
+func (q *Queries) MarkReviewOverdue(ctx context.Context, arg MarkReviewOverdueParams) (ReactionReview, error) {
+	row := q.db.QueryRow(ctx, markReviewOverdue, arg.Now, arg.TenantID, arg.ID)
+	var i ReactionReview
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.DecisionID,
+		&i.Kind,
+		&i.Role,
+		&i.Status,
+		&i.CreatedAt,
+		&i.Resolution,
+		&i.ResolvedBy,
+		&i.ResolvedReason,
+		&i.ResolvedAt,
+		&i.Follows,
+		&i.RequestID,
+		&i.Note,
+		&i.DueAt,
+		&i.OverdueAt,
+	)
+	return i, err
+}
+
 const moveScheduleTimer = `-- name: MoveScheduleTimer :exec
 UPDATE schedule_timer SET due_at = $1 WHERE schedule_id = $2
 `
@@ -2174,7 +2300,7 @@ func (q *Queries) NextJob(ctx context.Context) (ReactionJobTimer, error) {
 }
 
 const openReviews = `-- name: OpenReviews :many
-SELECT id, tenant_id, decision_id, kind, role, status, created_at, resolution, resolved_by, resolved_reason, resolved_at, follows, request_id, note FROM reaction_review WHERE tenant_id = $1 AND status = 'open' AND role = ANY($2::text[])
+SELECT id, tenant_id, decision_id, kind, role, status, created_at, resolution, resolved_by, resolved_reason, resolved_at, follows, request_id, note, due_at, overdue_at FROM reaction_review WHERE tenant_id = $1 AND status = 'open' AND role = ANY($2::text[])
 ORDER BY created_at, id LIMIT 200
 `
 
@@ -2207,6 +2333,8 @@ func (q *Queries) OpenReviews(ctx context.Context, arg OpenReviewsParams) ([]Rea
 			&i.Follows,
 			&i.RequestID,
 			&i.Note,
+			&i.DueAt,
+			&i.OverdueAt,
 		); err != nil {
 			return nil, err
 		}
@@ -2382,7 +2510,7 @@ const resolveReview = `-- name: ResolveReview :one
 UPDATE reaction_review SET status = 'resolved', resolution = $1, resolved_by = $2,
     resolved_reason = $3, resolved_at = $4
 WHERE tenant_id = $5 AND id = $6
-RETURNING id, tenant_id, decision_id, kind, role, status, created_at, resolution, resolved_by, resolved_reason, resolved_at, follows, request_id, note
+RETURNING id, tenant_id, decision_id, kind, role, status, created_at, resolution, resolved_by, resolved_reason, resolved_at, follows, request_id, note, due_at, overdue_at
 `
 
 type ResolveReviewParams struct {
@@ -2419,12 +2547,14 @@ func (q *Queries) ResolveReview(ctx context.Context, arg ResolveReviewParams) (R
 		&i.Follows,
 		&i.RequestID,
 		&i.Note,
+		&i.DueAt,
+		&i.OverdueAt,
 	)
 	return i, err
 }
 
 const reviewsOfDecisions = `-- name: ReviewsOfDecisions :many
-SELECT id, tenant_id, decision_id, kind, role, status, created_at, resolution, resolved_by, resolved_reason, resolved_at, follows, request_id, note FROM reaction_review WHERE tenant_id = $1 AND decision_id = ANY($2::uuid[]) AND request_id IS NULL
+SELECT id, tenant_id, decision_id, kind, role, status, created_at, resolution, resolved_by, resolved_reason, resolved_at, follows, request_id, note, due_at, overdue_at FROM reaction_review WHERE tenant_id = $1 AND decision_id = ANY($2::uuid[]) AND request_id IS NULL
 ORDER BY created_at, id
 `
 
@@ -2458,6 +2588,8 @@ func (q *Queries) ReviewsOfDecisions(ctx context.Context, arg ReviewsOfDecisions
 			&i.Follows,
 			&i.RequestID,
 			&i.Note,
+			&i.DueAt,
+			&i.OverdueAt,
 		); err != nil {
 			return nil, err
 		}

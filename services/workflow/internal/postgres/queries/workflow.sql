@@ -153,6 +153,11 @@ ON CONFLICT (tenant_id, request_id) DO NOTHING;
 -- name: GetSEIRegistration :one
 SELECT * FROM sei_registration WHERE tenant_id = @tenant_id AND request_id = @request_id;
 
+-- name: GetSEIRegistrationForUpdate :one
+-- Where the registration stood before this attempt is recorded: two copies
+-- of a command recording at once take turns, so only one sees the change.
+SELECT * FROM sei_registration WHERE tenant_id = @tenant_id AND request_id = @request_id FOR UPDATE;
+
 -- name: RecordSEIAttempt :one
 -- One call to SEI and its result: registered (with the number), rejected,
 -- or still pending after a failure worth retrying. A registration never
@@ -279,8 +284,8 @@ VALUES (@id, @tenant_id, @event_id, @event_type, @correlation_id, @subscription_
 ON CONFLICT (event_id, subscription_id) DO NOTHING;
 
 -- name: InsertReview :exec
-INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at, note)
-VALUES (@id, @tenant_id, @decision_id, @kind, @role, @created_at, @note);
+INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at, note, due_at)
+VALUES (@id, @tenant_id, @decision_id, @kind, @role, @created_at, @note, sqlc.narg(due_at));
 
 -- name: InsertAgentDecision :exec
 INSERT INTO agent_decision (decision_id, tenant_id, model, prompt_digest, proposal, passages, knowledge_version, release, failure, created_at)
@@ -309,8 +314,24 @@ WHERE tenant_id = @tenant_id AND id = @id
 RETURNING *;
 
 -- name: InsertFollowUpReview :exec
-INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at, follows)
-VALUES (@id, @tenant_id, @decision_id, @kind, @role, @created_at, @follows);
+INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at, follows, due_at)
+VALUES (@id, @tenant_id, @decision_id, @kind, @role, @created_at, @follows, sqlc.narg(due_at));
+
+-- name: InsertReviewTimer :exec
+INSERT INTO review_timer (review_id, tenant_id, due_at) VALUES (@review_id, @tenant_id, @due_at);
+
+-- name: DeleteReviewTimer :exec
+DELETE FROM review_timer WHERE review_id = @review_id;
+
+-- name: DueReviewTimers :many
+-- Due timers of every tenant (platform scope), locked so that a competing
+-- sweep skips them rather than reporting them again.
+SELECT * FROM review_timer WHERE due_at <= @now ORDER BY due_at LIMIT @max_timers FOR UPDATE SKIP LOCKED;
+
+-- name: MarkReviewOverdue :one
+UPDATE reaction_review SET overdue_at = @now
+WHERE tenant_id = @tenant_id AND id = @id AND status = 'open'
+RETURNING *;
 
 -- name: GetDecision :one
 SELECT * FROM reaction_decision WHERE tenant_id = @tenant_id AND id = @id;
