@@ -65,4 +65,42 @@ func TestSubscriptionsThroughFabricctl(t *testing.T) {
 	if out := ctl(h.Token("org-b-"+randHex(3), "bruno", "operator"), "explain", "workflow.stuck.v1"); !strings.Contains(out, "none active") {
 		t.Errorf("another tenant's explain:\n%s", out)
 	}
+	if out := ctl(author, "explain", "document.validated.v1"); !strings.Contains(out, "workflow/workflow.reactions") ||
+		!strings.Contains(out, "document-verification/document-check") {
+		t.Errorf("explain document.validated.v1 lacks its consumers or the step waiting for it:\n%s", out)
+	}
+
+	// A release: its version of the tenant's subscription, applied (it
+	// waits for a second person, as any version), then rolled back.
+	dir := t.TempDir()
+	subs := filepath.Join(dir, "subs", tenant)
+	if err := os.MkdirAll(subs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(subs, "stuck.json"), []byte(`{"name":"stuck triage","eventTypes":["workflow.stuck.v1"],
+		"filter":"payload.step in [\"triage\", \"review\"]","policy":{"default":"REQUIRE_HUMAN_REVIEW"},
+		"reaction":{"kind":"review-task","role":"operator"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bundle := filepath.Join(dir, "release.json")
+	ctl(author, "release", "build", "--release", "2026.12-r2", "--subscriptions", filepath.Join(dir, "subs"),
+		"--workflows", filepath.Join(root, "services/workflow/internal/process/definitions.json"), "--out", bundle)
+	if out := ctl(author, "release", "apply", "--bundle", bundle, "--reason", "wider triage"); !strings.Contains(out, "version 2 of "+created.ID+" submitted") {
+		t.Fatalf("release apply:\n%s", out)
+	}
+	ctl(approver, "subscription", "move", "--id", created.ID, "--version", "2", "--to", "APPROVED", "--reason", "release reviewed")
+	ctl(approver, "subscription", "move", "--id", created.ID, "--version", "2", "--to", "ACTIVE", "--reason", "release go")
+	if out := ctl(author, "explain", "workflow.stuck.v1"); !strings.Contains(out, `"review"]`) {
+		t.Errorf("after the release, explain shows:\n%s", out)
+	}
+	ctl(approver, "release", "rollback", "--bundle", bundle, "--reason", "too wide")
+	history := ctl(author, "subscription", "show", "--id", created.ID)
+	for _, want := range []string{"release 2026.12-r2: wider triage", "release 2026.12-r2: too wide"} {
+		if !strings.Contains(history, want) {
+			t.Errorf("the subscription's audit lacks %q:\n%s", want, history)
+		}
+	}
+	if out := ctl(author, "explain", "workflow.stuck.v1"); strings.Contains(out, `"review"]`) || !strings.Contains(out, `payload.step == "triage"`) {
+		t.Errorf("after the rollback, explain shows:\n%s", out)
+	}
 }

@@ -48,6 +48,10 @@ commands:
                               active subscriptions to it (GET /v1/explain/TYPE)
   subscription list|show|create|version|move|rollback --workflow URL --token JWT ...
                               manage the tenant's subscriptions (the workflow's REST API)
+  release build|check|apply|rollback ...
+                              one versioned bundle of event definitions, workflow
+                              definitions and tenants' subscriptions, checked together;
+                              apply and rollback are per tenant and audited
   replay start|list|show|items|cancel --service URL --token JWT ...
                               replay the tenant's history to a queue (DRY_RUN,
                               SIMULATION, PRODUCTION; the service's /v1/replays)
@@ -71,6 +75,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runExplain(ctx, args[1:], getenv, stdout, stderr)
 	case "subscription":
 		return runSubscription(ctx, args[1:], getenv, stdout, stderr)
+	case "release":
+		return runRelease(ctx, args[1:], getenv, stdout, stderr)
 	case "replay":
 		return runReplay(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "--help":

@@ -128,12 +128,18 @@ func runExplain(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	slices.Sort(fields)
 	fmt.Fprintf(stdout, "  payload: %s (required: %s)\n", strings.Join(fields, ", "), strings.Join(schema.Required, ", "))
+	// Who receives it on this platform: this build's catalog.
+	fmt.Fprintf(stdout, "  consumers: %s\n", orNone(def.Consumers))
 	if *url == "" && *token == "" {
 		fmt.Fprintln(stdout, "  subscriptions: pass --workflow and --token to list the tenant's")
 		return nil
 	}
 	client.base, client.token = *url, *token
 	var ex struct {
+		WaitingSteps []struct {
+			Definition string `json:"definition"`
+			Step       string `json:"step"`
+		} `json:"waitingSteps"`
 		Subscriptions []struct {
 			ID       string          `json:"id"`
 			Version  int             `json:"version"`
@@ -147,6 +153,11 @@ func runExplain(ctx context.Context, args []string, getenv func(string) string, 
 	if err := client.call(ctx, http.MethodGet, "/v1/explain/"+typ, nil, &ex); err != nil {
 		return fmt.Errorf("explain: %w", err)
 	}
+	var waiting []string
+	for _, w := range ex.WaitingSteps {
+		waiting = append(waiting, w.Definition+"/"+w.Step)
+	}
+	fmt.Fprintf(stdout, "  process steps waiting for it: %s\n", orNone(waiting))
 	if len(ex.Subscriptions) == 0 {
 		fmt.Fprintln(stdout, "  subscriptions: none active in this tenant")
 	}
@@ -155,6 +166,13 @@ func runExplain(ctx context.Context, args []string, getenv func(string) string, 
 			s.Name, s.ID, s.Version, orAll(s.Filter), s.Policy, s.Reaction, strings.Join(s.Emits, ", "))
 	}
 	return nil
+}
+
+func orNone(list []string) string {
+	if len(list) == 0 {
+		return "none"
+	}
+	return strings.Join(list, ", ")
 }
 
 func orAll(filter string) string {
