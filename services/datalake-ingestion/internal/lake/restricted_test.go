@@ -178,3 +178,47 @@ func TestNewRestrictionsNeedsASealerToSeal(t *testing.T) {
 		t.Errorf("Protect = %s, %v; want {}", e.Payload, err)
 	}
 }
+
+// An archived dead letter carries a whole message, RESTRICTED ones
+// included: with the platform's catalog, the lake seals the letter and its
+// error, and history gets them back whole.
+func TestArchivedLettersAreSealed(t *testing.T) {
+	reg, err := registry.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := seal.New(bytes.Repeat([]byte{7}, seal.KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRestrictions(reg.All(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := `{"queue":"datalake.platform-events","messageId":"m1","attempts":1,"deadLetteredAt":"2026-12-03T10:00:00Z",
+		"error":"citizenId CPF-IN-ERROR refused","letter":{"type":"citizen.updated.v1","payload":{"citizenId":"CPF-IN-LETTER"}}}`
+	env := event(t, "platform.dead-letter-archived.v1", "org-a", payload)
+	stored, err := r.Protect(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(stored.Payload), "CPF-IN") || !strings.Contains(string(stored.Payload), `"queue":"datalake.platform-events"`) {
+		t.Fatalf("stored payload %s: want the letter and error sealed, the rest as it was", stored.Payload)
+	}
+	back, err := r.Reveal(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want, got any
+	_ = json.Unmarshal([]byte(payload), &want)
+	_ = json.Unmarshal(back, &got)
+	if !jsonEqual(want, got) {
+		t.Errorf("revealed %s, want %s", back, payload)
+	}
+}
+
+func jsonEqual(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
