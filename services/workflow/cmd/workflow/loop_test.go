@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,5 +103,83 @@ func TestReactionLoopIsStopped(t *testing.T) {
 			map[string]string{"outcome": c.outcome, "status": c.status}); got != 1 {
 			t.Errorf("workflow_reaction_decisions_total{%s,%s} = %v, want 1", c.outcome, c.status, got)
 		}
+	}
+}
+
+// TestRepeatingPatternIsStoppedAtItsSecondTurn: a loop that mints fresh
+// ids each turn (A → B → A) is stopped when the same subscription would
+// react a second time to A in one causation chain, long before the depth
+// limit; a chain as deep whose earlier A this subscription never reacted
+// to runs.
+func TestRepeatingPatternIsStoppedAtItsSecondTurn(t *testing.T) {
+	defs := filepath.Join(t.TempDir(), "definitions.json")
+	if err := os.WriteFile(defs, []byte(`{"default":"docs","definitions":[
+		{"id":"docs","steps":[
+			{"name":"document-check","assigneeRole":"attendant","sla":"1h","waitFor":"document.processed.v1"},
+			{"name":"decision","assigneeRole":"attendant","sla":"1h","waitFor":"document.processed.v1"},
+			{"name":"archive","assigneeRole":"attendant","sla":"1h"}]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := newPlatform(t)
+	url := p.start(t, map[string]string{"WORKFLOW_DEFINITIONS": defs})
+	author, approver := p.Token(t, "org-a", "ana", "attendant"), p.Token(t, "org-a", "olga", "operator")
+	activate(t, url, author, approver, `{"name":"readable documents","eventTypes":["document.processed.v1"],
+		"filter":"payload.characters > 0","policy":{"default":"ALLOW"},"reaction":{"kind":"resume-workflow"}}`)
+	sub := p.submitted(t, "org-a", "citizen-1", "svc")
+	requestID := requestIDOf(t, sub)
+	waitProcess(t, url, author, requestID)
+	processed := func() envelope.Envelope {
+		t.Helper()
+		e, err := envelope.New("document.processed.v1", "org-a", "document-worker", map[string]any{
+			"documentId": newUUID(t), "requestId": requestID, "textObjectKey": "tenant=org-a/x.txt", "pages": 1, "characters": 900})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.CorrelationID = sub.CorrelationID
+		return e
+	}
+	// after returns a fresh A whose chain runs through first and one B.
+	after := func(first envelope.Envelope) envelope.Envelope {
+		t.Helper()
+		b, err := envelope.Derive(first, "workflow.task-completed.v1", "workflow", map[string]any{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := envelope.Derive(b, "document.processed.v1", "document-worker", processed().Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	decisionOf := func(e envelope.Envelope) decisionView {
+		t.Helper()
+		var got []decisionView
+		fabrictest.Eventually(t, 20*time.Second, "a decision on "+e.ID, func() bool {
+			do(t, http.MethodGet, url+"/v1/decisions?eventId="+e.ID, author, nil, nil).JSON(t, &got)
+			return len(got) == 1
+		})
+		return got[0]
+	}
+
+	// Never reacted to: a chain through an A the subscription never saw runs.
+	unseen := after(processed())
+	p.Publish(t, unseen)
+	if d := decisionOf(unseen); d.Status != "executed" {
+		t.Fatalf("a chain whose earlier A was never reacted to: %s/%s (%s), want executed", d.Outcome, d.Status, d.Detail)
+	}
+	first := processed()
+	p.Publish(t, first)
+	if d := decisionOf(first); d.Status != "executed" {
+		t.Fatalf("the first turn: %s/%s (%s), want executed", d.Outcome, d.Status, d.Detail)
+	}
+	second := after(first)
+	p.Publish(t, second)
+	d := decisionOf(second)
+	if d.Outcome != "DENY" || d.Status != "loop-stopped" || !strings.Contains(d.Detail, "repeating pattern") ||
+		!strings.Contains(d.Detail, "document.processed.v1 → workflow.task-completed.v1 → document.processed.v1") {
+		t.Fatalf("the second turn: %s/%s (%s), want DENY/loop-stopped naming the pattern", d.Outcome, d.Status, d.Detail)
+	}
+	if proc := waitProcess(t, url, author, requestID); proc.CurrentStep != 2 {
+		t.Errorf("the process is at step %d, want 2: two turns resumed it, the third did not", proc.CurrentStep)
 	}
 }

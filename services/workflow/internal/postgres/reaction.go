@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -111,6 +112,13 @@ func (s *Subscriptions) React(ctx context.Context, tx pgx.Tx, env envelope.Envel
 					// than dead-lettered downstream.
 					d.Outcome, d.Status = string(subscription.Deny), subscription.StatusLoopStopped
 					d.Detail = fmt.Sprintf("the reaction would emit at causation depth %d, above the limit of %d: a reaction loop, not run", depth, s.maxDepth)
+					s.metrics.loops.Add(ctx, 1)
+					break
+				}
+				if detail, err := s.repeats(ctx, q, v, env); err != nil {
+					return decided, err
+				} else if detail != "" {
+					d.Outcome, d.Status, d.Detail = string(subscription.Deny), subscription.StatusLoopStopped, detail
 					s.metrics.loops.Add(ctx, 1)
 					break
 				}
@@ -361,6 +369,35 @@ func decide(v subscription.Version, outcome subscription.Outcome, env envelope.E
 // derives reports whether a reaction of kind emits events derived from
 // its trigger (one level deeper in the causation chain), so the depth
 // limit stops a loop of them before they are emitted.
+// repeats stops a loop at its second turn, whatever the ids each turn
+// mints (seed 004 §55): when v's reaction already ran on an ancestor of
+// env of env's own type, running it again would repeat the pattern
+// (A → B → A → B …). It returns why, or "" when the chain does not repeat.
+func (s *Subscriptions) repeats(ctx context.Context, q *pgdb.Queries, v subscription.Version, env envelope.Envelope) (string, error) {
+	var same []string
+	for _, r := range env.CausationChain {
+		if id, ok := canonicalID(r.ID); ok && r.Type == env.Type {
+			same = append(same, id)
+		}
+	}
+	if len(same) == 0 {
+		return "", nil // the common case: no query
+	}
+	prior, err := q.ReactedInChain(ctx, pgdb.ReactedInChainParams{TenantID: env.TenantID, SubscriptionID: v.ID, EventIds: same})
+	if err != nil {
+		return "", fmt.Errorf("react to %s: causation chain: %w", env.ID, err)
+	}
+	if len(prior) == 0 {
+		return "", nil
+	}
+	types := make([]string, 0, len(env.CausationChain)+1)
+	for _, r := range env.CausationChain {
+		types = append(types, r.Type)
+	}
+	return fmt.Sprintf("a repeating pattern: this subscription already reacted to %s %s earlier in this chain (%s): its second turn is not run",
+		env.Type, prior[0], strings.Join(append(types, env.Type), " → ")), nil
+}
+
 func derives(kind string) bool {
 	return kind == subscription.ResumeWorkflow || kind == subscription.StartWorkflow
 }

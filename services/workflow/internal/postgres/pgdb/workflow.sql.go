@@ -2380,6 +2380,41 @@ func (q *Queries) OpenTaskOfStep(ctx context.Context, arg OpenTaskOfStepParams) 
 	return i, err
 }
 
+const reactedInChain = `-- name: ReactedInChain :many
+SELECT event_id FROM reaction_decision
+WHERE tenant_id = $1 AND subscription_id = $2 AND event_id = ANY($3::uuid[])
+  AND status = 'executed'
+LIMIT 1
+`
+
+type ReactedInChainParams struct {
+	TenantID       string
+	SubscriptionID string
+	EventIds       []string
+}
+
+// Which of event_ids (an event's ancestors of its own type) this
+// subscription's reaction already ran on: a repeating pattern.
+func (q *Queries) ReactedInChain(ctx context.Context, arg ReactedInChainParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, reactedInChain, arg.TenantID, arg.SubscriptionID, arg.EventIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var event_id string
+		if err := rows.Scan(&event_id); err != nil {
+			return nil, err
+		}
+		items = append(items, event_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const recordSEIAttempt = `-- name: RecordSEIAttempt :one
 INSERT INTO sei_registration AS r (tenant_id, request_id, status, unit, sei_number, attempts, last_error,
                                    created_at, updated_at, registered_at)

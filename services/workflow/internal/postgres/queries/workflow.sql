@@ -294,6 +294,14 @@ VALUES (@decision_id, @tenant_id, @model, @prompt_digest, @proposal, @passages, 
 -- name: AgentDecisionsOf :many
 SELECT * FROM agent_decision WHERE tenant_id = @tenant_id AND decision_id = ANY(@decision_ids::uuid[]);
 
+-- name: ReactedInChain :many
+-- Which of event_ids (an event's ancestors of its own type) this
+-- subscription's reaction already ran on: a repeating pattern.
+SELECT event_id FROM reaction_decision
+WHERE tenant_id = @tenant_id AND subscription_id = @subscription_id AND event_id = ANY(@event_ids::uuid[])
+  AND status = 'executed'
+LIMIT 1;
+
 -- name: DecisionsByCorrelation :many
 SELECT * FROM reaction_decision WHERE tenant_id = @tenant_id AND correlation_id = @correlation_id ORDER BY decided_at, id;
 
