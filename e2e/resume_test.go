@@ -88,4 +88,26 @@ func TestDocumentResumesTheWaitingStep(t *testing.T) {
 	if len(decisions) != 1 || decisions[0].EventType != "document.validated.v1" || decisions[0].Outcome != "ALLOW" || decisions[0].Status != "executed" {
 		t.Errorf("decisions = %+v, want the document's ALLOW, executed", decisions)
 	}
+
+	// The decision is in the event's trace: a "decision" span under the
+	// "reaction evaluation" span, under the workflow's consumer span of
+	// document.validated.v1 (seed 004 §79).
+	var decision, evaluation, consumer harness.Span
+	fabrictest.Eventually(t, 10*time.Second, "the decision's span in the event's trace", func() bool {
+		byID := map[string]harness.Span{}
+		decision = harness.Span{}
+		for _, sp := range harness.Spans(t, h.TracesDir) {
+			byID[sp.SpanID] = sp
+			if sp.Name == "decision" && sp.Attributes["agora.subscription.id"] == subID {
+				decision = sp
+			}
+		}
+		evaluation, consumer = byID[decision.ParentSpanID], byID[byID[decision.ParentSpanID].ParentSpanID]
+		return decision.Name != "" && evaluation.Name != "" && consumer.Name != ""
+	})
+	if evaluation.Name != "reaction evaluation" || consumer.Name != "process document.validated.v1" || consumer.Service != "workflow" ||
+		decision.TraceID != consumer.TraceID || decision.Attributes["agora.decision.outcome"] != "ALLOW" || decision.Attributes["agora.decision.status"] != "executed" {
+		t.Errorf("decision span %+v under %q under %q (%s), want ALLOW/executed under the reaction evaluation under the consumer span",
+			decision.Attributes, evaluation.Name, consumer.Name, consumer.Service)
+	}
 }

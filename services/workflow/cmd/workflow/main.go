@@ -194,6 +194,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	cfg.Agent.Catalog = h.Reg // which payload fields are masked or never sent
 	cfg.Agent.Tracer = h.Tracer.Tracer("github.com/agora-platform/agora/services/workflow/agent")
 	subs.UseAgent(cfg.Agent)
+	subs.UseTracer(h.Tracer.Tracer("github.com/agora-platform/agora/services/workflow/reactions"))
 	subs.UseReviewDue(cfg.ReviewDue)
 	if cfg.Agent.Model == nil {
 		h.Log.Info("agent steps have no model (AGENT_MODEL_URL is unset): each becomes REQUIRE_HUMAN_REVIEW, nothing acts on a model's word")

@@ -9,8 +9,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
@@ -53,6 +57,21 @@ func (s *Subscriptions) compiled(v subscription.Version) (*subscription.Compiled
 // nothing: what it may cause is the subscription's policy. It returns how
 // many decisions it recorded.
 func (s *Subscriptions) React(ctx context.Context, tx pgx.Tx, env envelope.Envelope) (int, error) {
+	// A span under the event's consumer span: the decisions and agent
+	// steps of this evaluation are its children.
+	ctx, span := s.tracer.Start(ctx, "reaction evaluation", trace.WithAttributes(
+		attribute.String("messaging.message.type", env.Type), attribute.String("messaging.message.id", env.ID)))
+	defer span.End()
+	n, err := s.react(ctx, tx, env)
+	span.SetAttributes(attribute.Int("agora.reaction.decisions", n))
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	return n, err
+}
+
+func (s *Subscriptions) react(ctx context.Context, tx pgx.Tx, env envelope.Envelope) (int, error) {
 	q := pgdb.New(tx)
 	rows, err := q.ActiveSubscriptionsFor(ctx, pgdb.ActiveSubscriptionsForParams{TenantID: env.TenantID, EventType: env.Type})
 	if err != nil {
@@ -64,6 +83,7 @@ func (s *Subscriptions) React(ctx context.Context, tx pgx.Tx, env envelope.Envel
 		if err != nil {
 			return decided, err
 		}
+		began := time.Now()
 		d := pgdb.InsertDecisionParams{TenantID: env.TenantID, EventID: env.ID, EventType: env.Type, CorrelationID: env.CorrelationID,
 			SubscriptionID: v.ID, SubscriptionVersion: int32(v.Version), ActorType: "SYSTEM", Actor: process.Producer, DecidedAt: s.clock()}
 		var review *pgdb.InsertReviewParams
@@ -187,6 +207,7 @@ func (s *Subscriptions) React(ctx context.Context, tx pgx.Tx, env envelope.Envel
 			continue // decided before (a redelivery the inbox did not see)
 		}
 		s.metrics.decided(ctx, d.Outcome, d.Status)
+		s.traceDecision(ctx, began, v, d)
 		if review != nil {
 			if err := s.openReview(ctx, q, *review, v); err != nil {
 				return decided, fmt.Errorf("react to %s: %w", env.ID, err)
@@ -205,6 +226,21 @@ func (s *Subscriptions) React(ctx context.Context, tx pgx.Tx, env envelope.Envel
 		decided++
 	}
 	return decided, nil
+}
+
+// traceDecision records a decision as a span from the start of its
+// subscription's evaluation (the agent step's span, when there was one,
+// is its sibling under the evaluation).
+func (s *Subscriptions) traceDecision(ctx context.Context, began time.Time, v subscription.Version, d pgdb.InsertDecisionParams) {
+	attrs := []attribute.KeyValue{attribute.String("agora.subscription.id", v.ID), attribute.Int("agora.subscription.version", v.Version),
+		attribute.String("agora.subscription.name", v.Name), attribute.String("agora.decision.id", d.ID),
+		attribute.String("agora.decision.outcome", d.Outcome), attribute.String("agora.decision.status", d.Status),
+		attribute.String("agora.decision.actor", d.ActorType+":"+d.Actor)}
+	if d.Rule != nil {
+		attrs = append(attrs, attribute.Int("agora.decision.rule", int(*d.Rule)))
+	}
+	_, span := s.tracer.Start(ctx, "decision", trace.WithTimestamp(began), trace.WithAttributes(attrs...))
+	span.End()
 }
 
 // gate measures a mass reaction's blast radius (seed 004 §69-71): the

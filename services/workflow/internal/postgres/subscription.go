@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
@@ -31,6 +33,8 @@ type Subscriptions struct {
 	maxDepth int
 	// agent runs agent steps; nil: no model (every step is a human review).
 	agent Decider
+	// tracer records evaluations and decisions (UseTracer).
+	tracer trace.Tracer
 	// reviewDue is how long an approval or review stays open before it is
 	// overdue, for subscriptions that set no dueAfter.
 	reviewDue time.Duration
@@ -53,6 +57,10 @@ type Decider interface {
 // UseAgent makes d run the subscriptions' agent steps.
 func (s *Subscriptions) UseAgent(d Decider) { s.agent = d }
 
+// UseTracer records each reaction evaluation and decision as spans of t
+// (none until called).
+func (s *Subscriptions) UseTracer(t trace.Tracer) { s.tracer = t }
+
 // Subscriptions returns the subscription store over s; reactable are the
 // event types the service receives for subscriptions (its reactions
 // queue's bindings): no subscription may name another. meter may be nil
@@ -63,7 +71,7 @@ func (s *Store) Subscriptions(reg *registry.Registry, reactable []string, meter 
 		return nil, err
 	}
 	return &Subscriptions{Store: s, reg: reg, reactable: reactable, metrics: m, maxDepth: envelope.DefaultMaxDepth,
-		reviewDue: DefaultReviewDue}, nil
+		reviewDue: DefaultReviewDue, tracer: noop.NewTracerProvider().Tracer("")}, nil
 }
 
 func (s *Subscriptions) check(spec *subscription.Spec) error {
