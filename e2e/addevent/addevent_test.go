@@ -49,8 +49,8 @@ func catalogEdits(t *testing.T, catalog, definition string) string {
 	t.Helper()
 	edits := []struct{ anchor, insert string }{
 		{"definitions:\n", definition},
-		{"  - name: request\n    publishes: [", "survey.answered.v1, "},
-		{"  - name: analytics\n    publishes: [report.export.v1, platform.dead-letter-archived.v1]\n    consumes:\n", "      - {queue: analytics.surveys, keys: [survey.answered.v1]}\n"},
+		{"  - name: request\n    clearance: INTERNAL\n    publishes: [", "survey.answered.v1, "},
+		{"  - name: analytics\n    clearance: INTERNAL\n    publishes: [report.export.v1, platform.dead-letter-archived.v1]\n    consumes:\n", "      - {queue: analytics.surveys, keys: [survey.answered.v1]}\n"},
 	}
 	for _, e := range edits {
 		if strings.Count(catalog, e.anchor) != 1 {
