@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -139,15 +138,7 @@ func (s *stack) lineage(t *testing.T, token, eventID string) (lineage, int) {
 
 func (s *stack) readObject(t *testing.T, key string) []lakeRow {
 	t.Helper()
-	obj, err := s.s3.GetObject(context.Background(), s.bucket, key, minio.GetObjectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer obj.Close()
-	data, err := io.ReadAll(obj)
-	if err != nil {
-		t.Fatalf("read %s: %v", key, err)
-	}
+	data := s.rawObject(t, key)
 	rows, err := parquet.Read[lakeRow](bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		t.Fatalf("parquet %s: %v", key, err)

@@ -21,20 +21,8 @@ import (
 // itself (dead-lettered, counted by reason). A shallow event resumes the
 // same step, so the depth alone stopped the first.
 func TestReactionLoopIsStopped(t *testing.T) {
-	defs := filepath.Join(t.TempDir(), "definitions.json")
-	if err := os.WriteFile(defs, []byte(`{"default":"docs","definitions":[
-		{"id":"docs","steps":[
-			{"name":"document-check","assigneeRole":"attendant","sla":"1h","waitFor":"document.processed.v1"},
-			{"name":"decision","assigneeRole":"attendant","sla":"1h"}]}]}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := newPlatform(t)
-	url := p.start(t, map[string]string{"WORKFLOW_DEFINITIONS": defs})
-	author, approver := p.Token(t, "org-a", "ana", "attendant"), p.Token(t, "org-a", "olga", "operator")
-	activate(t, url, author, approver, `{"name":"readable documents","eventTypes":["document.processed.v1"],
-		"filter":"payload.characters > 0","policy":{"default":"ALLOW"},"reaction":{"kind":"resume-workflow"}}`)
-	sub := p.submitted(t, "org-a", "citizen-1", "svc")
-	requestID := requestIDOf(t, sub)
+	l := startLoop(t, `{"name":"decision","assigneeRole":"attendant","sla":"1h"}`)
+	p, url, author, sub, requestID := l.p, l.url, l.author, l.sub, l.requestID
 	if proc := waitProcess(t, url, author, requestID); proc.CurrentStep != 0 {
 		t.Fatalf("process at step %d, want the waiting document-check", proc.CurrentStep)
 	}
@@ -59,15 +47,7 @@ func TestReactionLoopIsStopped(t *testing.T) {
 		}
 		return e
 	}
-	decisionOf := func(e envelope.Envelope) decisionView {
-		t.Helper()
-		var got []decisionView
-		fabrictest.Eventually(t, 20*time.Second, "a decision on "+e.ID, func() bool {
-			do(t, http.MethodGet, url+"/v1/decisions?eventId="+e.ID, author, nil, nil).JSON(t, &got)
-			return len(got) == 1
-		})
-		return got[0]
-	}
+	decisionOf := func(e envelope.Envelope) decisionView { t.Helper(); return l.decisionOf(t, e) }
 	metrics := url + "/metrics"
 
 	atLimit := processedAt(envelope.DefaultMaxDepth)
@@ -112,21 +92,9 @@ func TestReactionLoopIsStopped(t *testing.T) {
 // limit; a chain as deep whose earlier A this subscription never reacted
 // to runs.
 func TestRepeatingPatternIsStoppedAtItsSecondTurn(t *testing.T) {
-	defs := filepath.Join(t.TempDir(), "definitions.json")
-	if err := os.WriteFile(defs, []byte(`{"default":"docs","definitions":[
-		{"id":"docs","steps":[
-			{"name":"document-check","assigneeRole":"attendant","sla":"1h","waitFor":"document.processed.v1"},
-			{"name":"decision","assigneeRole":"attendant","sla":"1h","waitFor":"document.processed.v1"},
-			{"name":"archive","assigneeRole":"attendant","sla":"1h"}]}]}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := newPlatform(t)
-	url := p.start(t, map[string]string{"WORKFLOW_DEFINITIONS": defs})
-	author, approver := p.Token(t, "org-a", "ana", "attendant"), p.Token(t, "org-a", "olga", "operator")
-	activate(t, url, author, approver, `{"name":"readable documents","eventTypes":["document.processed.v1"],
-		"filter":"payload.characters > 0","policy":{"default":"ALLOW"},"reaction":{"kind":"resume-workflow"}}`)
-	sub := p.submitted(t, "org-a", "citizen-1", "svc")
-	requestID := requestIDOf(t, sub)
+	l := startLoop(t, `{"name":"decision","assigneeRole":"attendant","sla":"1h","waitFor":"document.processed.v1"},
+		{"name":"archive","assigneeRole":"attendant","sla":"1h"}`)
+	p, url, author, sub, requestID := l.p, l.url, l.author, l.sub, l.requestID
 	waitProcess(t, url, author, requestID)
 	processed := func() envelope.Envelope {
 		t.Helper()
@@ -151,15 +119,7 @@ func TestRepeatingPatternIsStoppedAtItsSecondTurn(t *testing.T) {
 		}
 		return a
 	}
-	decisionOf := func(e envelope.Envelope) decisionView {
-		t.Helper()
-		var got []decisionView
-		fabrictest.Eventually(t, 20*time.Second, "a decision on "+e.ID, func() bool {
-			do(t, http.MethodGet, url+"/v1/decisions?eventId="+e.ID, author, nil, nil).JSON(t, &got)
-			return len(got) == 1
-		})
-		return got[0]
-	}
+	decisionOf := func(e envelope.Envelope) decisionView { t.Helper(); return l.decisionOf(t, e) }
 
 	// Never reacted to: a chain through an A the subscription never saw runs.
 	unseen := after(processed())
@@ -182,4 +142,44 @@ func TestRepeatingPatternIsStoppedAtItsSecondTurn(t *testing.T) {
 	if proc := waitProcess(t, url, author, requestID); proc.CurrentStep != 2 {
 		t.Errorf("the process is at step %d, want 2: two turns resumed it, the third did not", proc.CurrentStep)
 	}
+}
+
+// loop is a workflow whose process waits on document-check for
+// document.processed.v1, with an active subscription that resumes it, and
+// one submitted request of org-a.
+type loop struct {
+	p           *platform
+	url, author string
+	sub         envelope.Envelope
+	requestID   string
+}
+
+// startLoop starts it; steps are the definition's steps after
+// document-check, as JSON objects.
+func startLoop(t *testing.T, steps string) loop {
+	t.Helper()
+	defs := filepath.Join(t.TempDir(), "definitions.json")
+	if err := os.WriteFile(defs, []byte(`{"default":"docs","definitions":[{"id":"docs","steps":[
+		{"name":"document-check","assigneeRole":"attendant","sla":"1h","waitFor":"document.processed.v1"},`+steps+`]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := loop{p: newPlatform(t)}
+	l.url = l.p.start(t, map[string]string{"WORKFLOW_DEFINITIONS": defs})
+	l.author = l.p.Token(t, "org-a", "ana", "attendant")
+	activate(t, l.url, l.author, l.p.Token(t, "org-a", "olga", "operator"), `{"name":"readable documents","eventTypes":["document.processed.v1"],
+		"filter":"payload.characters > 0","policy":{"default":"ALLOW"},"reaction":{"kind":"resume-workflow"}}`)
+	l.sub = l.p.submitted(t, "org-a", "citizen-1", "svc")
+	l.requestID = requestIDOf(t, l.sub)
+	return l
+}
+
+// decisionOf waits for the one decision on e and returns it.
+func (l loop) decisionOf(t *testing.T, e envelope.Envelope) decisionView {
+	t.Helper()
+	var got []decisionView
+	fabrictest.Eventually(t, 20*time.Second, "a decision on "+e.ID, func() bool {
+		do(t, http.MethodGet, l.url+"/v1/decisions?eventId="+e.ID, l.author, nil, nil).JSON(t, &got)
+		return len(got) == 1
+	})
+	return got[0]
 }
