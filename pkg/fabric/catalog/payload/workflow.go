@@ -82,6 +82,12 @@ type ScheduleFired struct {
 	Late          bool            `json:"late"`
 	SkippedBefore int             `json:"skippedBefore"`
 	Payload       json.RawMessage `json:"payload"`
+	// Query, RequestID and ServiceID are set only on the events of a
+	// schedule with a query: one event per selected entity (the envelope's
+	// entity), the request it belongs to and that request's service.
+	Query     string `json:"query,omitempty"`
+	RequestID string `json:"requestId,omitempty"`
+	ServiceID string `json:"serviceId,omitempty"`
 }
 
 // MessageType returns the catalog type of the payload.
