@@ -235,12 +235,9 @@ func (s *Store) MarkHeldTx(ctx context.Context, tx pgx.Tx, tenantID, id string, 
 	if err != nil {
 		return fmt.Errorf("hold notification %s: %w", id, err)
 	}
-	q := pgdb.New(tx)
-	if err := q.MarkHeld(ctx, pgdb.MarkHeldParams{TenantID: tenantID, ID: id, Template: notice.Template,
-		NotBefore: &until, Params: ps, Cause: c}); err != nil {
-		return fmt.Errorf("hold notification %s: %w", id, err)
-	}
-	if err := q.PutHold(ctx, pgdb.PutHoldParams{NotificationID: id, TenantID: tenantID, NotBefore: until}); err != nil {
+	// One statement marks the notification held and indexes its hold.
+	if err := pgdb.New(tx).MarkHeld(ctx, pgdb.MarkHeldParams{TenantID: tenantID, ID: id, Template: notice.Template,
+		NotBefore: until, Params: ps, Cause: c}); err != nil {
 		return fmt.Errorf("hold notification %s: %w", id, err)
 	}
 	return nil
@@ -291,23 +288,36 @@ func (s *Store) DispatchDue(ctx context.Context, now time.Time, limit int, fn fu
 	if err != nil {
 		return 0, fmt.Errorf("dispatch held: due: %w", err)
 	}
+	if len(holds) == 0 {
+		return 0, nil
+	}
+	// Every hold taken is released at once, while in platform scope; one
+	// whose send fails is held again (PostponeTx), and the whole batch
+	// stays held if the transaction rolls back. A hold's notification is
+	// read with its tenant's others, in the tenant's scope.
+	ids := make([]string, len(holds))
+	for i, h := range holds {
+		ids[i] = h.NotificationID
+	}
+	if err := q.DeleteHolds(ctx, ids); err != nil {
+		return 0, fmt.Errorf("dispatch held: release: %w", err)
+	}
+	rows, err := s.heldByTenant(ctx, tx, q, holds)
+	if err != nil {
+		return 0, err
+	}
 	n := 0
+	scope := ""
 	for _, h := range holds {
-		if err := tenant.Set(ctx, tx, h.TenantID); err != nil {
-			return 0, err
+		row, ok := rows[h.NotificationID]
+		if !ok || notify.Status(row.Status) != notify.Held {
+			continue // erased with its citizen's data meanwhile, or no longer held
 		}
-		if err := q.DeleteHold(ctx, h.NotificationID); err != nil {
-			return 0, fmt.Errorf("dispatch held: release %s: %w", h.NotificationID, err)
-		}
-		row, err := q.GetNotification(ctx, pgdb.GetNotificationParams{TenantID: h.TenantID, ID: h.NotificationID})
-		if errors.Is(err, pgx.ErrNoRows) {
-			continue // erased with its citizen's data meanwhile
-		}
-		if err != nil {
-			return 0, fmt.Errorf("dispatch held: notification %s: %w", h.NotificationID, err)
-		}
-		if notify.Status(row.Status) != notify.Held {
-			continue
+		if scope != h.TenantID {
+			if err := tenant.Set(ctx, tx, h.TenantID); err != nil {
+				return 0, err
+			}
+			scope = h.TenantID
 		}
 		held := notify.HeldNotice{TenantID: h.TenantID, Notification: notificationOf(row)}
 		if err := json.Unmarshal(row.Params, &held.Params); err != nil {
@@ -325,6 +335,34 @@ func (s *Store) DispatchDue(ctx context.Context, now time.Time, limit int, fn fu
 		return 0, fmt.Errorf("dispatch held: commit: %w", err)
 	}
 	return n, nil
+}
+
+// heldByTenant reads the notifications of holds, one statement per tenant
+// (each in its tenant's scope, which notification's row-level security
+// needs), and leaves tx in the scope of the last tenant read.
+func (s *Store) heldByTenant(ctx context.Context, tx pgx.Tx, q *pgdb.Queries, holds []pgdb.NotificationHold) (map[string]pgdb.Notification, error) {
+	byTenant := map[string][]string{}
+	var tenants []string
+	for _, h := range holds {
+		if _, ok := byTenant[h.TenantID]; !ok {
+			tenants = append(tenants, h.TenantID)
+		}
+		byTenant[h.TenantID] = append(byTenant[h.TenantID], h.NotificationID)
+	}
+	out := make(map[string]pgdb.Notification, len(holds))
+	for _, t := range tenants {
+		if err := tenant.Set(ctx, tx, t); err != nil {
+			return nil, err
+		}
+		rows, err := q.HeldNotifications(ctx, pgdb.HeldNotificationsParams{TenantID: t, Ids: byTenant[t]})
+		if err != nil {
+			return nil, fmt.Errorf("dispatch held: notifications of %s: %w", t, err)
+		}
+		for _, r := range rows {
+			out[r.ID] = r
+		}
+	}
+	return out, nil
 }
 
 // PostponeTx counts a failed attempt to send held notification id and

@@ -10,12 +10,13 @@ import (
 	"time"
 )
 
-const deleteHold = `-- name: DeleteHold :exec
-DELETE FROM notification_hold WHERE notification_id = $1
+const deleteHolds = `-- name: DeleteHolds :exec
+DELETE FROM notification_hold WHERE notification_id = ANY($1::uuid[])
 `
 
-func (q *Queries) DeleteHold(ctx context.Context, notificationID string) error {
-	_, err := q.db.Exec(ctx, deleteHold, notificationID)
+// Releases, at once, the holds a dispatch took (in platform scope).
+func (q *Queries) DeleteHolds(ctx context.Context, ids []string) error {
+	_, err := q.db.Exec(ctx, deleteHolds, ids)
 	return err
 }
 
@@ -179,39 +180,53 @@ func (q *Queries) GetContact(ctx context.Context, arg GetContactParams) (Contact
 	return i, err
 }
 
-const getNotification = `-- name: GetNotification :one
-SELECT id, tenant_id, source_event_id, request_id, citizen_id, channel, template, status, attempts, last_error, failure_reason, created_at, updated_at, sent_at, params, cause, not_before, coalesced_into FROM notification WHERE tenant_id = $1 AND id = $2
+const heldNotifications = `-- name: HeldNotifications :many
+SELECT id, tenant_id, source_event_id, request_id, citizen_id, channel, template, status, attempts, last_error, failure_reason, created_at, updated_at, sent_at, params, cause, not_before, coalesced_into FROM notification WHERE tenant_id = $1 AND id = ANY($2::uuid[])
 `
 
-type GetNotificationParams struct {
+type HeldNotificationsParams struct {
 	TenantID string
-	ID       string
+	Ids      []string
 }
 
-func (q *Queries) GetNotification(ctx context.Context, arg GetNotificationParams) (Notification, error) {
-	row := q.db.QueryRow(ctx, getNotification, arg.TenantID, arg.ID)
-	var i Notification
-	err := row.Scan(
-		&i.ID,
-		&i.TenantID,
-		&i.SourceEventID,
-		&i.RequestID,
-		&i.CitizenID,
-		&i.Channel,
-		&i.Template,
-		&i.Status,
-		&i.Attempts,
-		&i.LastError,
-		&i.FailureReason,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.SentAt,
-		&i.Params,
-		&i.Cause,
-		&i.NotBefore,
-		&i.CoalescedInto,
-	)
-	return i, err
+// One tenant's notifications of a dispatch, in one statement.
+func (q *Queries) HeldNotifications(ctx context.Context, arg HeldNotificationsParams) ([]Notification, error) {
+	rows, err := q.db.Query(ctx, heldNotifications, arg.TenantID, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Notification
+	for rows.Next() {
+		var i Notification
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.SourceEventID,
+			&i.RequestID,
+			&i.CitizenID,
+			&i.Channel,
+			&i.Template,
+			&i.Status,
+			&i.Attempts,
+			&i.LastError,
+			&i.FailureReason,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.SentAt,
+			&i.Params,
+			&i.Cause,
+			&i.NotBefore,
+			&i.CoalescedInto,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const listNotifications = `-- name: ListNotifications :many
@@ -315,25 +330,33 @@ func (q *Queries) MarkFailed(ctx context.Context, arg MarkFailedParams) error {
 }
 
 const markHeld = `-- name: MarkHeld :exec
-UPDATE notification SET status = 'held', template = $1, not_before = $2,
-    params = $3, cause = $4, updated_at = now()
-WHERE tenant_id = $5 AND id = $6
+WITH held AS (
+    UPDATE notification SET status = 'held', template = $2, not_before = $1,
+        params = $3, cause = $4, updated_at = now()
+    WHERE notification.tenant_id = $5 AND notification.id = $6
+    RETURNING notification.id AS held_id, notification.tenant_id AS held_tenant
+)
+INSERT INTO notification_hold (notification_id, tenant_id, not_before)
+SELECT held_id, held_tenant, $1 FROM held
+ON CONFLICT (notification_id) DO UPDATE SET not_before = EXCLUDED.not_before
 `
 
 type MarkHeldParams struct {
+	NotBefore time.Time
 	Template  string
-	NotBefore *time.Time
 	Params    []byte
 	Cause     []byte
 	TenantID  string
 	ID        string
 }
 
-// The template changes when the notice took over a held one (coalescing).
+// Holds the notification and indexes its hold, in one statement (it runs
+// for every coalesced notice). The template changes when the notice took
+// over a held one (coalescing).
 func (q *Queries) MarkHeld(ctx context.Context, arg MarkHeldParams) error {
 	_, err := q.db.Exec(ctx, markHeld,
-		arg.Template,
 		arg.NotBefore,
+		arg.Template,
 		arg.Params,
 		arg.Cause,
 		arg.TenantID,

@@ -64,10 +64,18 @@ UPDATE notification SET status = 'withheld', failure_reason = $3, updated_at = n
 WHERE tenant_id = $1 AND id = $2;
 
 -- name: MarkHeld :exec
--- The template changes when the notice took over a held one (coalescing).
-UPDATE notification SET status = 'held', template = sqlc.arg(template), not_before = sqlc.arg(not_before),
-    params = sqlc.arg(params), cause = sqlc.arg(cause), updated_at = now()
-WHERE tenant_id = sqlc.arg(tenant_id) AND id = sqlc.arg(id);
+-- Holds the notification and indexes its hold, in one statement (it runs
+-- for every coalesced notice). The template changes when the notice took
+-- over a held one (coalescing).
+WITH held AS (
+    UPDATE notification SET status = 'held', template = sqlc.arg(template), not_before = sqlc.arg(not_before),
+        params = sqlc.arg(params), cause = sqlc.arg(cause), updated_at = now()
+    WHERE notification.tenant_id = sqlc.arg(tenant_id) AND notification.id = sqlc.arg(id)
+    RETURNING notification.id AS held_id, notification.tenant_id AS held_tenant
+)
+INSERT INTO notification_hold (notification_id, tenant_id, not_before)
+SELECT held_id, held_tenant, sqlc.arg(not_before) FROM held
+ON CONFLICT (notification_id) DO UPDATE SET not_before = EXCLUDED.not_before;
 
 -- name: PutHold :exec
 INSERT INTO notification_hold (notification_id, tenant_id, not_before) VALUES ($1, $2, $3)
@@ -79,11 +87,13 @@ SELECT * FROM notification_hold WHERE not_before <= sqlc.arg(now)
 ORDER BY not_before LIMIT sqlc.arg(max_rows)
 FOR UPDATE SKIP LOCKED;
 
--- name: DeleteHold :exec
-DELETE FROM notification_hold WHERE notification_id = $1;
+-- name: DeleteHolds :exec
+-- Releases, at once, the holds a dispatch took (in platform scope).
+DELETE FROM notification_hold WHERE notification_id = ANY(sqlc.arg(ids)::uuid[]);
 
--- name: GetNotification :one
-SELECT * FROM notification WHERE tenant_id = $1 AND id = $2;
+-- name: HeldNotifications :many
+-- One tenant's notifications of a dispatch, in one statement.
+SELECT * FROM notification WHERE tenant_id = sqlc.arg(tenant_id) AND id = ANY(sqlc.arg(ids)::uuid[]);
 
 -- name: PostponeHeld :exec
 -- A failed attempt to send a held notification: it waits again.
