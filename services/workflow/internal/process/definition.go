@@ -166,6 +166,9 @@ type Waiting struct {
 // by definition id and then in step order.
 func (c *Catalog) WaitingFor(typ string) []Waiting {
 	out := []Waiting{}
+	if c == nil {
+		return out // no definitions given (a handler built without them)
+	}
 	for _, id := range slices.Sorted(maps.Keys(c.byID)) {
 		d := c.byID[id]
 		for _, s := range d.Steps {
