@@ -127,14 +127,15 @@ func runRelease(ctx context.Context, args []string, getenv func(string) string, 
 	case "check":
 		var b bundle
 		if b, err = readBundle(*file); err == nil {
-			err = reportCheck(b, stdout)
+			err = reportCheck(b, stdout, stdout)
 		}
 	case "apply", "rollback":
 		var b bundle
 		if *reason == "" {
 			err = errors.New("--reason is required")
 		} else if b, err = readBundle(*file); err == nil {
-			if err = reportCheck(b, io.Discard); err == nil {
+			// Apply refuses a bundle that fails its check, and says why.
+			if err = reportCheck(b, stderr, io.Discard); err == nil {
 				err = releaseApply(ctx, client, b, args[0], *reason, stdout)
 			}
 		}
@@ -192,7 +193,7 @@ func releaseBuild(release, subsDir, workflowsFile, catalogDir, out string, stdou
 	}
 	// A bundle that fails its own check is not written: it could never be
 	// applied.
-	if err := reportCheck(b, stdout); err != nil {
+	if err := reportCheck(b, stdout, stdout); err != nil {
 		return err
 	}
 	data, err := json.MarshalIndent(b, "", "  ")
@@ -231,16 +232,17 @@ func readBundle(file string) (bundle, error) {
 	return b, nil
 }
 
-// reportCheck prints every problem of b and fails when there is one.
-func reportCheck(b bundle, w io.Writer) error {
-	problems := checkBundle(b)
-	for _, p := range problems {
-		fmt.Fprintln(w, "PROBLEM ", p)
+// reportCheck writes every problem of b to problems and fails when there
+// is one; otherwise it writes a line saying so to ok.
+func reportCheck(b bundle, problems, ok io.Writer) error {
+	found := checkBundle(b)
+	for _, p := range found {
+		fmt.Fprintln(problems, "PROBLEM ", p)
 	}
-	if len(problems) > 0 {
-		return fmt.Errorf("release %s: %d problems", b.Release, len(problems))
+	if len(found) > 0 {
+		return fmt.Errorf("release %s: %d problems", b.Release, len(found))
 	}
-	fmt.Fprintf(w, "release %s: %d subscriptions check against its catalog and workflows\n", b.Release, len(b.Subscriptions))
+	fmt.Fprintf(ok, "release %s: %d subscriptions check against its catalog and workflows\n", b.Release, len(b.Subscriptions))
 	return nil
 }
 
