@@ -50,6 +50,9 @@ type Spec struct {
 	CatchUp    CatchUp         `json:"catchUp"`
 	MaxCatchUp int             `json:"maxCatchUp"`
 	Payload    json.RawMessage `json:"payload,omitempty"`
+	// Query, when set, makes each slot fire one event per entity the
+	// declared query selects instead of one event.
+	Query *Query `json:"query,omitempty"`
 }
 
 // parser takes the standard five fields, an optional leading seconds field
@@ -85,9 +88,16 @@ type Schedule struct {
 
 // Slot is one fired slot.
 type Slot struct {
-	At      time.Time `json:"at"`
-	EventID string    `json:"eventId"`
+	At time.Time `json:"at"`
+	// EventID is the slot's event; a query's slot has one event per
+	// selected entity and none here.
+	EventID string    `json:"eventId,omitempty"`
 	FiredAt time.Time `json:"firedAt"`
+	// Selected is how many entities a query's slot selected (and fired
+	// an event for); Truncated, that the query matched more than
+	// MaxSelected and only the first were selected.
+	Selected  *int `json:"selected,omitempty"`
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // Check validates s and fills its defaults (UTC, latest, 10), returning
@@ -133,6 +143,11 @@ func (s *Spec) Check() (cron.Schedule, *time.Location, error) {
 	var obj map[string]any
 	if len(s.Payload) > maxPayload || json.Unmarshal(s.Payload, &obj) != nil || obj == nil {
 		return bad("payload: a JSON object of at most %d bytes", maxPayload)
+	}
+	if s.Query != nil {
+		if _, err := s.Query.Check(); err != nil {
+			return nil, nil, err
+		}
 	}
 	return sched, loc, nil
 }
