@@ -19,8 +19,10 @@ type scheduleView struct {
 	Enabled bool       `json:"enabled"`
 	NextAt  *time.Time `json:"nextAt"`
 	Fired   []struct {
-		At      time.Time `json:"at"`
-		EventID string    `json:"eventId"`
+		At        time.Time `json:"at"`
+		EventID   string    `json:"eventId"`
+		Selected  *int      `json:"selected"`
+		Truncated bool      `json:"truncated"`
 	} `json:"fired"`
 }
 

@@ -29,12 +29,16 @@ func (s *Store) CreateSchedule(ctx context.Context, a process.Actor, spec schedu
 	if err != nil {
 		return schedule.Schedule{}, err
 	}
+	query, err := storedQuery(spec.Query)
+	if err != nil {
+		return schedule.Schedule{}, err
+	}
 	now := s.clock()
 	var out schedule.Schedule
 	err = s.inTenant(ctx, a.TenantID, func(tx pgx.Tx, q *pgdb.Queries) error {
 		row, err := q.InsertSchedule(ctx, pgdb.InsertScheduleParams{ID: id, TenantID: a.TenantID, Name: spec.Name, Cron: spec.Cron,
 			TimeZone: spec.TimeZone, CatchUp: string(spec.CatchUp), MaxCatchUp: int32(spec.MaxCatchUp), Payload: spec.Payload,
-			CreatedBy: a.Subject, CreatedAt: now})
+			Query: query, CreatedBy: a.Subject, CreatedAt: now})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w: %s", schedule.ErrExists, spec.Name)
 		}
@@ -149,11 +153,23 @@ func (s *Store) SweepSchedules(ctx context.Context, limit int) (int, error) {
 			}
 			continue
 		}
+		var sel schedule.Selection
+		if spec.Query != nil {
+			sel, _ = spec.Query.Check() // checked with the spec above
+		}
 		plan := schedule.Due(sched, loc, tm.DueAt, now, spec.CatchUp, spec.MaxCatchUp)
 		for i, slot := range plan.Fire {
 			skipped := 0
 			if i == 0 {
 				skipped = plan.Skipped
+			}
+			if spec.Query != nil {
+				n, err := s.fireQuery(ctx, tx, q, row, sel, slot, now, skipped)
+				if err != nil {
+					return 0, err
+				}
+				fired += n
+				continue
 			}
 			env, err := envelope.New(process.TypeScheduleFired, tm.TenantID, process.Producer, payload.ScheduleFired{
 				ScheduleID: row.ID, Name: row.Name, Slot: slot, FiredAt: now, Late: now.Sub(slot) > schedule.Grace,
@@ -162,7 +178,7 @@ func (s *Store) SweepSchedules(ctx context.Context, limit int) (int, error) {
 				return 0, err
 			}
 			n, err := q.InsertScheduleSlot(ctx, pgdb.InsertScheduleSlotParams{ScheduleID: row.ID, Slot: slot, TenantID: tm.TenantID,
-				EventID: env.ID, FiredAt: now})
+				EventID: &env.ID, FiredAt: now})
 			if err != nil {
 				return 0, fmt.Errorf("schedule sweep: record slot %s of %s: %w", slot, row.ID, err)
 			}
@@ -186,14 +202,19 @@ func (s *Store) SweepSchedules(ctx context.Context, limit int) (int, error) {
 
 func specOf(r pgdb.Schedule) schedule.Spec {
 	return schedule.Spec{Name: r.Name, Cron: r.Cron, TimeZone: r.TimeZone, CatchUp: schedule.CatchUp(r.CatchUp),
-		MaxCatchUp: int(r.MaxCatchUp), Payload: r.Payload}
+		MaxCatchUp: int(r.MaxCatchUp), Payload: r.Payload, Query: queryOf(r.Query)}
 }
 
 func scheduleOf(r pgdb.Schedule, next *time.Time, slots []pgdb.ScheduleSlot) schedule.Schedule {
 	sc := schedule.Schedule{ID: r.ID, Spec: specOf(r), Enabled: r.Enabled, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt,
 		DisabledAt: r.DisabledAt, NextAt: next, Fired: []schedule.Slot{}}
 	for _, sl := range slots {
-		sc.Fired = append(sc.Fired, schedule.Slot{At: sl.Slot, EventID: sl.EventID, FiredAt: sl.FiredAt})
+		slot := schedule.Slot{At: sl.Slot, EventID: deref(sl.EventID), FiredAt: sl.FiredAt, Truncated: sl.Truncated}
+		if sl.Selected != nil {
+			n := int(*sl.Selected)
+			slot.Selected = &n
+		}
+		sc.Fired = append(sc.Fired, slot)
 	}
 	return sc
 }

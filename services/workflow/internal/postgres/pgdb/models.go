@@ -127,14 +127,17 @@ type Schedule struct {
 	CreatedBy  string
 	CreatedAt  time.Time
 	DisabledAt *time.Time
+	Query      []byte
 }
 
 type ScheduleSlot struct {
 	ScheduleID string
 	Slot       time.Time
 	TenantID   string
-	EventID    string
+	EventID    *string
 	FiredAt    time.Time
+	Selected   *int32
+	Truncated  bool
 }
 
 type ScheduleTimer struct {

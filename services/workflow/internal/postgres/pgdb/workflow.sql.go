@@ -474,7 +474,7 @@ func (q *Queries) DeleteTimer(ctx context.Context, taskID string) error {
 const disableSchedule = `-- name: DisableSchedule :one
 UPDATE schedule SET enabled = false, disabled_at = $1
 WHERE tenant_id = $2 AND id = $3 AND enabled
-RETURNING id, tenant_id, name, cron, time_zone, catch_up, max_catch_up, payload, enabled, created_by, created_at, disabled_at
+RETURNING id, tenant_id, name, cron, time_zone, catch_up, max_catch_up, payload, enabled, created_by, created_at, disabled_at, query
 `
 
 type DisableScheduleParams struct {
@@ -499,6 +499,7 @@ func (q *Queries) DisableSchedule(ctx context.Context, arg DisableScheduleParams
 		&i.CreatedBy,
 		&i.CreatedAt,
 		&i.DisabledAt,
+		&i.Query,
 	)
 	return i, err
 }
@@ -895,7 +896,7 @@ func (q *Queries) GetSEIRegistrationForUpdate(ctx context.Context, arg GetSEIReg
 }
 
 const getSchedule = `-- name: GetSchedule :one
-SELECT id, tenant_id, name, cron, time_zone, catch_up, max_catch_up, payload, enabled, created_by, created_at, disabled_at FROM schedule WHERE tenant_id = $1 AND id = $2
+SELECT id, tenant_id, name, cron, time_zone, catch_up, max_catch_up, payload, enabled, created_by, created_at, disabled_at, query FROM schedule WHERE tenant_id = $1 AND id = $2
 `
 
 type GetScheduleParams struct {
@@ -919,6 +920,7 @@ func (q *Queries) GetSchedule(ctx context.Context, arg GetScheduleParams) (Sched
 		&i.CreatedBy,
 		&i.CreatedAt,
 		&i.DisabledAt,
+		&i.Query,
 	)
 	return i, err
 }
@@ -1233,6 +1235,37 @@ func (q *Queries) InsertProcess(ctx context.Context, arg InsertProcessParams) (i
 	return result.RowsAffected(), nil
 }
 
+const insertQuerySlot = `-- name: InsertQuerySlot :execrows
+INSERT INTO schedule_slot (schedule_id, slot, tenant_id, fired_at, selected, truncated)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (schedule_id, slot) DO NOTHING
+`
+
+type InsertQuerySlotParams struct {
+	ScheduleID string
+	Slot       time.Time
+	TenantID   string
+	FiredAt    time.Time
+	Selected   *int32
+	Truncated  bool
+}
+
+// A query's slot: no single event, the count it selected instead.
+func (q *Queries) InsertQuerySlot(ctx context.Context, arg InsertQuerySlotParams) (int64, error) {
+	result, err := q.db.Exec(ctx, insertQuerySlot,
+		arg.ScheduleID,
+		arg.Slot,
+		arg.TenantID,
+		arg.FiredAt,
+		arg.Selected,
+		arg.Truncated,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const insertReactionProcess = `-- name: InsertReactionProcess :execrows
 INSERT INTO process_instance (id, tenant_id, request_id, citizen_id, service_id, definition_id,
                               correlation_id, started_at, subscription_id, trigger_event_id, entity_type, entity_id)
@@ -1381,10 +1414,10 @@ func (q *Queries) InsertSEIPending(ctx context.Context, arg InsertSEIPendingPara
 }
 
 const insertSchedule = `-- name: InsertSchedule :one
-INSERT INTO schedule (id, tenant_id, name, cron, time_zone, catch_up, max_catch_up, payload, created_by, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+INSERT INTO schedule (id, tenant_id, name, cron, time_zone, catch_up, max_catch_up, payload, query, created_by, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 ON CONFLICT (tenant_id, name) DO NOTHING
-RETURNING id, tenant_id, name, cron, time_zone, catch_up, max_catch_up, payload, enabled, created_by, created_at, disabled_at
+RETURNING id, tenant_id, name, cron, time_zone, catch_up, max_catch_up, payload, enabled, created_by, created_at, disabled_at, query
 `
 
 type InsertScheduleParams struct {
@@ -1396,6 +1429,7 @@ type InsertScheduleParams struct {
 	CatchUp    string
 	MaxCatchUp int32
 	Payload    []byte
+	Query      []byte
 	CreatedBy  string
 	CreatedAt  time.Time
 }
@@ -1410,6 +1444,7 @@ func (q *Queries) InsertSchedule(ctx context.Context, arg InsertScheduleParams) 
 		arg.CatchUp,
 		arg.MaxCatchUp,
 		arg.Payload,
+		arg.Query,
 		arg.CreatedBy,
 		arg.CreatedAt,
 	)
@@ -1427,6 +1462,7 @@ func (q *Queries) InsertSchedule(ctx context.Context, arg InsertScheduleParams) 
 		&i.CreatedBy,
 		&i.CreatedAt,
 		&i.DisabledAt,
+		&i.Query,
 	)
 	return i, err
 }
@@ -1441,7 +1477,7 @@ type InsertScheduleSlotParams struct {
 	ScheduleID string
 	Slot       time.Time
 	TenantID   string
-	EventID    string
+	EventID    *string
 	FiredAt    time.Time
 }
 
@@ -1695,7 +1731,7 @@ func (q *Queries) KeepEarlyEvent(ctx context.Context, arg KeepEarlyEventParams) 
 }
 
 const lastScheduleSlots = `-- name: LastScheduleSlots :many
-SELECT schedule_id, slot, tenant_id, event_id, fired_at FROM schedule_slot WHERE tenant_id = $1 AND schedule_id = $2
+SELECT schedule_id, slot, tenant_id, event_id, fired_at, selected, truncated FROM schedule_slot WHERE tenant_id = $1 AND schedule_id = $2
 ORDER BY slot DESC LIMIT $3
 `
 
@@ -1720,6 +1756,8 @@ func (q *Queries) LastScheduleSlots(ctx context.Context, arg LastScheduleSlotsPa
 			&i.TenantID,
 			&i.EventID,
 			&i.FiredAt,
+			&i.Selected,
+			&i.Truncated,
 		); err != nil {
 			return nil, err
 		}
@@ -1856,7 +1894,7 @@ func (q *Queries) ListSEIRegistrations(ctx context.Context, arg ListSEIRegistrat
 }
 
 const listSchedules = `-- name: ListSchedules :many
-SELECT id, tenant_id, name, cron, time_zone, catch_up, max_catch_up, payload, enabled, created_by, created_at, disabled_at FROM schedule WHERE tenant_id = $1 ORDER BY name
+SELECT id, tenant_id, name, cron, time_zone, catch_up, max_catch_up, payload, enabled, created_by, created_at, disabled_at, query FROM schedule WHERE tenant_id = $1 ORDER BY name
 `
 
 func (q *Queries) ListSchedules(ctx context.Context, tenantID string) ([]Schedule, error) {
@@ -1881,6 +1919,7 @@ func (q *Queries) ListSchedules(ctx context.Context, tenantID string) ([]Schedul
 			&i.CreatedBy,
 			&i.CreatedAt,
 			&i.DisabledAt,
+			&i.Query,
 		); err != nil {
 			return nil, err
 		}
@@ -2652,6 +2691,158 @@ func (q *Queries) RunningStartedBy(ctx context.Context, arg RunningStartedByPara
 	var column_1 int32
 	err := row.Scan(&column_1)
 	return column_1, err
+}
+
+const selectProcessesInStep = `-- name: SelectProcessesInStep :many
+SELECT p.id AS process_id, p.request_id, p.service_id, p.correlation_id FROM task t
+JOIN process_instance p ON p.id = t.process_id AND p.tenant_id = t.tenant_id
+WHERE t.tenant_id = $1 AND t.status = 'open' AND t.step = $2 AND p.status = 'running'
+ORDER BY t.created_at, p.id
+LIMIT $3
+`
+
+type SelectProcessesInStepParams struct {
+	TenantID string
+	Step     string
+	MaxRows  int32
+}
+
+type SelectProcessesInStepRow struct {
+	ProcessID     string
+	RequestID     string
+	ServiceID     string
+	CorrelationID string
+}
+
+func (q *Queries) SelectProcessesInStep(ctx context.Context, arg SelectProcessesInStepParams) ([]SelectProcessesInStepRow, error) {
+	rows, err := q.db.Query(ctx, selectProcessesInStep, arg.TenantID, arg.Step, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SelectProcessesInStepRow
+	for rows.Next() {
+		var i SelectProcessesInStepRow
+		if err := rows.Scan(
+			&i.ProcessID,
+			&i.RequestID,
+			&i.ServiceID,
+			&i.CorrelationID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const selectRequestsDueWithin = `-- name: SelectRequestsDueWithin :many
+
+SELECT p.id AS process_id, p.request_id, p.service_id, p.correlation_id FROM task t
+JOIN process_instance p ON p.id = t.process_id AND p.tenant_id = t.tenant_id
+WHERE t.tenant_id = $1 AND t.status = 'open' AND t.due_at > $2 AND t.due_at <= $3
+  AND p.status = 'running' AND p.subscription_id IS NULL
+ORDER BY t.due_at, p.request_id
+LIMIT $4
+`
+
+type SelectRequestsDueWithinParams struct {
+	TenantID string
+	Now      time.Time
+	Until    time.Time
+	MaxRows  int32
+}
+
+type SelectRequestsDueWithinRow struct {
+	ProcessID     string
+	RequestID     string
+	ServiceID     string
+	CorrelationID string
+}
+
+// The declared queries of schedules (schedule.RequestsDueWithin, …): each
+// in the schedule's tenant (the predicate, and row-level security under
+// the tenant's setting), the most urgent first, at most @max_rows. A
+// request's own process only (a reaction's second process is not the
+// request's state).
+func (q *Queries) SelectRequestsDueWithin(ctx context.Context, arg SelectRequestsDueWithinParams) ([]SelectRequestsDueWithinRow, error) {
+	rows, err := q.db.Query(ctx, selectRequestsDueWithin,
+		arg.TenantID,
+		arg.Now,
+		arg.Until,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SelectRequestsDueWithinRow
+	for rows.Next() {
+		var i SelectRequestsDueWithinRow
+		if err := rows.Scan(
+			&i.ProcessID,
+			&i.RequestID,
+			&i.ServiceID,
+			&i.CorrelationID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const selectRequestsWaitingSince = `-- name: SelectRequestsWaitingSince :many
+SELECT p.id AS process_id, p.request_id, p.service_id, p.correlation_id FROM task t
+JOIN process_instance p ON p.id = t.process_id AND p.tenant_id = t.tenant_id
+WHERE t.tenant_id = $1 AND t.status = 'open' AND t.created_at < $2
+  AND p.status = 'running' AND p.subscription_id IS NULL
+ORDER BY t.created_at, p.request_id
+LIMIT $3
+`
+
+type SelectRequestsWaitingSinceParams struct {
+	TenantID string
+	Since    time.Time
+	MaxRows  int32
+}
+
+type SelectRequestsWaitingSinceRow struct {
+	ProcessID     string
+	RequestID     string
+	ServiceID     string
+	CorrelationID string
+}
+
+func (q *Queries) SelectRequestsWaitingSince(ctx context.Context, arg SelectRequestsWaitingSinceParams) ([]SelectRequestsWaitingSinceRow, error) {
+	rows, err := q.db.Query(ctx, selectRequestsWaitingSince, arg.TenantID, arg.Since, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SelectRequestsWaitingSinceRow
+	for rows.Next() {
+		var i SelectRequestsWaitingSinceRow
+		if err := rows.Scan(
+			&i.ProcessID,
+			&i.RequestID,
+			&i.ServiceID,
+			&i.CorrelationID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const setSubscriptionState = `-- name: SetSubscriptionState :one

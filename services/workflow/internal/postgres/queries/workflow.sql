@@ -197,8 +197,8 @@ LIMIT @max_timers
 FOR UPDATE SKIP LOCKED;
 
 -- name: InsertSchedule :one
-INSERT INTO schedule (id, tenant_id, name, cron, time_zone, catch_up, max_catch_up, payload, created_by, created_at)
-VALUES (@id, @tenant_id, @name, @cron, @time_zone, @catch_up, @max_catch_up, @payload, @created_by, @created_at)
+INSERT INTO schedule (id, tenant_id, name, cron, time_zone, catch_up, max_catch_up, payload, query, created_by, created_at)
+VALUES (@id, @tenant_id, @name, @cron, @time_zone, @catch_up, @max_catch_up, @payload, @query, @created_by, @created_at)
 ON CONFLICT (tenant_id, name) DO NOTHING
 RETURNING *;
 
@@ -234,6 +234,41 @@ UPDATE schedule_timer SET due_at = @due_at WHERE schedule_id = @schedule_id;
 INSERT INTO schedule_slot (schedule_id, slot, tenant_id, event_id, fired_at)
 VALUES (@schedule_id, @slot, @tenant_id, @event_id, @fired_at)
 ON CONFLICT (schedule_id, slot) DO NOTHING;
+
+-- name: InsertQuerySlot :execrows
+-- A query's slot: no single event, the count it selected instead.
+INSERT INTO schedule_slot (schedule_id, slot, tenant_id, fired_at, selected, truncated)
+VALUES (@schedule_id, @slot, @tenant_id, @fired_at, @selected, @truncated)
+ON CONFLICT (schedule_id, slot) DO NOTHING;
+
+-- The declared queries of schedules (schedule.RequestsDueWithin, …): each
+-- in the schedule's tenant (the predicate, and row-level security under
+-- the tenant's setting), the most urgent first, at most @max_rows. A
+-- request's own process only (a reaction's second process is not the
+-- request's state).
+
+-- name: SelectRequestsDueWithin :many
+SELECT p.id AS process_id, p.request_id, p.service_id, p.correlation_id FROM task t
+JOIN process_instance p ON p.id = t.process_id AND p.tenant_id = t.tenant_id
+WHERE t.tenant_id = @tenant_id AND t.status = 'open' AND t.due_at > @now AND t.due_at <= @until
+  AND p.status = 'running' AND p.subscription_id IS NULL
+ORDER BY t.due_at, p.request_id
+LIMIT @max_rows;
+
+-- name: SelectRequestsWaitingSince :many
+SELECT p.id AS process_id, p.request_id, p.service_id, p.correlation_id FROM task t
+JOIN process_instance p ON p.id = t.process_id AND p.tenant_id = t.tenant_id
+WHERE t.tenant_id = @tenant_id AND t.status = 'open' AND t.created_at < @since
+  AND p.status = 'running' AND p.subscription_id IS NULL
+ORDER BY t.created_at, p.request_id
+LIMIT @max_rows;
+
+-- name: SelectProcessesInStep :many
+SELECT p.id AS process_id, p.request_id, p.service_id, p.correlation_id FROM task t
+JOIN process_instance p ON p.id = t.process_id AND p.tenant_id = t.tenant_id
+WHERE t.tenant_id = @tenant_id AND t.status = 'open' AND t.step = @step AND p.status = 'running'
+ORDER BY t.created_at, p.id
+LIMIT @max_rows;
 
 -- name: LastScheduleSlots :many
 SELECT * FROM schedule_slot WHERE tenant_id = @tenant_id AND schedule_id = @schedule_id
