@@ -54,15 +54,7 @@ func TestBlastRadiusGate(t *testing.T) {
 		p.Publish(t, e)
 		return e
 	}
-	decision := func(e envelope.Envelope) decisionView {
-		t.Helper()
-		var got []decisionView
-		fabrictest.Eventually(t, 20*time.Second, "the decision on "+e.ID, func() bool {
-			do(t, http.MethodGet, url+"/v1/decisions?eventId="+e.ID, author, nil, nil).JSON(t, &got)
-			return len(got) == 1
-		})
-		return got[0]
-	}
+	decision := func(e envelope.Envelope) decisionView { t.Helper(); return waitDecision(t, url, author, e) }
 	reviewed := func(e envelope.Envelope) (int, int) {
 		var n, distinct int
 		if err := p.Pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT r.request_id) FROM `+p.Schema+`.reaction_review r

@@ -3,11 +3,13 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"net/http"
 	"testing"
 	"time"
 
 	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 )
 
 // platform is one test's corner of the real infrastructure: the shared
@@ -82,3 +84,15 @@ func do(t *testing.T, method, url, token string, body io.Reader, header map[stri
 // expectProblem is deploytest.ExpectProblem, under the name this
 // package's tests have always used.
 var expectProblem = deploytest.ExpectProblem
+
+// waitDecision waits until the service at url has recorded one decision on
+// e (read with token) and returns it.
+func waitDecision(t *testing.T, url, token string, e envelope.Envelope) decisionView {
+	t.Helper()
+	var got []decisionView
+	fabrictest.Eventually(t, 20*time.Second, "the decision on "+e.ID, func() bool {
+		do(t, http.MethodGet, url+"/v1/decisions?eventId="+e.ID, token, nil, nil).JSON(t, &got)
+		return len(got) == 1
+	})
+	return got[0]
+}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -176,10 +175,5 @@ func startLoop(t *testing.T, steps string) loop {
 // decisionOf waits for the one decision on e and returns it.
 func (l loop) decisionOf(t *testing.T, e envelope.Envelope) decisionView {
 	t.Helper()
-	var got []decisionView
-	fabrictest.Eventually(t, 20*time.Second, "a decision on "+e.ID, func() bool {
-		do(t, http.MethodGet, l.url+"/v1/decisions?eventId="+e.ID, l.author, nil, nil).JSON(t, &got)
-		return len(got) == 1
-	})
-	return got[0]
+	return waitDecision(t, l.url, l.author, e)
 }

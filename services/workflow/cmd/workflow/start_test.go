@@ -61,15 +61,7 @@ func TestEventsStartWorkflows(t *testing.T) {
 		}
 		return n, requestID, entity
 	}
-	decision := func(e envelope.Envelope) decisionView {
-		t.Helper()
-		var got []decisionView
-		fabrictest.Eventually(t, 20*time.Second, "the decision on "+e.ID, func() bool {
-			do(t, http.MethodGet, url+"/v1/decisions?eventId="+e.ID, author, nil, nil).JSON(t, &got)
-			return len(got) == 1
-		})
-		return got[0]
-	}
+	decision := func(e envelope.Envelope) decisionView { t.Helper(); return waitDecision(t, url, author, e) }
 
 	// One event about a request: one process for it, derived from the event.
 	r1 := newUUID(t)
