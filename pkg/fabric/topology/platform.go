@@ -3,6 +3,7 @@ package topology
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -72,16 +73,10 @@ func fromCatalog(reg *registry.Registry) (Description, error) {
 				if err != nil {
 					return Description{}, fmt.Errorf("topology: %s queue %s: %w", s.Name, sub.Queue, err)
 				}
-				if err := cleared(reg, s, k); err != nil {
-					return Description{}, fmt.Errorf("topology: %s queue %s: %w", s.Name, sub.Queue, err)
-				}
 				c.Bindings = append(c.Bindings, b)
 			}
 			for _, k := range sub.Priority {
 				b, err := bindingOf(reg, k)
-				if err == nil {
-					err = cleared(reg, s, k)
-				}
 				if err != nil {
 					return Description{}, fmt.Errorf("topology: %s queue %s priority: %w", s.Name, sub.Queue, err)
 				}
@@ -94,6 +89,9 @@ func fromCatalog(reg *registry.Registry) (Description, error) {
 				}
 				c.RetryTiers = append(c.RetryTiers, Duration(t))
 			}
+			if err := cleared(reg, s, sub.Queue); err != nil {
+				return Description{}, fmt.Errorf("topology: %s queue %s: %w", s.Name, sub.Queue, err)
+			}
 			d.Consumers = append(d.Consumers, c)
 		}
 	}
@@ -103,15 +101,15 @@ func fromCatalog(reg *registry.Registry) (Description, error) {
 	return d.WithLanes().Resolve(), nil
 }
 
-// cleared refuses a key that reaches a type more sensitive than the
-// service's clearance: the type itself, or any event a pattern matches
-// (which includes every type added to the pattern's domain later).
-func cleared(reg *registry.Registry, s registry.Service, key string) error {
+// cleared refuses a queue of s that receives a type more sensitive than
+// s's clearance, by name, pattern or priority lane: the registry already
+// knows which queues receive each type (Definition.Consumers), which
+// includes every type added to a pattern's domain later.
+func cleared(reg *registry.Registry, s registry.Service, queue string) error {
 	for _, def := range reg.All() {
-		reaches := def.Type == key || def.Kind == registry.KindEvent && strings.ContainsAny(key, "*#") && topic.Match(key, def.Type)
-		if reaches && def.Sensitivity.Above(s.Clearance) {
-			return fmt.Errorf("key %q reaches %s (%s), above the service's clearance %s: raise the clearance in catalog.yaml, or bind narrower keys",
-				key, def.Type, def.Sensitivity, s.Clearance)
+		if slices.Contains(def.Consumers, s.Name+"/"+queue) && def.Sensitivity.Above(s.Clearance) {
+			return fmt.Errorf("it receives %s (%s), above the service's clearance %s: raise the clearance in catalog.yaml, or bind narrower keys",
+				def.Type, def.Sensitivity, s.Clearance)
 		}
 	}
 	return nil
