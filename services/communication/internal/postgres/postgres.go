@@ -302,12 +302,11 @@ func (s *Store) DispatchDue(ctx context.Context, now time.Time, limit int, fn fu
 	if err := q.DeleteHolds(ctx, ids); err != nil {
 		return 0, fmt.Errorf("dispatch held: release: %w", err)
 	}
-	rows, err := s.heldByTenant(ctx, tx, q, holds)
+	rows, scope, err := s.heldByTenant(ctx, tx, q, holds)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
-	scope := ""
 	for _, h := range holds {
 		row, ok := rows[h.NotificationID]
 		if !ok || notify.Status(row.Status) != notify.Held {
@@ -339,8 +338,9 @@ func (s *Store) DispatchDue(ctx context.Context, now time.Time, limit int, fn fu
 
 // heldByTenant reads the notifications of holds, one statement per tenant
 // (each in its tenant's scope, which notification's row-level security
-// needs), and leaves tx in the scope of the last tenant read.
-func (s *Store) heldByTenant(ctx context.Context, tx pgx.Tx, q *pgdb.Queries, holds []pgdb.NotificationHold) (map[string]pgdb.Notification, error) {
+// needs), and returns the tenant whose scope it leaves tx in, the last
+// read.
+func (s *Store) heldByTenant(ctx context.Context, tx pgx.Tx, q *pgdb.Queries, holds []pgdb.NotificationHold) (map[string]pgdb.Notification, string, error) {
 	byTenant := map[string][]string{}
 	var tenants []string
 	for _, h := range holds {
@@ -352,17 +352,17 @@ func (s *Store) heldByTenant(ctx context.Context, tx pgx.Tx, q *pgdb.Queries, ho
 	out := make(map[string]pgdb.Notification, len(holds))
 	for _, t := range tenants {
 		if err := tenant.Set(ctx, tx, t); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		rows, err := q.HeldNotifications(ctx, pgdb.HeldNotificationsParams{TenantID: t, Ids: byTenant[t]})
 		if err != nil {
-			return nil, fmt.Errorf("dispatch held: notifications of %s: %w", t, err)
+			return nil, "", fmt.Errorf("dispatch held: notifications of %s: %w", t, err)
 		}
 		for _, r := range rows {
 			out[r.ID] = r
 		}
 	}
-	return out, nil
+	return out, tenants[len(tenants)-1], nil
 }
 
 // PostponeTx counts a failed attempt to send held notification id and
