@@ -125,6 +125,10 @@ func (s *Stack) Start(t testing.TB, run func(ctx context.Context, args []string,
 	if err := exchanges.AddService(context.Background(), svc.URL); err != nil {
 		t.Fatal(err)
 	}
+	// Before the instance stops (cleanups run last-in first-out): its
+	// port is free again afterwards, and whatever listens there next has
+	// another contract.
+	t.Cleanup(func() { exchanges.Remove(svc.URL) })
 	return svc
 }
 

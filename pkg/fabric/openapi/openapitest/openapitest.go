@@ -364,6 +364,19 @@ func (t *transport) Add(baseURL string, v *Validator) error {
 	return nil
 }
 
+// Remove stops checking the exchanges with baseURL's host: the service
+// there stopped, and the port may go to a server with another contract
+// (a test's stand-in gateway) that must not be checked against it.
+func (t *transport) Remove(baseURL string) {
+	key, err := hostKey(baseURL)
+	if err != nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.services, key)
+}
+
 // AddService fetches the document the service at baseURL serves at
 // /openapi.json (unchecked) and checks the exchanges with it from then on.
 // Services serving the same document share one validator.
