@@ -88,10 +88,9 @@ func BenchmarkPublishRaw(b *testing.B) {
 }
 
 // BenchmarkPublishRawSameMessage is amqp091-go alone sending the very
-// message the fabric sends (its properties and its ten headers: tenant,
-// correlation and the CloudEvents binding). The broker's work per message
-// grows with its headers, so this is the baseline that isolates what the
-// fabric's own code costs.
+// message the fabric sends (its properties and its tenant header). The
+// broker's work per message grows with its headers, so this is the
+// baseline that isolates what the fabric's own code costs.
 func BenchmarkPublishRawSameMessage(b *testing.B) {
 	s := newStackB(b)
 	m, err := broker.EnvelopeMessage(s.Reg, kibEnvelope(b))

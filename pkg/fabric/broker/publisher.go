@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"sync"
 	"time"
 
@@ -164,8 +163,11 @@ func NewPublisher(conn *Conn, reg *registry.Registry, opts PublisherOptions) (*P
 }
 
 // EnvelopeMessage validates e against the registry and builds its AMQP
-// message: body, routing, message id, correlation id, type and tenant
-// headers, and the CloudEvents attributes (wire.CloudEventHeaders).
+// message: body, routing, the message id, correlation id, type and
+// timestamp properties, and the x-tenant-id header, the one header the
+// platform's consumers read (they check it against the envelope). Every
+// other header would be stored and copied by the broker on every message
+// for no reader: the envelope in the body says the rest.
 func EnvelopeMessage(reg *registry.Registry, e envelope.Envelope) (Message, error) {
 	def, err := reg.Check(e)
 	if err != nil {
@@ -176,11 +178,10 @@ func EnvelopeMessage(reg *registry.Registry, e envelope.Envelope) (Message, erro
 		return Message{}, err
 	}
 	ex, key := topology.Route(def)
-	h := amqp.Table{wire.HeaderCorrelation: e.CorrelationID}
+	h := amqp.Table{}
 	if e.TenantID != "" {
 		h[wire.HeaderTenant] = e.TenantID
 	}
-	maps.Copy(h, wire.CloudEventHeaders(e))
 	return Message{
 		Exchange: ex, RoutingKey: key, Body: body, MessageID: e.ID,
 		CorrelationID: e.CorrelationID, Type: e.Type, Headers: h, Timestamp: e.OccurredAt,

@@ -120,9 +120,12 @@ func (o *Outbox) Enqueue(ctx context.Context, tx Tx, items ...Item) error {
 		if err != nil {
 			return fmt.Errorf("outbox: %w", err)
 		}
+		// The row keeps the AMQP properties the relay sends: the
+		// correlation id always, the type when a codec's differs from
+		// the row's event type.
+		m.Headers[wire.StoredCorrelation] = m.CorrelationID
 		if o.codec != nil {
 			m.Headers[wire.StoredType] = m.Type
-			m.Headers[wire.StoredCorrelation] = m.CorrelationID
 		}
 		telemetry.Propagator().Inject(ctx, telemetry.HeaderCarrier(m.Headers))
 		headers, err := json.Marshal(m.Headers)

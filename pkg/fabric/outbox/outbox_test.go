@@ -161,6 +161,12 @@ func TestCommittedRowsArePublishedRolledBackNever(t *testing.T) {
 	fabrictest.Eventually(t, 5*time.Second, "the committed event on the queue", func() bool {
 		for _, d := range f.Drain(t, spec.Queue) {
 			got = append(got, d.MessageId)
+			// The row's stored properties are sent as properties, not
+			// as headers: the relay sends what the publisher would.
+			if d.CorrelationId != kept.CorrelationID || d.Type != kept.Type || d.Headers["amqp:correlation-id"] != nil {
+				t.Errorf("relayed correlation_id %q, type %q, headers %v; want %q, %q and no stored-property header",
+					d.CorrelationId, d.Type, d.Headers, kept.CorrelationID, kept.Type)
+			}
 		}
 		return len(got) >= 1
 	})

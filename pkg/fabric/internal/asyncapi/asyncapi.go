@@ -234,10 +234,9 @@ func message(d registry.Definition) (object, error) {
 	headers := object{
 		"type": "object",
 		"properties": object{
-			wire.HeaderTenant:      object{"type": "string", "description": "Must equal the envelope's tenantId."},
-			wire.HeaderCorrelation: object{"type": "string"},
-			"traceparent":          object{"type": "string", "description": "W3C trace context."},
-			"tracestate":           object{"type": "string"},
+			wire.HeaderTenant: object{"type": "string", "description": "Must equal the envelope's tenantId."},
+			"traceparent":     object{"type": "string", "description": "W3C trace context."},
+			"tracestate":      object{"type": "string"},
 		},
 	}
 	m := object{

@@ -1,8 +1,6 @@
 package codec
 
 import (
-	"maps"
-
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
@@ -11,7 +9,7 @@ import (
 
 // Agora is the platform's own envelope: the body is the envelope itself
 // (camelCase, package envelope), keyed by its type on the exchange of its
-// kind, with the x-tenant-id, x-correlation-id and CloudEvents headers.
+// kind, with the x-tenant-id header.
 // It writes exactly what a publisher without a codec writes
 // (broker.EnvelopeMessage) and reads what a consumer without one reads,
 // but for one thing: a body in another system's format (no id, no type)
@@ -37,18 +35,17 @@ func (Agora) Decode(d amqp.Delivery) (envelope.Envelope, error) {
 }
 
 // Encode writes e as the platform does: the envelope as the body, key =
-// type, message id, correlation id, type, timestamp, and the tenant,
-// correlation and CloudEvents headers.
+// type, message id, correlation id, type, timestamp, and the tenant
+// header.
 func (Agora) Encode(e envelope.Envelope) (string, amqp.Publishing, error) {
 	body, err := e.EncodeValidated() // the registry parsed the payload
 	if err != nil {
 		return "", amqp.Publishing{}, err
 	}
-	h := amqp.Table{wire.HeaderCorrelation: e.CorrelationID}
+	h := amqp.Table{}
 	if e.TenantID != "" {
 		h[wire.HeaderTenant] = e.TenantID
 	}
-	maps.Copy(h, wire.CloudEventHeaders(e))
 	p := publishing(e, body, e.Type, h)
 	p.Timestamp = e.OccurredAt
 	return e.Type, p, nil

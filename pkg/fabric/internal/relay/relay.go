@@ -645,16 +645,20 @@ func (r *Relay) send(ctx context.Context, rw *row) (*broker.Pending, trace.Span,
 	if err != nil {
 		return nil, noop.Span{}, fmt.Errorf("outbox row %s: headers: %w", rw.id, err)
 	}
-	// The platform's envelope: the correlation id is also a header, the
-	// type the row's. A codec's row stores its own properties.
-	correlationID, _ := headers["x-correlation-id"].(string)
+	// The row stores the properties to send beside the headers: the
+	// correlation id, and a codec's type (else the row's). Rows written
+	// before the correlation was stored carry it as the x-correlation-id
+	// header, sent as it was.
+	correlationID, ok := headers[wire.StoredCorrelation].(string)
+	if !ok {
+		correlationID, _ = headers["x-correlation-id"].(string)
+	}
 	typ := rw.eventType
 	if v, ok := headers[wire.StoredType].(string); ok {
 		typ = v
-		correlationID, _ = headers[wire.StoredCorrelation].(string)
-		delete(headers, wire.StoredType)
-		delete(headers, wire.StoredCorrelation)
 	}
+	delete(headers, wire.StoredType)
+	delete(headers, wire.StoredCorrelation)
 	pctx := telemetry.Propagator().Extract(ctx, telemetry.HeaderCarrier(headers))
 	pctx, span := r.tracer.Start(pctx, "publish "+rw.eventType, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(attribute.String("messaging.system", "rabbitmq"),

@@ -36,6 +36,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
@@ -626,11 +627,11 @@ func (s *Service) simulate(ctx context.Context, h fabric.TxHandler, env envelope
 // the headers the fabric's publisher gives an event and who replayed it,
 // and waits for the broker's confirm.
 func (s *Service) send(ctx context.Context, queue, by string, env envelope.Envelope, body []byte) error {
-	h := wire.CloudEventHeaders(env)
-	h[wire.HeaderCorrelation] = env.CorrelationID
-	h[wire.HeaderTenant] = env.TenantID
-	h[wire.HeaderReplayedBy] = by
-	h[wire.HeaderReplayedAt] = s.now().UTC().Format(time.RFC3339)
+	h := amqp.Table{
+		wire.HeaderTenant:     env.TenantID,
+		wire.HeaderReplayedBy: by,
+		wire.HeaderReplayedAt: s.now().UTC().Format(time.RFC3339),
+	}
 	pd, err := s.pub.Send(ctx, broker.Message{Exchange: topology.RetryExchange, RoutingKey: queue, Body: body, MessageID: env.ID,
 		CorrelationID: env.CorrelationID, Type: env.Type, Timestamp: env.OccurredAt, Headers: h})
 	if err != nil {

@@ -7,17 +7,12 @@
 package wire
 
 import (
-	"time"
-
 	amqp "github.com/rabbitmq/amqp091-go"
-
-	"github.com/agora-platform/agora/pkg/fabric/envelope"
 )
 
 // Header names the fabric sets on messages.
 const (
 	HeaderTenant       = "x-tenant-id"
-	HeaderCorrelation  = "x-correlation-id"
 	HeaderAttempts     = "x-fabric-attempts"
 	HeaderEventID      = "x-fabric-event-id"
 	HeaderConsumer     = "x-fabric-consumer"
@@ -76,32 +71,6 @@ const (
 	StoredType        = "amqp:type"
 	StoredCorrelation = "amqp:correlation-id"
 )
-
-// cloudEventsPrefix starts the application properties of the CloudEvents
-// AMQP protocol binding (binary content mode).
-const cloudEventsPrefix = "cloudEvents:"
-
-// CloudEventHeaders maps e to CloudEvents 1.0 attributes, as the AMQP
-// binding carries them: a consumer outside the platform reads what a
-// message is, who sent it and when, without knowing the envelope (the
-// message's data, content type application/json). The tenant and the
-// correlation travel as extension attributes.
-func CloudEventHeaders(e envelope.Envelope) amqp.Table {
-	h := amqp.Table{
-		cloudEventsPrefix + "specversion": "1.0",
-		cloudEventsPrefix + "id":          e.ID,
-		cloudEventsPrefix + "type":        e.Type,
-		cloudEventsPrefix + "source":      "/agora/" + e.Producer,
-		cloudEventsPrefix + "time":        e.OccurredAt.UTC().Format(time.RFC3339Nano),
-	}
-	if e.TenantID != "" {
-		h[cloudEventsPrefix+"tenantid"] = e.TenantID
-	}
-	if e.CorrelationID != "" {
-		h[cloudEventsPrefix+"correlationid"] = e.CorrelationID
-	}
-	return h
-}
 
 // Attempts returns how many times the fabric has retried a delivery (its
 // x-fabric-attempts header; 0 when absent).
