@@ -65,8 +65,10 @@ type ConsumerOptions struct {
 	// handler found a dependency down (ErrUnavailable), trying it again
 	// after pauses of 1 s doubling to 30 s, before it puts the message back
 	// on its queue, in place, to be delivered again (default 10 min: under
-	// the broker's 30-minute acknowledgement timeout). An outage of any
-	// length costs one redelivery per hold, never a retry tier.
+	// the broker's 30-minute acknowledgement timeout). The pauses scale
+	// with the hold (1/600 and 1/20 of it). An outage of any length costs
+	// one redelivery per hold, never a retry tier: an hour costs 6 of the
+	// queue's delivery limit (10 by default) with the default hold.
 	OutageHold time.Duration
 	// DepthInterval is how often the queue's depth (and its retry tiers')
 	// is read for the fabric.consumer.queue_depth and retry_depth gauges

@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,11 +15,12 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 )
 
-// outageHandler answers ErrUnavailable while down is set and otherwise
+// outageHandler answers ErrUnavailable until up is closed and otherwise
 // records the order in which messages (by marker) got through.
 type outageHandler struct {
-	down  atomic.Bool
+	up    chan struct{}
 	mu    sync.Mutex
+	first time.Time // the first call
 	calls map[string]int
 	done  []string
 }
@@ -32,12 +32,23 @@ func (h *outageHandler) handle(_ context.Context, env envelope.Envelope) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.first.IsZero() {
+		h.first = time.Now()
+	}
 	h.calls[p.ServiceID]++
-	if h.down.Load() {
+	select {
+	case <-h.up:
+	default:
 		return fmt.Errorf("%w: the object store refuses connections", fabric.ErrUnavailable)
 	}
 	h.done = append(h.done, p.ServiceID)
 	return nil
+}
+
+func (h *outageHandler) firstCall() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.first
 }
 
 func (h *outageHandler) snapshot() (map[string]int, []string) {
@@ -56,24 +67,32 @@ func (h *outageHandler) snapshot() (map[string]int, []string) {
 // would have been back long before) and sending nothing to the DLQ; the
 // messages behind it wait their turn. Once the dependency is back every
 // message is handled once, in the order sent. With a hold shorter than
-// the outage, the message goes back on its queue and is delivered again,
-// still in order, still outside the tiers.
+// the outage, the message goes back on its queue once per hold and is
+// delivered again, still in order, still outside the tiers. The pauses
+// scale with the hold, so a hold of a second plays a deployment's
+// 10-minute hold: the ten-minute object-store outage and the one-hour SEI
+// outage, in seconds, each within the queue's delivery limit.
 func TestOutageKeepsMessagesInOrder(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		opts fabric.ConsumerOptions
-		// gaveBack: the hold is shorter than the outage, so the first
-		// message must have been put back on its queue and redelivered.
-		gaveBack bool
+		hold time.Duration // 0: the default, 10 min
+		// outage lasts from the first call; givenBack is how often
+		// the first message must have gone back on its queue.
+		outage    time.Duration
+		givenBack int
 	}{
-		{"held through the outage", fabric.ConsumerOptions{Concurrency: 1}, false},
-		{"given back after its hold", fabric.ConsumerOptions{Concurrency: 1, Prefetch: 1, OutageHold: 1500 * time.Millisecond}, true},
+		{"held through the outage", 0, 2500 * time.Millisecond, 0},
+		{"ten minutes, one hold", time.Second, 1100 * time.Millisecond, 1},
+		{"an hour, six holds", time.Second, 6100 * time.Millisecond, 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStack(t, 100*time.Millisecond, 100*time.Millisecond)
-			h := &outageHandler{calls: map[string]int{}}
-			h.down.Store(true)
-			s.run(t, h.handle, tc.opts)
+			h := &outageHandler{calls: map[string]int{}, up: make(chan struct{})}
+			opts := fabric.ConsumerOptions{Concurrency: 1, OutageHold: tc.hold}
+			if tc.givenBack > 0 {
+				opts.Prefetch = 1 // the one message held is the one given back
+			}
+			s.run(t, h.handle, opts)
 			var want []string
 			for i := range 5 {
 				marker := fmt.Sprintf("m%d", i)
@@ -82,17 +101,15 @@ func TestOutageKeepsMessagesInOrder(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			// Three calls of the first message span two pauses (1 s, 2 s):
-			// far beyond the 100 ms tiers, and with a 1.5 s hold, past it.
-			fabrictest.Eventually(t, 20*time.Second, "the first message called three times", func() bool {
-				calls, _ := h.snapshot()
-				return calls["m0"] >= 3
+			fabrictest.Eventually(t, 20*time.Second, "the first call", func() bool { return !h.firstCall().IsZero() })
+			fabrictest.Eventually(t, tc.outage+20*time.Second, "the outage's end", func() bool {
+				return time.Since(h.firstCall()) >= tc.outage
 			})
 			calls, done := h.snapshot()
-			if len(done) != 0 || len(calls) != 1 {
-				t.Fatalf("during the outage: calls %v, done %v; want only m0 tried, nothing through", calls, done)
+			if len(done) != 0 || len(calls) != 1 || calls["m0"] < 2 {
+				t.Fatalf("during the outage: calls %v, done %v; want only m0 tried, again and again, nothing through", calls, done)
 			}
-			h.down.Store(false)
+			close(h.up)
 			fabrictest.Eventually(t, 30*time.Second, "every message through", func() bool {
 				_, done := h.snapshot()
 				return len(done) == len(want)
@@ -109,21 +126,24 @@ func TestOutageKeepsMessagesInOrder(t *testing.T) {
 			if dead := s.dlq(t); len(dead) != 0 {
 				t.Errorf("%d messages in the DLQ, want none", len(dead))
 			}
-			if tc.gaveBack {
-				// The broker's own count (management statistics, sampled
-				// every few seconds): the held message went back and came
-				// again.
-				fabrictest.Eventually(t, 20*time.Second, "a redelivery in the queue's statistics", func() bool {
-					var q struct {
-						Stats struct {
-							Redeliver int `json:"redeliver"`
-						} `json:"message_stats"`
-					}
-					if err := s.Vhost.Mgmt(http.MethodGet, "/api/queues/"+url.PathEscape(s.Vhost.Name)+"/"+url.PathEscape(s.spec.Queue), nil, &q); err != nil {
-						t.Fatal(err)
-					}
-					return q.Stats.Redeliver >= 1
-				})
+			// The broker's own count (management statistics, sampled
+			// every few seconds): the held message went back once per
+			// hold and came again.
+			var redelivered int
+			fabrictest.Eventually(t, 20*time.Second, fmt.Sprintf("%d redeliveries in the queue's statistics", tc.givenBack), func() bool {
+				var q struct {
+					Stats struct {
+						Redeliver int `json:"redeliver"`
+					} `json:"message_stats"`
+				}
+				if err := s.Vhost.Mgmt(http.MethodGet, "/api/queues/"+url.PathEscape(s.Vhost.Name)+"/"+url.PathEscape(s.spec.Queue), nil, &q); err != nil {
+					t.Fatal(err)
+				}
+				redelivered = q.Stats.Redeliver
+				return redelivered >= tc.givenBack
+			})
+			if redelivered > tc.givenBack+1 {
+				t.Errorf("%d redeliveries, want about %d: one per hold", redelivered, tc.givenBack)
 			}
 		})
 	}

@@ -537,14 +537,18 @@ var unavailable = fabric.ClassOf(fabric.ErrUnavailable)
 var errGivenBack = errors.New("given back to the queue")
 
 // Pauses between calls of a message whose dependency is down.
-const (
-	outageFirstPause = time.Second
-	outageMaxPause   = 30 * time.Second
-)
+// outagePauses returns the first and the longest pause between calls of
+// a message kept through an outage: 1 s and 30 s for the default 10-minute
+// hold, in proportion for others, so that a hold always spans the same
+// number of calls and a test with a hold of a second plays out an hour's
+// outage as a deployment would live it, in seconds.
+func outagePauses(hold time.Duration) (first, longest time.Duration) {
+	return max(hold/600, time.Millisecond), max(hold/20, time.Millisecond)
+}
 
 // waitOut keeps the messages of ms whose errs say a dependency is down
 // (fabric.ErrUnavailable) and calls again on them through again after a pause
-// that doubles up to outageMaxPause, until they get another answer,
+// that doubles up to a twentieth of OutageHold (outagePauses), until they get another answer,
 // writing each answer into errs. The consumer takes nothing new meanwhile
 // beyond its prefetch window, and the messages keep their place: an
 // outage costs no retry tier and sends nothing to the DLQ, however long
@@ -553,7 +557,8 @@ const (
 // unacknowledged for 30 minutes), the messages still waiting are put back
 // on the queue (a redelivery) and their errs become errGivenBack.
 func (c *Consumer) waitOut(stop context.Context, ms []*inFlight, errs []error, again func([]*inFlight) []error) {
-	since, pause := time.Now(), outageFirstPause
+	first, longest := outagePauses(c.opts.OutageHold)
+	since, pause := time.Now(), first
 	for {
 		var waiting []int
 		for i, err := range errs {
@@ -564,7 +569,7 @@ func (c *Consumer) waitOut(stop context.Context, ms []*inFlight, errs []error, a
 		if len(waiting) == 0 {
 			return
 		}
-		if pause == outageFirstPause {
+		if pause == first {
 			c.log.Warn("a dependency is down; keeping the message and trying again", "id", ms[waiting[0]].env.ID,
 				"messages", len(waiting), "err", errs[waiting[0]])
 		}
@@ -588,7 +593,7 @@ func (c *Consumer) waitOut(stop context.Context, ms []*inFlight, errs []error, a
 		for k, err := range again(sub) {
 			errs[waiting[k]] = err
 		}
-		pause = min(2*pause, outageMaxPause)
+		pause = min(2*pause, longest)
 	}
 }
 
