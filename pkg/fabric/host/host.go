@@ -112,6 +112,11 @@ type Config struct {
 	// producer. Bursts are two seconds' worth. Types and producers not
 	// named are not limited.
 	PublishRatePerType, PublishRatePerProducer map[string]float64
+	// OutageHold (OUTAGE_HOLD, a Go duration) is how long every consumer
+	// keeps a message through an outage before giving it back to its
+	// queue (fabric.ConsumerOptions.OutageHold; 0: the fabric's 10 min).
+	// A consumer's own option wins.
+	OutageHold time.Duration
 	// RelayWorkers (OUTBOX_RELAY_WORKERS) is how many cycles the outbox
 	// relay overlaps (relay.Options.Workers); 0: the relay's default,
 	// one.
@@ -185,6 +190,13 @@ func ConfigFrom(service, defaultAddr string, getenv func(string) string) (Config
 			}
 			*r.dst = rates
 		}
+	}
+	if v := getenv("OUTAGE_HOLD"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 || d > 25*time.Minute {
+			return c, fmt.Errorf("OUTAGE_HOLD: %q is not a duration above 0 and at most 25m (the broker closes a channel that holds a message 30 min)", v)
+		}
+		c.OutageHold = d
 	}
 	if v := getenv("OUTBOX_RELAY_WORKERS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -578,6 +590,9 @@ func (h *host) addConsumer(queue string, opts fabric.ConsumerOptions, build func
 		return err
 	}
 	opts.Tracer, opts.Metrics, opts.Logger = h.Tracer, h.Metrics, h.Log
+	if opts.OutageHold == 0 {
+		opts.OutageHold = h.Cfg.OutageHold
+	}
 	c, err := build(spec, opts)
 	if err != nil {
 		return err

@@ -59,6 +59,8 @@ func TestConfigFromRefusesBadValues(t *testing.T) {
 		{"PUBLISH_RATE_PER_PRODUCER", "gateway/catalog=-3"},
 		{"OUTBOX_RELAY_WORKERS", "0"},
 		{"OUTBOX_RELAY_WORKERS", "two"},
+		{"OUTAGE_HOLD", "10"},
+		{"OUTAGE_HOLD", "30m"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := host.ConfigFrom("test", ":0", func(k string) string {
@@ -71,6 +73,23 @@ func TestConfigFromRefusesBadValues(t *testing.T) {
 				t.Fatalf("ConfigFrom with %s=%q = %v; want an error naming the variable", tc.name, tc.value, err)
 			}
 		})
+	}
+}
+
+func TestConfigFromReadsOutageHold(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		want  time.Duration
+	}{{"", 0}, {"1s", time.Second}, {"25m", 25 * time.Minute}} {
+		c, err := host.ConfigFrom("test", ":0", func(k string) string {
+			if k == "OUTAGE_HOLD" {
+				return tc.value
+			}
+			return ""
+		})
+		if err != nil || c.OutageHold != tc.want {
+			t.Errorf("OUTAGE_HOLD=%q: OutageHold %s, err %v; want %s (0: the fabric's default)", tc.value, c.OutageHold, err, tc.want)
+		}
 	}
 }
 
