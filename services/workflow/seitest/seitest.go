@@ -4,7 +4,7 @@
 // suite. It records registrations, answers a key it has seen with the
 // number it gave the first time, and can be told, per request id, to
 // refuse the registration, to answer 503 a number of times, or to stall
-// past the client's timeout.
+// past the client's timeout; and it can be down as a whole (Down).
 package seitest
 
 import (
@@ -53,6 +53,7 @@ type Fake struct {
 	calls       []Call
 	rejects     map[string]string
 	unavailable map[string]int
+	down        bool
 	stalls      map[string]int
 	seq         int
 	done        chan struct{}
@@ -102,6 +103,14 @@ func (f *Fake) Unavailable(requestID string, n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.unavailable[requestID] = n
+}
+
+// Down makes every call answer 503, registering nothing, until Down(false):
+// an outage of SEI as a whole.
+func (f *Fake) Down(down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down = down
 }
 
 // Stall makes the next n calls for requestID register the request (as a
@@ -226,6 +235,9 @@ func (f *Fake) decide(in registration, idem string) (status int, number string, 
 		}
 		f.calls = append(f.calls, call)
 	}()
+	if f.down {
+		return http.StatusServiceUnavailable, "", false
+	}
 	if n := f.unavailable[in.RequestID]; n > 0 {
 		f.unavailable[in.RequestID] = n - 1
 		return http.StatusServiceUnavailable, "", false

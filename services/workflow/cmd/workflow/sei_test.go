@@ -191,7 +191,10 @@ func TestSEIRegistration(t *testing.T) {
 	p := newPlatform(t)
 	fake := seitest.Start(t)
 	url := p.start(t, map[string]string{"WORKFLOW_DEFINITIONS": writeDefinitions(t, seiDefinitions),
-		"SEI_URL": fake.URL, "SEI_TIMEOUT": "300ms", "RETRY_TIERS": "100ms,200ms,300ms"})
+		"SEI_URL": fake.URL, "SEI_TIMEOUT": "300ms", "RETRY_TIERS": "100ms,200ms,300ms",
+		// A one-second hold plays the deployment's ten minutes: the
+		// pauses scale with it, so an hour of SEI down is six holds.
+		"OUTAGE_HOLD": "1s"})
 	staff := p.Token(t, "org-a", "attendant-1", "attendant")
 	citizen := p.Token(t, "org-a", "citizen-1", "citizen")
 	operator := p.Token(t, "org-a", "operator-1", "operator")
@@ -248,7 +251,57 @@ func TestSEIRegistration(t *testing.T) {
 		}
 	})
 
-	t.Run("stalled past the timeout: transient, then registered once", func(t *testing.T) {
+	t.Run("SEI down for an hour (six holds): every registration once, none dead-lettered", func(t *testing.T) {
+		deadLettered := map[string]string{"consumer": "workflow.sei-register"}
+		dlqBefore := fabrictest.Counter(t, metrics, "fabric_consumer_dead_lettered_total", deadLettered)
+		retriedBefore := fabrictest.Counter(t, metrics, "fabric_consumer_retried_total", deadLettered)
+		fake.Down(true)
+		var ids []string
+		for range 6 {
+			id := newUUID(t)
+			ids = append(ids, id)
+			p.approve(t, url, "org-a", id)
+		}
+		// Every command reached SEI and was refused: the outage is on.
+		fabrictest.Eventually(t, 30*time.Second, "a call of every command during the outage", func() bool {
+			for _, id := range ids {
+				if len(fake.Calls(id)) == 0 {
+					return false
+				}
+			}
+			return true
+		})
+		outageStart := time.Now()
+		// Six holds and a little more: each command goes back to its
+		// queue six times, as an hour of SEI down would with the
+		// deployment's ten-minute hold.
+		fabrictest.Eventually(t, 30*time.Second, "the hour's end (six one-second holds)", func() bool {
+			return time.Since(outageStart) >= 6100*time.Millisecond
+		})
+		for _, id := range ids {
+			if regs := fake.Registered("org-a", id); len(regs) != 0 {
+				t.Fatalf("request %s registered while SEI was down: %+v", id, regs)
+			}
+		}
+		fake.Down(false)
+		for _, id := range ids {
+			got := waitSEI(t, url, staff, id, "registered")
+			if regs := fake.Registered("org-a", id); len(regs) != 1 || regs[0].Number != got.Number {
+				t.Errorf("request %s: registrations %+v, view %+v; want one, shown", id, regs, got)
+			}
+			if calls := fake.Calls(id); len(calls) < 3 {
+				t.Errorf("request %s: %d calls through the outage, want it called again and again", id, len(calls))
+			}
+		}
+		if n := fabrictest.Counter(t, metrics, "fabric_consumer_dead_lettered_total", deadLettered); n != dlqBefore {
+			t.Errorf("%v messages dead-lettered during the outage, want none", n-dlqBefore)
+		}
+		if n := fabrictest.Counter(t, metrics, "fabric_consumer_retried_total", deadLettered); n != retriedBefore {
+			t.Errorf("%v retries scheduled during the outage, want none: an outage is waited out, not retried", n-retriedBefore)
+		}
+	})
+
+	t.Run("stalled past the timeout: an outage, then registered once", func(t *testing.T) {
 		requestID := newUUID(t)
 		fake.Stall(requestID, 1) // SEI registers, but answers too late
 		p.approve(t, url, "org-a", requestID)

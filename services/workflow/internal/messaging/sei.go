@@ -15,8 +15,8 @@ import (
 
 // SEI registers requests in SEI. Its errors carry the fabric's failure
 // classes: fabric.Permanent when SEI refused the registration,
-// fabric.Transient when SEI could not be reached or answered that it is
-// unavailable.
+// fabric.ErrUnavailable when SEI could not be reached or answered that it
+// is unavailable, fabric.Transient when one call failed.
 type SEI interface {
 	Register(ctx context.Context, tenantID, requestID, unit string) (seiNumber string, err error)
 }
@@ -36,8 +36,10 @@ type SEIRecords interface {
 // sent again). Otherwise SEI is called, with the request id as idempotency
 // key, outside any database transaction (a slow SEI holds no connection or
 // lock), and the result is recorded: registered with SEI's number; still
-// pending with the error, returned as it is classified (transient: the
-// retry tiers try again, then the DLQ); or rejected with SEI's reason, and
+// pending with the error, returned as it is classified (SEI down: the
+// consumer keeps the command and calls again, however long the outage,
+// nothing dead-lettered; transient: the retry tiers try again, then the
+// DLQ); or rejected with SEI's reason, and
 // dead-lettered as SEI_REJECTED, so the operators' DLQ alerts and API show
 // it: a refusal needs a person, and retrying cannot change SEI's answer.
 //

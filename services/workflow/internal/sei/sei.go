@@ -14,8 +14,11 @@
 // number of the first, never a second registration.
 //
 // Errors carry the fabric's failure classes, so a consumer can return them
-// as they are: a timeout, a refused or broken connection, 408, 429 and 5xx
-// are fabric.Transient (SEI or the way to it is down: retry later); any
+// as they are: a timeout, a refused or broken connection, 502, 503 and 504
+// wrap fabric.ErrUnavailable (SEI or the way to it is down: the consumer
+// keeps the command, in order, and calls again however long SEI stays
+// down, never spending a retry tier or reaching the DLQ); 408, 429 and
+// other 5xx are fabric.Transient (this call failed: retry later); any
 // other 4xx is fabric.Permanent around a *RejectedError (SEI said no:
 // retrying the same request cannot change that); anything else (a 2xx
 // without a usable number, a redirect) is left unclassified, so it is
@@ -122,7 +125,7 @@ func (c *Client) Register(ctx context.Context, tenantID, requestID, unit string)
 		// Refused, reset, DNS, TLS, or no answer within the timeout: SEI
 		// or the way to it is down. A timeout may hide a registration SEI
 		// did make; the idempotency key makes the retry safe.
-		return "", fabric.Transient(fmt.Errorf("sei register %s: %w", requestID, err))
+		return "", fmt.Errorf("sei register %s: %w: %w", requestID, fabric.ErrUnavailable, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
@@ -141,6 +144,8 @@ func (c *Client) Register(ctx context.Context, tenantID, requestID, unit string)
 			return "", fmt.Errorf("sei register %s: %s without a usable seiNumber (%q)", requestID, resp.Status, text.Truncate(out.SEINumber, maxNumber))
 		}
 		return out.SEINumber, nil
+	case s == http.StatusBadGateway || s == http.StatusServiceUnavailable || s == http.StatusGatewayTimeout:
+		return "", fmt.Errorf("sei register %s: %w: %s: %s", requestID, fabric.ErrUnavailable, resp.Status, reason(resp, data))
 	case s == http.StatusRequestTimeout || s == http.StatusTooManyRequests || s >= 500:
 		return "", fabric.Transient(fmt.Errorf("sei register %s: %s: %s", requestID, resp.Status, reason(resp, data)))
 	case s >= 400:

@@ -18,6 +18,10 @@ import (
 
 const requestID = "0193a5c2-7e1f-7b3a-9c4d-1e2f3a4b5c6d"
 
+// unavailable is the class of an outage (fabric.ErrUnavailable): the
+// consumer waits it out instead of spending retry tiers.
+var unavailable = fabric.ClassOf(fabric.ErrUnavailable)
+
 func TestRegisterClassifiesAnswers(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -37,8 +41,9 @@ func TestRegisterClassifiesAnswers(t *testing.T) {
 		{"request timeout", 408, "", "", fabric.ClassTransient, "", "408"},
 		{"too many requests", 429, "", "", fabric.ClassTransient, "", "429"},
 		{"internal error", 500, "", "", fabric.ClassTransient, "", "500"},
-		{"bad gateway", 502, "text/html", "<html>proxy</html>", fabric.ClassTransient, "", "proxy"},
-		{"unavailable", 503, "application/problem+json", `{"detail":"maintenance"}`, fabric.ClassTransient, "", "maintenance"},
+		{"bad gateway", 502, "text/html", "<html>proxy</html>", unavailable, "", "proxy"},
+		{"unavailable", 503, "application/problem+json", `{"detail":"maintenance"}`, unavailable, "", "maintenance"},
+		{"gateway timeout", 504, "", "", unavailable, "", "504"},
 		{"2xx without a number", 201, "application/json", `{}`, fabric.ClassUnknown, "", "seiNumber"},
 		{"2xx not JSON", 200, "text/html", `<html>login</html>`, fabric.ClassUnknown, "", "no registration"},
 		{"number with a control character", 201, "application/json", `{"seiNumber":"1\u0007"}`, fabric.ClassUnknown, "", "seiNumber"},
@@ -119,8 +124,8 @@ func TestRegisterUnreachable(t *testing.T) {
 			}
 			start := time.Now()
 			_, err = c.Register(context.Background(), "org-a", requestID, "")
-			if fabric.ClassOf(err) != fabric.ClassTransient {
-				t.Errorf("Register = %v, want a transient error", err)
+			if fabric.ClassOf(err) != unavailable {
+				t.Errorf("Register = %v, want SEI unavailable (an outage)", err)
 			}
 			if d := time.Since(start); d > 5*time.Second {
 				t.Errorf("Register took %s with a 200ms timeout", d)
@@ -170,12 +175,12 @@ func TestAgainstTheFake(t *testing.T) {
 
 	other := "0193a5c2-7e1f-7b3a-9c4d-1e2f3a4b5c6e"
 	fake.Unavailable(other, 1)
-	if _, err := c.Register(ctx, "org-a", other, ""); fabric.ClassOf(err) != fabric.ClassTransient {
-		t.Errorf("503: %v, want transient", err)
+	if _, err := c.Register(ctx, "org-a", other, ""); fabric.ClassOf(err) != unavailable {
+		t.Errorf("503: %v, want SEI unavailable (an outage)", err)
 	}
 	fake.Stall(other, 1)
-	if _, err := c.Register(ctx, "org-a", other, ""); fabric.ClassOf(err) != fabric.ClassTransient {
-		t.Errorf("stall: %v, want transient", err)
+	if _, err := c.Register(ctx, "org-a", other, ""); fabric.ClassOf(err) != unavailable {
+		t.Errorf("stall: %v, want SEI unavailable (an outage)", err)
 	}
 	number, err := c.Register(ctx, "org-a", other, "")
 	if err != nil {
