@@ -415,22 +415,44 @@ func TestOverlappingBatchesWriteEachEventOnce(t *testing.T) {
 func TestStoreOutageMessagesWaitAndIngestionResumes(t *testing.T) {
 	s := newStack(t)
 	p := fabrictest.StartProxy(t, s.Vars["S3_ENDPOINT"])
-	s.start(t, map[string]string{"S3_ENDPOINT": p.Addr})
-	e := s.submit(t, "org-a")
-	fabrictest.WaitCounter(t, 20*time.Second, s.url+"/metrics", "fabric_consumer_outage_waits_total", nil, 1)
+	// A one-second hold plays the deployment's ten minutes (the pauses
+	// scale with it): the store stays down past one hold, as a ten-minute
+	// outage would with the default.
+	s.start(t, map[string]string{"S3_ENDPOINT": p.Addr, "OUTAGE_HOLD": "1s"})
+	metrics := s.url + "/metrics"
+	var events []envelope.Envelope
+	for range 5 {
+		events = append(events, s.submit(t, "org-a"))
+	}
+	fabrictest.WaitCounter(t, 20*time.Second, metrics, "fabric_consumer_outage_waits_total", nil, 1)
+	down := time.Now()
 	staff := s.Token(t, "org-a", "u-1", auth.RoleOperator)
-	if _, code := s.lineage(t, staff, e.ID); code != http.StatusNotFound {
+	if _, code := s.lineage(t, staff, events[0].ID); code != http.StatusNotFound {
 		t.Fatalf("lineage while the store is down = %d, want 404", code)
 	}
+	fabrictest.Eventually(t, 20*time.Second, "the outage past one hold", func() bool { return time.Since(down) >= 1100*time.Millisecond })
 	p.Up()
-	var l lineage
-	fabrictest.Eventually(t, 20*time.Second, "ingestion after the store came back", func() bool {
-		var code int
-		l, code = s.lineage(t, staff, e.ID)
-		return code == http.StatusOK
-	})
-	rows := s.readObject(t, l.ObjectKey)
-	if len(rows) != 1 || rows[0].EventID != e.ID {
-		t.Errorf("object %s rows = %+v, want only event %s", l.ObjectKey, rows, e.ID)
+	for _, e := range events {
+		var l lineage
+		fabrictest.Eventually(t, 20*time.Second, "ingestion of "+e.ID+" after the store came back", func() bool {
+			var code int
+			l, code = s.lineage(t, staff, e.ID)
+			return code == http.StatusOK
+		})
+		var found int
+		for _, r := range s.readObject(t, l.ObjectKey) {
+			if r.EventID == e.ID {
+				found++
+			}
+		}
+		if found != 1 {
+			t.Errorf("object %s holds event %s %d times, want once", l.ObjectKey, e.ID, found)
+		}
+	}
+	if n := fabrictest.Counter(t, metrics, "fabric_consumer_dead_lettered_total", nil); n != 0 {
+		t.Errorf("%v messages dead-lettered during the outage, want none", n)
+	}
+	if n := fabrictest.Counter(t, metrics, "fabric_consumer_retried_total", nil); n != 0 {
+		t.Errorf("%v retries scheduled during the outage, want none: an outage is waited out", n)
 	}
 }
