@@ -34,6 +34,9 @@ type agentView struct {
 	KnowledgeVersion string `json:"knowledgeVersion"`
 	Release          string `json:"release"`
 	Failure          string `json:"failure"`
+	// RequestID and Outcome: a mass reaction's step about one request.
+	RequestID string `json:"requestId"`
+	Outcome   string `json:"outcome"`
 }
 
 type agentDecisionView struct {

@@ -77,6 +77,12 @@ func (d *Decider) Decide(ctx context.Context, c *subscription.Compiled, env enve
 		attribute.Int("agora.subscription.version", c.Version.Version), attribute.String("messaging.message.id", env.ID))
 	defer span.End()
 	rec := d.decide(ctx, c, env)
+	d.endStep(span, rec)
+	return rec
+}
+
+// endStep records what a step did on its span.
+func (d *Decider) endStep(span trace.Span, rec subscription.AgentRecord) {
 	span.SetAttributes(attribute.String("agora.agent.outcome", string(rec.Outcome())), attribute.String("agora.agent.model", rec.Model),
 		attribute.String("agora.agent.prompt_digest", rec.PromptDigest), attribute.Int("agora.agent.passages", len(rec.Passages)),
 		attribute.String("agora.agent.knowledge_version", rec.KnowledgeVersion), attribute.String("agora.release", rec.Release))
@@ -85,7 +91,6 @@ func (d *Decider) Decide(ctx context.Context, c *subscription.Compiled, env enve
 		// person, as it must whenever it cannot decide.
 		span.AddEvent("agent.failure", trace.WithAttributes(attribute.String("reason", rec.Failure)))
 	}
-	return rec
 }
 
 func (d *Decider) start(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
@@ -96,27 +101,81 @@ func (d *Decider) start(ctx context.Context, name string, attrs ...attribute.Key
 	return t.Start(ctx, name, trace.WithAttributes(attrs...))
 }
 
-func (d *Decider) decide(ctx context.Context, c *subscription.Compiled, env envelope.Envelope) subscription.AgentRecord {
-	rec := subscription.AgentRecord{Model: d.ModelName, Release: d.Release, Passages: []subscription.Passage{}}
-	if d.Model == nil || c.Agent == nil || c.Decision == nil {
-		rec.Model = ""
-		rec.Failure = "no model is configured (AGENT_MODEL_URL, AGENT_MODEL): a person decides"
-		return rec
+// DecideRequest runs c's agent step about one request a mass reaction on
+// an event affects (review-affected-requests): event is the event's
+// projection (Projection), taken when the event was decided; nil, the
+// event was not projected then. Like Decide it never fails.
+func (d *Decider) DecideRequest(ctx context.Context, c *subscription.Compiled, tenantID string, event json.RawMessage, req subscription.AffectedRequest) subscription.AgentRecord {
+	ctx, span := d.start(ctx, "agent step", attribute.String("agora.subscription.id", c.ID),
+		attribute.Int("agora.subscription.version", c.Version.Version), attribute.String("agora.request.id", req.ID))
+	defer span.End()
+	rec := d.base(c)
+	if rec.Failure == "" && event == nil {
+		rec.Failure = "the event was not projected when it was decided: a person decides"
 	}
-	step := *c.Agent
+	if rec.Failure == "" {
+		rec = d.ask(ctx, c, tenantID, event, &req, rec)
+	}
+	d.endStep(span, rec)
+	return rec
+}
+
+// Projection returns what c's agent step may send of env (Project, with
+// the catalog's sensitive fields of env's type).
+func (d *Decider) Projection(c *subscription.Compiled, env envelope.Envelope) (json.RawMessage, error) {
+	if c.Agent == nil {
+		return nil, errors.New("the subscription has no agent step")
+	}
 	var def registry.Definition
 	ok := d.Catalog != nil
 	if ok {
 		def, ok = d.Catalog.Lookup(env.Type)
 	}
 	if !ok {
-		rec.Failure = "the event's type " + env.Type + " is not in the catalog: its sensitive fields are unknown"
+		return nil, errors.New("the event's type " + env.Type + " is not in the catalog: its sensitive fields are unknown")
+	}
+	projected, err := Project(c.Agent.Project, env, def)
+	if err != nil {
+		return nil, fmt.Errorf("the event cannot be projected: %w", err)
+	}
+	return projected, nil
+}
+
+// base is a step's record before it asks anything: a failure already when
+// no model is configured.
+func (d *Decider) base(c *subscription.Compiled) subscription.AgentRecord {
+	rec := subscription.AgentRecord{Model: d.ModelName, Release: d.Release, Passages: []subscription.Passage{}}
+	if d.Model == nil || c.Agent == nil || c.Decision == nil {
+		rec.Model = ""
+		rec.Failure = "no model is configured (AGENT_MODEL_URL, AGENT_MODEL): a person decides"
+	}
+	return rec
+}
+
+func (d *Decider) decide(ctx context.Context, c *subscription.Compiled, env envelope.Envelope) subscription.AgentRecord {
+	rec := d.base(c)
+	if rec.Failure != "" {
 		return rec
 	}
-	projected, err := Project(step.Project, env, def)
+	projected, err := d.Projection(c, env)
 	if err != nil {
-		rec.Failure = "the event cannot be projected: " + err.Error()
+		rec.Failure = err.Error()
 		return rec
+	}
+	return d.ask(ctx, c, env.TenantID, projected, nil, rec)
+}
+
+// ask searches tenantID's knowledge and asks the model about the projected
+// event (and req, for a request a mass reaction affects).
+func (d *Decider) ask(ctx context.Context, c *subscription.Compiled, tenantID string, projected []byte, req *subscription.AffectedRequest, rec subscription.AgentRecord) subscription.AgentRecord {
+	step := *c.Agent
+	var about []byte
+	if req != nil {
+		var err error
+		if about, err = json.Marshal(req); err != nil {
+			rec.Failure = "the request cannot be written: " + err.Error()
+			return rec
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, step.Deadline())
 	defer cancel()
@@ -131,7 +190,11 @@ func (d *Decider) decide(ctx context.Context, c *subscription.Compiled, env enve
 	// Knowledge: the tenant's own documents, asked with the instruction
 	// and the projected fields only.
 	kctx, kspan := d.start(ctx, "knowledge search", attribute.Int("agora.agent.top_k", step.K()))
-	found, err := d.Knowledge.Ask(kctx, env.TenantID, truncate(step.Instruction+"\n"+string(projected), maxQuestion), step.K())
+	question := step.Instruction + "\n" + string(projected)
+	if about != nil {
+		question += "\n" + string(about)
+	}
+	found, err := d.Knowledge.Ask(kctx, tenantID, truncate(question, maxQuestion), step.K())
 	endSpan(kspan, err)
 	if err != nil {
 		if !timedOut("the knowledge search", err) {
@@ -141,7 +204,7 @@ func (d *Decider) decide(ctx context.Context, c *subscription.Compiled, env enve
 	}
 	rec.Passages, rec.KnowledgeVersion = found.Passages, found.Version
 
-	body, err := request(d.ModelName, step, c.Agent.Schema(), projected, found)
+	body, err := request(d.ModelName, step, c.Agent.Schema(), projected, about, found)
 	if err != nil {
 		rec.Failure = "the prompt cannot be written: " + err.Error()
 		return rec
@@ -205,13 +268,18 @@ const systemPrompt = "You are one step of a public-service workflow platform. Yo
 
 // request writes the chat-completions request body: the instruction, the
 // projected event fields (no other field of the event) and the passages.
-func request(model string, step subscription.Agent, schema json.RawMessage, projected []byte, found knowledge.Answer) ([]byte, error) {
+func request(model string, step subscription.Agent, schema json.RawMessage, projected, about []byte, found knowledge.Answer) ([]byte, error) {
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, schema); err != nil {
 		return nil, err
 	}
 	var user strings.Builder
 	fmt.Fprintf(&user, "Instruction: %s\n\nEvent (only these fields are shared):\n%s\n\n", step.Instruction, projected)
+	if about != nil {
+		// A mass reaction asks about each request the event affects: the
+		// decision is about this request.
+		fmt.Fprintf(&user, "Open request the event affects (decide about this request):\n%s\n\n", about)
+	}
 	if len(found.Passages) == 0 {
 		user.WriteString("The organisation's documents have nothing on this.\n")
 	} else {

@@ -208,3 +208,54 @@ func TestDecideRecordsSpans(t *testing.T) {
 		t.Errorf("agent step attributes = %v", attrs)
 	}
 }
+
+// TestDecideRequest: a mass reaction's step about one request sends the
+// event's projection and the request (to the knowledge search and the
+// model) and nothing else; without a projection, or a model, or with
+// output that is not valid, it fails, and a failure is a human review.
+func TestDecideRequest(t *testing.T) {
+	step := subscription.Agent{Instruction: "Does the new requirement apply?", Project: []string{"payload.serviceId"}, Timeout: "1s"}
+	c, err := subscription.Compile(nil, subscription.Version{Spec: subscription.Spec{Agent: &step}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := subscription.AffectedRequest{ID: "0f9a1c52-6d1c-4b0e-9f3e-5a2b1c0d9e11", ServiceID: "alvara", DefinitionID: "standard-review", Step: "triage"}
+	event := json.RawMessage(`{"payload":{"serviceId":"alvara"}}`)
+	for _, tc := range []struct {
+		name    string
+		model   Model
+		event   json.RawMessage
+		want    subscription.Outcome
+		failure string
+	}{
+		{"a valid decision", &fakeModel{answer: `{"outcome":"ALLOW","reason":"the decree [1]"}`}, event, subscription.Allow, ""},
+		{"garbage", &fakeModel{answer: `Sure, it applies.`}, event, subscription.RequireHumanReview, "invalid output"},
+		{"no projection kept", &fakeModel{answer: `{"outcome":"ALLOW","reason":"x"}`}, nil, subscription.RequireHumanReview, "not projected"},
+		{"no model", nil, event, subscription.RequireHumanReview, "no model is configured"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := &fakeKnowledge{}
+			d := &Decider{Knowledge: k, ModelName: "m", Release: "r1"}
+			if tc.model != nil {
+				d.Model = tc.model
+			}
+			rec := d.DecideRequest(context.Background(), c, "org-a", tc.event, req)
+			if rec.Outcome() != tc.want || !strings.Contains(rec.Failure, tc.failure) || (tc.failure == "") != (rec.Failure == "") {
+				t.Fatalf("outcome %s failure %q, want %s %q", rec.Outcome(), rec.Failure, tc.want, tc.failure)
+			}
+			if tc.failure != "" && tc.failure != "invalid output" {
+				if len(k.questions) != 0 {
+					t.Errorf("the knowledge was asked %d times by a step that could not run", len(k.questions))
+				}
+				return
+			}
+			if len(k.questions) != 1 || !strings.Contains(k.questions[0], req.ID) || !strings.Contains(k.questions[0], `"serviceId":"alvara"`) {
+				t.Errorf("knowledge questions %q, want the projection and the request", k.questions)
+			}
+			body := string(tc.model.(*fakeModel).bodies[0])
+			if !strings.Contains(body, "Open request the event affects") || !strings.Contains(body, `\"step\":\"triage\"`) {
+				t.Errorf("the prompt lacks the request: %s", body)
+			}
+		})
+	}
+}

@@ -89,6 +89,9 @@ func (s *Subscriptions) react(ctx context.Context, tx pgx.Tx, env envelope.Envel
 		var review *pgdb.InsertReviewParams
 		var job *pgdb.InsertJobParams
 		var agent *subscription.AgentRecord
+		// perRequest: the agent step decides about each request the mass
+		// reaction affects, in its job, after the blast-radius gate.
+		perRequest := false
 		c, err := s.compiled(v)
 		var matched bool
 		var outcome subscription.Outcome
@@ -104,7 +107,13 @@ func (s *Subscriptions) react(ctx context.Context, tx pgx.Tx, env envelope.Envel
 		case !matched:
 			continue
 		default:
-			if rule < 0 && v.Agent != nil {
+			if rule < 0 && v.Agent != nil && v.Reaction.Kind == subscription.ReviewAffectedRequests {
+				// A mass reaction's agent step is asked about each affected
+				// request, not once about the event; nothing is asked
+				// before the gate (SweepJobs), and this decision is the
+				// policy's and the gate's (actor SYSTEM).
+				perRequest = true
+			} else if rule < 0 && v.Agent != nil {
 				// Deterministic resolution came first and no rule decided:
 				// the agent proposes, and the policy's default bounds the
 				// proposal (a model never reaches past it). A step that
@@ -165,6 +174,19 @@ func (s *Subscriptions) react(ctx context.Context, tx pgx.Tx, env envelope.Envel
 				var gated bool
 				if gated, d.Status, d.Detail, job, err = s.gate(ctx, q, v, env); err != nil {
 					return decided, err
+				}
+				if perRequest && job != nil {
+					if job.AgentEvent, err = s.agentProjection(c, env); err != nil {
+						// No request's step could see the event: a person
+						// looks at the change instead, and nothing runs.
+						job, gated = nil, false
+						d.Outcome = string(subscription.RequireHumanReview)
+						d.Status, d.Detail, review = decide(v, subscription.RequireHumanReview, env)
+						d.Detail = "the agent step cannot see the event (" + err.Error() + "): " + d.Detail
+						break
+					}
+					job.AgentStep = true
+					d.Detail += "; the agent step then decides about each request, in the job's batches"
 				}
 				if gated || outcome == subscription.RequireApproval {
 					// The blast radius (or the policy) wants an operator:
@@ -340,25 +362,41 @@ func (s *Subscriptions) SweepJobs(ctx context.Context, limit int) (int, error) {
 	if job.LastRequestID != nil {
 		after = *job.LastRequestID
 	}
+	var step *requestStep
+	if job.AgentStep {
+		// Each request of the batch costs a knowledge search and a model
+		// call inside this transaction: a smaller batch bounds how long it
+		// stays open (and the model calls per batch).
+		limit = min(limit, AgentBatch)
+		if step, err = s.requestStep(ctx, q, job); err != nil {
+			return 0, err
+		}
+	}
 	batch, err := q.NextAffectedBatch(ctx, pgdb.NextAffectedBatchParams{TenantID: job.TenantID, ServiceID: job.ServiceID,
 		After: after, MaxRows: int32(limit)})
 	if err != nil {
 		return 0, fmt.Errorf("reaction job %s: batch: %w", job.ID, err)
 	}
 	now := s.clock()
-	for _, requestID := range batch {
+	for _, row := range batch {
+		if step != nil {
+			if err := s.decideRequest(ctx, q, job, step, row); err != nil {
+				return 0, err
+			}
+			continue
+		}
 		id, err := newID()
 		if err != nil {
 			return 0, err
 		}
 		if _, err := q.InsertRequestReview(ctx, pgdb.InsertRequestReviewParams{ID: id, TenantID: job.TenantID, DecisionID: job.DecisionID,
-			Role: job.Role, CreatedAt: now, RequestID: &requestID}); err != nil {
-			return 0, fmt.Errorf("reaction job %s: review of request %s: %w", job.ID, requestID, err)
+			Kind: "review", Role: job.Role, CreatedAt: now, RequestID: &row.RequestID}); err != nil {
+			return 0, fmt.Errorf("reaction job %s: review of request %s: %w", job.ID, row.RequestID, err)
 		}
 	}
 	status, last := "running", job.LastRequestID
 	if len(batch) > 0 {
-		last = &batch[len(batch)-1]
+		last = &batch[len(batch)-1].RequestID
 	}
 	if len(batch) < limit {
 		status = "done"
@@ -505,6 +543,20 @@ func (s *Subscriptions) Decisions(ctx context.Context, tenantID, correlationID, 
 				}
 			}
 		}
+		counts, err := q.AgentOutcomesOf(ctx, pgdb.AgentOutcomesOfParams{TenantID: tenantID, DecisionIds: ids})
+		if err != nil {
+			return fmt.Errorf("decisions: agent steps per request: %w", err)
+		}
+		for _, c := range counts {
+			for i := range out {
+				if out[i].ID == c.DecisionID && out[i].Job != nil {
+					if out[i].Job.Outcomes == nil {
+						out[i].Job.Outcomes = map[subscription.Outcome]int{}
+					}
+					out[i].Job.Outcomes[subscription.Outcome(c.Outcome)] = int(c.Requests)
+				}
+			}
+		}
 		return nil
 	})
 	return out, err
@@ -542,8 +594,15 @@ func (s *Subscriptions) Reviews(ctx context.Context, a process.Actor) ([]subscri
 		if err != nil {
 			return err
 		}
+		perRequest, err := requestAgentRecords(ctx, q, a.TenantID, out)
+		if err != nil {
+			return err
+		}
 		for i := range out {
 			out[i].Agent = agents[out[i].DecisionID]
+			if r := out[i].RequestID; r != "" {
+				out[i].Agent = perRequest[out[i].DecisionID+"/"+r]
+			}
 		}
 		return nil
 	})
@@ -589,7 +648,7 @@ func (s *Subscriptions) Resolve(ctx context.Context, a process.Actor, id string,
 		if err := q.DeleteReviewTimer(ctx, id); err != nil { // resolved: never overdue
 			return fmt.Errorf("resolve review %s: its due date: %w", id, err)
 		}
-		if r.Kind == "approval" {
+		if r.Kind == "approval" && r.RequestID == nil {
 			if err := s.settleJob(ctx, q, a.TenantID, r.DecisionID, approve); err != nil {
 				return err
 			}
@@ -615,6 +674,11 @@ func (s *Subscriptions) Resolve(ctx context.Context, a process.Actor, id string,
 			}
 			if sv.Reaction.Kind == subscription.StartWorkflow {
 				return s.startApproved(ctx, tx, sv, d)
+			}
+			if r.RequestID != nil {
+				// An agent step's approval of one request a mass reaction
+				// affects: approved, the reaction acts on that request.
+				return s.actOnApproved(ctx, q, sv, r, now)
 			}
 			if sv.Reaction.Kind != subscription.ReviewTask {
 				return nil
@@ -656,8 +720,7 @@ func (s *Subscriptions) resume(ctx context.Context, tx pgx.Tx, v subscription.Ve
 // model.
 func (s *Subscriptions) askAgent(ctx context.Context, c *subscription.Compiled, env envelope.Envelope) subscription.AgentRecord {
 	if s.agent == nil {
-		return subscription.AgentRecord{Passages: []subscription.Passage{}, Release: "dev",
-			Failure: "no model is configured (AGENT_MODEL_URL, AGENT_MODEL): a person decides"}
+		return noModel()
 	}
 	return s.agent.Decide(ctx, c, env)
 }
@@ -676,9 +739,18 @@ func (s *Subscriptions) recordAgent(ctx context.Context, q *pgdb.Queries, tenant
 	if len(rec.Proposal) > 0 {
 		proposal = rec.Proposal
 	}
+	var requestID, outcome *string
+	if rec.RequestID != "" {
+		// A mass reaction's step about one request, and what it led to.
+		result := string(rec.Result)
+		requestID, outcome = &rec.RequestID, &result
+	}
 	if err := q.InsertAgentDecision(ctx, pgdb.InsertAgentDecisionParams{DecisionID: decisionID, TenantID: tenantID, Model: rec.Model,
 		PromptDigest: rec.PromptDigest, Proposal: proposal, Passages: passages, KnowledgeVersion: rec.KnowledgeVersion,
-		Release: rec.Release, Failure: failure, CreatedAt: s.clock()}); err != nil {
+		Release: rec.Release, Failure: failure, CreatedAt: s.clock(), RequestID: requestID, Outcome: outcome}); err != nil {
+		if rec.RequestID != "" {
+			return fmt.Errorf("record the agent step of request %s (decision %s): %w", rec.RequestID, decisionID, err)
+		}
 		return fmt.Errorf("record the agent step of decision %s: %w", decisionID, err)
 	}
 	return nil
@@ -692,10 +764,9 @@ func agentRecords(ctx context.Context, q *pgdb.Queries, tenantID string, decisio
 	}
 	out := make(map[string]*subscription.AgentRecord, len(rows))
 	for _, r := range rows {
-		rec := &subscription.AgentRecord{Model: r.Model, PromptDigest: r.PromptDigest, Proposal: r.Proposal,
-			KnowledgeVersion: r.KnowledgeVersion, Release: r.Release, Failure: deref(r.Failure)}
-		if err := json.Unmarshal(r.Passages, &rec.Passages); err != nil {
-			return nil, fmt.Errorf("agent step of decision %s: passages: %w", r.DecisionID, err)
+		rec, err := agentRecordOf(r)
+		if err != nil {
+			return nil, err
 		}
 		out[r.DecisionID] = rec
 	}

@@ -52,6 +52,11 @@ func (s *Subscriptions) UseReviewDue(d time.Duration) { s.reviewDue = d }
 // fails: what went wrong is the record's Failure.
 type Decider interface {
 	Decide(ctx context.Context, c *subscription.Compiled, env envelope.Envelope) subscription.AgentRecord
+	// DecideRequest runs the step about one request a mass reaction on an
+	// event affects, given the event's projection (Projection).
+	DecideRequest(ctx context.Context, c *subscription.Compiled, tenantID string, event json.RawMessage, req subscription.AffectedRequest) subscription.AgentRecord
+	// Projection is what the step may send of env.
+	Projection(c *subscription.Compiled, env envelope.Envelope) (json.RawMessage, error)
 }
 
 // UseAgent makes d run the subscriptions' agent steps.

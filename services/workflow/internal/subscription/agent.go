@@ -237,6 +237,11 @@ type AgentRecord struct {
 	// Failure is why the agent's answer was not used: no model, a
 	// timeout, invalid output, knowledge unavailable.
 	Failure string `json:"failure,omitempty"`
+	// RequestID is the request a mass reaction's step was about, and
+	// Result the outcome the policy made of it for that request (a
+	// per-event step's outcome is its decision's).
+	RequestID string  `json:"requestId,omitempty"`
+	Result    Outcome `json:"outcome,omitempty"`
 }
 
 // Passage is a cited chunk of a tenant's document.
@@ -292,4 +297,15 @@ func (r AgentRecord) Note() string {
 		}
 	}
 	return b.String()
+}
+
+// AffectedRequest is one open request a mass reaction affects, as its
+// agent step sees it: which request, of which service and workflow, where
+// its process stands and since when; nothing of the citizen or the form.
+type AffectedRequest struct {
+	ID           string    `json:"requestId"`
+	ServiceID    string    `json:"serviceId"`
+	DefinitionID string    `json:"definitionId"`
+	Step         string    `json:"step"`
+	StartedAt    time.Time `json:"startedAt"`
 }

@@ -364,6 +364,10 @@ type Job struct {
 	Total     int    `json:"total"`
 	Done      int    `json:"done"`
 	Status    string `json:"status"` // running | done
+	// Outcomes counts, by outcome, what the agent step decided about each
+	// request so far, when the subscription's agent step decides per
+	// request.
+	Outcomes map[Outcome]int `json:"outcomes,omitempty"`
 }
 
 // Decision statuses.

@@ -19,6 +19,8 @@ type AgentDecision struct {
 	Release          string
 	Failure          *string
 	CreatedAt        time.Time
+	RequestID        *string
+	Outcome          *string
 }
 
 type EarlyEvent struct {
@@ -82,6 +84,8 @@ type ReactionJob struct {
 	Status        string
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
+	AgentStep     bool
+	AgentEvent    []byte
 }
 
 type ReactionJobTimer struct {

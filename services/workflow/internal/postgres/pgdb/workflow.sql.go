@@ -119,7 +119,7 @@ func (q *Queries) AffectedRequests(ctx context.Context, arg AffectedRequestsPara
 }
 
 const agentDecisionsOf = `-- name: AgentDecisionsOf :many
-SELECT decision_id, tenant_id, model, prompt_digest, proposal, passages, knowledge_version, release, failure, created_at FROM agent_decision WHERE tenant_id = $1 AND decision_id = ANY($2::uuid[])
+SELECT decision_id, tenant_id, model, prompt_digest, proposal, passages, knowledge_version, release, failure, created_at, request_id, outcome FROM agent_decision WHERE tenant_id = $1 AND decision_id = ANY($2::uuid[]) AND request_id IS NULL
 `
 
 type AgentDecisionsOfParams struct {
@@ -127,6 +127,8 @@ type AgentDecisionsOfParams struct {
 	DecisionIds []string
 }
 
+// The per-event agent steps of decisions (a mass reaction's per-request
+// steps are RequestAgentDecisionsOf).
 func (q *Queries) AgentDecisionsOf(ctx context.Context, arg AgentDecisionsOfParams) ([]AgentDecision, error) {
 	rows, err := q.db.Query(ctx, agentDecisionsOf, arg.TenantID, arg.DecisionIds)
 	if err != nil {
@@ -147,7 +149,47 @@ func (q *Queries) AgentDecisionsOf(ctx context.Context, arg AgentDecisionsOfPara
 			&i.Release,
 			&i.Failure,
 			&i.CreatedAt,
+			&i.RequestID,
+			&i.Outcome,
 		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const agentOutcomesOf = `-- name: AgentOutcomesOf :many
+SELECT decision_id, outcome::text AS outcome, count(*)::int AS requests FROM agent_decision
+WHERE tenant_id = $1 AND decision_id = ANY($2::uuid[]) AND request_id IS NOT NULL
+GROUP BY decision_id, outcome ORDER BY decision_id, outcome
+`
+
+type AgentOutcomesOfParams struct {
+	TenantID    string
+	DecisionIds []string
+}
+
+type AgentOutcomesOfRow struct {
+	DecisionID string
+	Outcome    string
+	Requests   int32
+}
+
+// What the per-request agent steps of mass reactions led to, counted.
+func (q *Queries) AgentOutcomesOf(ctx context.Context, arg AgentOutcomesOfParams) ([]AgentOutcomesOfRow, error) {
+	rows, err := q.db.Query(ctx, agentOutcomesOf, arg.TenantID, arg.DecisionIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AgentOutcomesOfRow
+	for rows.Next() {
+		var i AgentOutcomesOfRow
+		if err := rows.Scan(&i.DecisionID, &i.Outcome, &i.Requests); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -680,7 +722,7 @@ func (q *Queries) GetDecision(ctx context.Context, arg GetDecisionParams) (React
 }
 
 const getJob = `-- name: GetJob :one
-SELECT id, tenant_id, decision_id, service_id, role, total, done, last_request_id, status, created_at, updated_at FROM reaction_job WHERE tenant_id = $1 AND id = $2
+SELECT id, tenant_id, decision_id, service_id, role, total, done, last_request_id, status, created_at, updated_at, agent_step, agent_event FROM reaction_job WHERE tenant_id = $1 AND id = $2
 `
 
 type GetJobParams struct {
@@ -703,6 +745,8 @@ func (q *Queries) GetJob(ctx context.Context, arg GetJobParams) (ReactionJob, er
 		&i.Status,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.AgentStep,
+		&i.AgentEvent,
 	)
 	return i, err
 }
@@ -1034,8 +1078,10 @@ func (q *Queries) GetTaskForUpdate(ctx context.Context, arg GetTaskForUpdatePara
 }
 
 const insertAgentDecision = `-- name: InsertAgentDecision :exec
-INSERT INTO agent_decision (decision_id, tenant_id, model, prompt_digest, proposal, passages, knowledge_version, release, failure, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+INSERT INTO agent_decision (decision_id, tenant_id, model, prompt_digest, proposal, passages, knowledge_version, release, failure, created_at,
+                            request_id, outcome)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
+        $11, $12)
 `
 
 type InsertAgentDecisionParams struct {
@@ -1049,6 +1095,8 @@ type InsertAgentDecisionParams struct {
 	Release          string
 	Failure          *string
 	CreatedAt        time.Time
+	RequestID        *string
+	Outcome          *string
 }
 
 func (q *Queries) InsertAgentDecision(ctx context.Context, arg InsertAgentDecisionParams) error {
@@ -1063,6 +1111,8 @@ func (q *Queries) InsertAgentDecision(ctx context.Context, arg InsertAgentDecisi
 		arg.Release,
 		arg.Failure,
 		arg.CreatedAt,
+		arg.RequestID,
+		arg.Outcome,
 	)
 	return err
 }
@@ -1126,8 +1176,8 @@ func (q *Queries) InsertDecision(ctx context.Context, arg InsertDecisionParams) 
 }
 
 const insertFollowUpReview = `-- name: InsertFollowUpReview :exec
-INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at, follows, due_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at, follows, due_at, request_id, note)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 `
 
 type InsertFollowUpReviewParams struct {
@@ -1139,6 +1189,8 @@ type InsertFollowUpReviewParams struct {
 	CreatedAt  time.Time
 	Follows    *string
 	DueAt      *time.Time
+	RequestID  *string
+	Note       *string
 }
 
 func (q *Queries) InsertFollowUpReview(ctx context.Context, arg InsertFollowUpReviewParams) error {
@@ -1151,13 +1203,15 @@ func (q *Queries) InsertFollowUpReview(ctx context.Context, arg InsertFollowUpRe
 		arg.CreatedAt,
 		arg.Follows,
 		arg.DueAt,
+		arg.RequestID,
+		arg.Note,
 	)
 	return err
 }
 
 const insertJob = `-- name: InsertJob :exec
-INSERT INTO reaction_job (id, tenant_id, decision_id, service_id, role, total, status, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)
+INSERT INTO reaction_job (id, tenant_id, decision_id, service_id, role, total, status, created_at, updated_at, agent_step, agent_event)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9, $10)
 ON CONFLICT (decision_id) DO NOTHING
 `
 
@@ -1170,6 +1224,8 @@ type InsertJobParams struct {
 	Total      int32
 	Status     string
 	Now        time.Time
+	AgentStep  bool
+	AgentEvent []byte
 }
 
 func (q *Queries) InsertJob(ctx context.Context, arg InsertJobParams) error {
@@ -1182,6 +1238,8 @@ func (q *Queries) InsertJob(ctx context.Context, arg InsertJobParams) error {
 		arg.Total,
 		arg.Status,
 		arg.Now,
+		arg.AgentStep,
+		arg.AgentEvent,
 	)
 	return err
 }
@@ -1313,18 +1371,20 @@ func (q *Queries) InsertReactionProcess(ctx context.Context, arg InsertReactionP
 }
 
 const insertRequestReview = `-- name: InsertRequestReview :execrows
-INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at, request_id)
-VALUES ($1, $2, $3, 'review', $4, $5, $6)
-ON CONFLICT (decision_id, request_id) WHERE request_id IS NOT NULL DO NOTHING
+INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at, request_id, note)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT (decision_id, request_id) WHERE request_id IS NOT NULL AND follows IS NULL DO NOTHING
 `
 
 type InsertRequestReviewParams struct {
 	ID         string
 	TenantID   string
 	DecisionID string
+	Kind       string
 	Role       string
 	CreatedAt  time.Time
 	RequestID  *string
+	Note       *string
 }
 
 func (q *Queries) InsertRequestReview(ctx context.Context, arg InsertRequestReviewParams) (int64, error) {
@@ -1332,9 +1392,11 @@ func (q *Queries) InsertRequestReview(ctx context.Context, arg InsertRequestRevi
 		arg.ID,
 		arg.TenantID,
 		arg.DecisionID,
+		arg.Kind,
 		arg.Role,
 		arg.CreatedAt,
 		arg.RequestID,
+		arg.Note,
 	)
 	if err != nil {
 		return 0, err
@@ -1660,7 +1722,7 @@ func (q *Queries) InsertTimer(ctx context.Context, arg InsertTimerParams) error 
 }
 
 const jobsOfDecisions = `-- name: JobsOfDecisions :many
-SELECT id, tenant_id, decision_id, service_id, role, total, done, last_request_id, status, created_at, updated_at FROM reaction_job WHERE tenant_id = $1 AND decision_id = ANY($2::uuid[])
+SELECT id, tenant_id, decision_id, service_id, role, total, done, last_request_id, status, created_at, updated_at, agent_step, agent_event FROM reaction_job WHERE tenant_id = $1 AND decision_id = ANY($2::uuid[])
 `
 
 type JobsOfDecisionsParams struct {
@@ -1689,6 +1751,8 @@ func (q *Queries) JobsOfDecisions(ctx context.Context, arg JobsOfDecisionsParams
 			&i.Status,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.AgentStep,
+			&i.AgentEvent,
 		); err != nil {
 			return nil, err
 		}
@@ -2290,7 +2354,7 @@ func (q *Queries) MoveScheduleTimer(ctx context.Context, arg MoveScheduleTimerPa
 }
 
 const nextAffectedBatch = `-- name: NextAffectedBatch :many
-SELECT request_id FROM process_instance
+SELECT request_id, definition_id, current_step, started_at FROM process_instance
 WHERE tenant_id = $1 AND service_id = $2 AND status = 'running' AND subscription_id IS NULL AND request_id > $3
 ORDER BY request_id LIMIT $4
 `
@@ -2302,7 +2366,14 @@ type NextAffectedBatchParams struct {
 	MaxRows   int32
 }
 
-func (q *Queries) NextAffectedBatch(ctx context.Context, arg NextAffectedBatchParams) ([]string, error) {
+type NextAffectedBatchRow struct {
+	RequestID    string
+	DefinitionID string
+	CurrentStep  int32
+	StartedAt    time.Time
+}
+
+func (q *Queries) NextAffectedBatch(ctx context.Context, arg NextAffectedBatchParams) ([]NextAffectedBatchRow, error) {
 	rows, err := q.db.Query(ctx, nextAffectedBatch,
 		arg.TenantID,
 		arg.ServiceID,
@@ -2313,13 +2384,18 @@ func (q *Queries) NextAffectedBatch(ctx context.Context, arg NextAffectedBatchPa
 		return nil, err
 	}
 	defer rows.Close()
-	var items []string
+	var items []NextAffectedBatchRow
 	for rows.Next() {
-		var request_id string
-		if err := rows.Scan(&request_id); err != nil {
+		var i NextAffectedBatchRow
+		if err := rows.Scan(
+			&i.RequestID,
+			&i.DefinitionID,
+			&i.CurrentStep,
+			&i.StartedAt,
+		); err != nil {
 			return nil, err
 		}
-		items = append(items, request_id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -2554,6 +2630,50 @@ func (q *Queries) ReleaseTask(ctx context.Context, arg ReleaseTaskParams) (Task,
 		&i.Reason,
 	)
 	return i, err
+}
+
+const requestAgentDecisionsOf = `-- name: RequestAgentDecisionsOf :many
+SELECT decision_id, tenant_id, model, prompt_digest, proposal, passages, knowledge_version, release, failure, created_at, request_id, outcome FROM agent_decision WHERE tenant_id = $1 AND decision_id = ANY($2::uuid[])
+  AND request_id = ANY($3::uuid[])
+`
+
+type RequestAgentDecisionsOfParams struct {
+	TenantID    string
+	DecisionIds []string
+	RequestIds  []string
+}
+
+func (q *Queries) RequestAgentDecisionsOf(ctx context.Context, arg RequestAgentDecisionsOfParams) ([]AgentDecision, error) {
+	rows, err := q.db.Query(ctx, requestAgentDecisionsOf, arg.TenantID, arg.DecisionIds, arg.RequestIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AgentDecision
+	for rows.Next() {
+		var i AgentDecision
+		if err := rows.Scan(
+			&i.DecisionID,
+			&i.TenantID,
+			&i.Model,
+			&i.PromptDigest,
+			&i.Proposal,
+			&i.Passages,
+			&i.KnowledgeVersion,
+			&i.Release,
+			&i.Failure,
+			&i.CreatedAt,
+			&i.RequestID,
+			&i.Outcome,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const requestProcess = `-- name: RequestProcess :one

@@ -323,11 +323,25 @@ INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at,
 VALUES (@id, @tenant_id, @decision_id, @kind, @role, @created_at, @note, sqlc.narg(due_at));
 
 -- name: InsertAgentDecision :exec
-INSERT INTO agent_decision (decision_id, tenant_id, model, prompt_digest, proposal, passages, knowledge_version, release, failure, created_at)
-VALUES (@decision_id, @tenant_id, @model, @prompt_digest, @proposal, @passages, @knowledge_version, @release, @failure, @created_at);
+INSERT INTO agent_decision (decision_id, tenant_id, model, prompt_digest, proposal, passages, knowledge_version, release, failure, created_at,
+                            request_id, outcome)
+VALUES (@decision_id, @tenant_id, @model, @prompt_digest, @proposal, @passages, @knowledge_version, @release, @failure, @created_at,
+        sqlc.narg(request_id), sqlc.narg(outcome));
 
 -- name: AgentDecisionsOf :many
-SELECT * FROM agent_decision WHERE tenant_id = @tenant_id AND decision_id = ANY(@decision_ids::uuid[]);
+-- The per-event agent steps of decisions (a mass reaction's per-request
+-- steps are RequestAgentDecisionsOf).
+SELECT * FROM agent_decision WHERE tenant_id = @tenant_id AND decision_id = ANY(@decision_ids::uuid[]) AND request_id IS NULL;
+
+-- name: RequestAgentDecisionsOf :many
+SELECT * FROM agent_decision WHERE tenant_id = @tenant_id AND decision_id = ANY(@decision_ids::uuid[])
+  AND request_id = ANY(@request_ids::uuid[]);
+
+-- name: AgentOutcomesOf :many
+-- What the per-request agent steps of mass reactions led to, counted.
+SELECT decision_id, outcome::text AS outcome, count(*)::int AS requests FROM agent_decision
+WHERE tenant_id = @tenant_id AND decision_id = ANY(@decision_ids::uuid[]) AND request_id IS NOT NULL
+GROUP BY decision_id, outcome ORDER BY decision_id, outcome;
 
 -- name: ReactedInChain :many
 -- Which of event_ids (an event's ancestors of its own type) this
@@ -357,8 +371,8 @@ WHERE tenant_id = @tenant_id AND id = @id
 RETURNING *;
 
 -- name: InsertFollowUpReview :exec
-INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at, follows, due_at)
-VALUES (@id, @tenant_id, @decision_id, @kind, @role, @created_at, @follows, sqlc.narg(due_at));
+INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at, follows, due_at, request_id, note)
+VALUES (@id, @tenant_id, @decision_id, @kind, @role, @created_at, @follows, sqlc.narg(due_at), sqlc.narg(request_id), sqlc.narg(note));
 
 -- name: InsertReviewTimer :exec
 INSERT INTO review_timer (review_id, tenant_id, due_at) VALUES (@review_id, @tenant_id, @due_at);
@@ -405,8 +419,8 @@ SELECT count(*)::int AS requests, count(DISTINCT citizen_id)::int AS citizens, c
 FROM process_instance WHERE tenant_id = @tenant_id AND service_id = @service_id AND status = 'running' AND subscription_id IS NULL;
 
 -- name: InsertJob :exec
-INSERT INTO reaction_job (id, tenant_id, decision_id, service_id, role, total, status, created_at, updated_at)
-VALUES (@id, @tenant_id, @decision_id, @service_id, @role, @total, @status, @now, @now)
+INSERT INTO reaction_job (id, tenant_id, decision_id, service_id, role, total, status, created_at, updated_at, agent_step, agent_event)
+VALUES (@id, @tenant_id, @decision_id, @service_id, @role, @total, @status, @now, @now, @agent_step, @agent_event)
 ON CONFLICT (decision_id) DO NOTHING;
 
 -- name: SettleAwaitingJob :one
@@ -424,14 +438,14 @@ SELECT job_id, tenant_id FROM reaction_job_timer LIMIT 1 FOR UPDATE SKIP LOCKED;
 SELECT * FROM reaction_job WHERE tenant_id = @tenant_id AND id = @id;
 
 -- name: NextAffectedBatch :many
-SELECT request_id FROM process_instance
+SELECT request_id, definition_id, current_step, started_at FROM process_instance
 WHERE tenant_id = @tenant_id AND service_id = @service_id AND status = 'running' AND subscription_id IS NULL AND request_id > @after
 ORDER BY request_id LIMIT @max_rows;
 
 -- name: InsertRequestReview :execrows
-INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at, request_id)
-VALUES (@id, @tenant_id, @decision_id, 'review', @role, @created_at, @request_id)
-ON CONFLICT (decision_id, request_id) WHERE request_id IS NOT NULL DO NOTHING;
+INSERT INTO reaction_review (id, tenant_id, decision_id, kind, role, created_at, request_id, note)
+VALUES (@id, @tenant_id, @decision_id, @kind, @role, @created_at, @request_id, sqlc.narg(note))
+ON CONFLICT (decision_id, request_id) WHERE request_id IS NOT NULL AND follows IS NULL DO NOTHING;
 
 -- name: AdvanceJob :exec
 UPDATE reaction_job SET done = done + @added, last_request_id = @last_request_id, status = @status, updated_at = @now
