@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -384,6 +385,69 @@ func TestSEIRegistration(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("DLQ letters %s, want the rejection with its reason", resp.Body)
+		}
+	})
+
+	t.Run("rejected, then replayed once SEI takes it: registered once, audited", func(t *testing.T) {
+		requestID := newUUID(t)
+		fake.Reject(requestID, "unidade SEMAD-PROTOCOLO em manutenção cadastral")
+		p.approve(t, url, "org-a", requestID)
+		waitSEI(t, url, staff, requestID, "rejected")
+		// The operator finds the letter: its error names the request.
+		var letterID string
+		fabrictest.Eventually(t, 20*time.Second, "the rejection's letter in the DLQ API", func() bool {
+			resp := do(t, http.MethodGet, url+"/v1/dlq/workflow.sei-register", operator, nil, nil)
+			var letters []struct {
+				MessageID string `json:"messageId"`
+				Error     string `json:"error"`
+			}
+			resp.JSON(t, &letters)
+			for _, l := range letters {
+				if strings.Contains(l.Error, requestID) {
+					letterID = l.MessageID
+				}
+			}
+			return letterID != ""
+		})
+		// SEI's cause is fixed; the operator replays the letter.
+		fake.Accept(requestID)
+		body := `{"filter":{"ids":["` + letterID + `"]},"reason":"SEI reopened the unit"}`
+		resp := do(t, http.MethodPost, url+"/v1/dlq/workflow.sei-register/replay", operator, strings.NewReader(body),
+			map[string]string{"Content-Type": "application/json"})
+		var rep struct {
+			AuditID   int64    `json:"auditId"`
+			Succeeded int      `json:"succeeded"`
+			Refused   []string `json:"refused"`
+		}
+		resp.JSON(t, &rep)
+		if resp.Status != http.StatusOK || rep.Succeeded != 1 || len(rep.Refused) != 0 {
+			t.Fatalf("replay = %d %s, want the letter replayed", resp.Status, resp.Body)
+		}
+		got := waitSEI(t, url, staff, requestID, "registered")
+		calls := fake.Calls(requestID)
+		if len(calls) != 2 || calls[0].Status != 422 || calls[1].Status != 201 || calls[1].IdempotencyKey != requestID {
+			t.Errorf("SEI calls = %+v, want the refusal, then one registration under the same key", calls)
+		}
+		if regs := fake.Registered("org-a", requestID); len(regs) != 1 || regs[0].Number != got.Number {
+			t.Errorf("registrations %+v, view %+v: want one, shown", regs, got)
+		}
+		// Audited: who replayed which letter, and why.
+		resp = do(t, http.MethodGet, url+"/v1/dlq/audit", operator, nil, nil)
+		var audit []struct {
+			ID         int64    `json:"id"`
+			Operator   string   `json:"operator"`
+			Reason     string   `json:"reason"`
+			Action     string   `json:"action"`
+			MessageIDs []string `json:"messageIds"`
+		}
+		resp.JSON(t, &audit)
+		found := false
+		for _, a := range audit {
+			found = found || (a.ID == rep.AuditID && a.Action == "replay" && a.Operator == "operator-1" &&
+				a.Reason == "SEI reopened the unit" && slices.Equal(a.MessageIDs, []string{letterID}))
+		}
+		if !found {
+			t.Errorf("audit %s, want the replay of %s by operator-1 with its reason", resp.Body, letterID)
 		}
 	})
 
