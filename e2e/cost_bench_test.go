@@ -106,19 +106,16 @@ func costPerRequest(before, after costSample, n, cores int) string {
 		ms   float64
 	}
 	var parts []part
-	var total, platform, harness float64
+	var total, harness float64
+	platform := platformPerRequest(before, after, n)
 	for name, v := range after.cpu {
 		d := (v - before.cpu[name]) * 1000 / float64(n)
-		if d < 0.05 {
-			continue
-		}
-		parts = append(parts, part{name, d})
 		total += d
-		switch {
-		case platformProcesses[name]:
-			platform += d
-		case harnessProcesses[name]:
+		if harnessProcesses[name] {
 			harness += d
+		}
+		if d >= 0.05 { // listed by name; below that, noise
+			parts = append(parts, part{name, d})
 		}
 	}
 	sort.Slice(parts, func(i, j int) bool {
@@ -140,6 +137,21 @@ func costPerRequest(before, after costSample, n, cores int) string {
 		float64(after.commits-before.commits)/float64(n), float64(after.walSyncs-before.walSyncs)/float64(n),
 		float64(after.published-before.published)/float64(n), float64(after.delivered-before.delivered)/float64(n))
 	return w.String()
+}
+
+// platformPerRequest is the platform's CPU (services, PostgreSQL,
+// RabbitMQ, MinIO) per request between two samples, in milliseconds.
+func platformPerRequest(before, after costSample, n int) float64 {
+	if n == 0 {
+		return 0
+	}
+	var s float64
+	for name, v := range after.cpu {
+		if platformProcesses[name] {
+			s += v - before.cpu[name]
+		}
+	}
+	return s * 1000 / float64(n)
 }
 
 // ceiling is the rate cores carry when each request costs platformMs of

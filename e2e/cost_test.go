@@ -35,3 +35,25 @@ func TestCostPerRequest(t *testing.T) {
 		})
 	}
 }
+
+// The quiet premium compares the slowest step's platform cost with the
+// fastest's, whatever the order of the steps.
+func TestQuietPremium(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		steps []stepResult
+		want  string
+		x     float64
+	}{
+		{"quiet costs twice", []stepResult{{rate: 100, platformMs: 20}, {rate: 25, platformMs: 40}},
+			"40.0 ms of platform CPU per request at 25 req/s, 2.00× the 20.0 ms at 100 req/s", 2},
+		{"one rate", []stepResult{{rate: 50, platformMs: 30}, {rate: 50, platformMs: 31}}, "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			line, x := quietPremium(tc.steps)
+			if x != tc.x || !strings.Contains(line, tc.want) || (tc.want == "") != (line == "") {
+				t.Errorf("quietPremium = %q, %v; want %q, %v", line, x, tc.want, tc.x)
+			}
+		})
+	}
+}

@@ -86,7 +86,32 @@ func BenchmarkRequestFlowLatency(b *testing.B) {
 			continue
 		}
 		b.Logf("\n%s", stepTable(results))
+		if line, premium := quietPremium(results); line != "" {
+			fmt.Println(line)
+			b.ReportMetric(premium, "quiet_premium_x")
+		}
 	}
+}
+
+// quietPremium compares the platform's CPU per request at the slowest
+// step with the fastest: batches form only under load, so a quiet
+// platform pays per message what a busy one shares (target: at most 1.5×).
+func quietPremium(rs []stepResult) (string, float64) {
+	slow, fast := rs[0], rs[0]
+	for _, r := range rs {
+		if r.rate < slow.rate {
+			slow = r
+		}
+		if r.rate > fast.rate {
+			fast = r
+		}
+	}
+	if slow.rate == fast.rate || fast.platformMs <= 0 {
+		return "", 0
+	}
+	x := slow.platformMs / fast.platformMs
+	return fmt.Sprintf("quiet premium: %.1f ms of platform CPU per request at %d req/s, %.2f× the %.1f ms at %d req/s (target ≤ 1.5×)",
+		slow.platformMs, slow.rate, x, fast.platformMs, fast.rate), x
 }
 
 // benchParams reads BENCH_RATE, BENCH_STEPS and BENCH_SECONDS.
@@ -221,7 +246,8 @@ type stepResult struct {
 	accepted      float64 // POSTs answered 201 per second of the step
 	all4, sync3   []time.Duration
 	per           map[string][]time.Duration
-	cost          string // costPerRequest of the step, drain included
+	cost          string  // costPerRequest of the step, drain included
+	platformMs    float64 // the platform's CPU per request of the step
 }
 
 func (r stepResult) String() string {
@@ -331,7 +357,9 @@ func (p *flowPlatform) step(b *testing.B, rate, seconds int) stepResult {
 	}
 	// Counted once everything is done, so the drain is included: work
 	// queued during the step is paid for by the step.
-	r.cost = costPerRequest(before, sampleCost(b, p.h, p.db), len(sent), runtime.NumCPU())
+	after := sampleCost(b, p.h, p.db)
+	r.cost = costPerRequest(before, after, len(sent), runtime.NumCPU())
+	r.platformMs = platformPerRequest(before, after, len(sent))
 	if statements {
 		r.cost += "\n" + topStatements(b, p.db, len(sent))
 	}
