@@ -67,11 +67,7 @@ func BenchmarkPublishFabric(b *testing.B) {
 		}
 		pend = append(pend, p)
 	}
-	for _, p := range pend {
-		if err := p.Wait(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
+	waitConfirmed(b, pend)
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msg/s")
 }
 
@@ -159,11 +155,7 @@ func BenchmarkPublishTransport(b *testing.B) {
 		}
 		pend = append(pend, p)
 	}
-	for _, p := range pend {
-		if err := p.Wait(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
+	waitConfirmed(b, pend)
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msg/s")
 }
 

@@ -33,11 +33,7 @@ func fillQueue(b *testing.B, s *stack, n int) {
 		}
 		pend = append(pend, p)
 	}
-	for _, p := range pend {
-		if err := p.Wait(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
+	waitConfirmed(b, pend)
 	if d := s.Depth(b, testQueue); d != n {
 		b.Fatalf("queue holds %d messages, want %d", d, n)
 	}

@@ -274,11 +274,7 @@ func TestCompetingConsumersShareWithoutDuplicates(t *testing.T) {
 		}
 		pend = append(pend, p)
 	}
-	for _, p := range pend {
-		if err := p.Wait(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	waitConfirmed(t, pend)
 	fabrictest.Eventually(t, 15*time.Second, "all consumed", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == n })
 	for id, c := range seen {
 		if c != 1 {

@@ -1,6 +1,7 @@
 package fabric_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/agora-platform/agora/pkg/fabric"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/pkg/fabric/topology"
@@ -59,6 +61,16 @@ func submitted(t testing.TB, tenantID, marker string) envelope.Envelope {
 func (s *stack) run(t *testing.T, h fabric.Handler, opts fabric.ConsumerOptions) {
 	t.Helper()
 	s.Run(t, s.spec, h, opts)
+}
+
+// waitConfirmed waits for every publish of pend to be confirmed.
+func waitConfirmed(t testing.TB, pend []*broker.Pending) {
+	t.Helper()
+	for _, p := range pend {
+		if err := p.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // dlq reads (and acks) every message in the stack queue's DLQ.

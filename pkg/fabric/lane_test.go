@@ -51,11 +51,7 @@ func newLaneRig(t testing.TB, withLane bool, backlog int) *laneRig {
 		}
 		pend = append(pend, p)
 	}
-	for _, p := range pend {
-		if err := p.Wait(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	waitConfirmed(t, pend)
 	r.lowLeft.Store(int64(backlog))
 	h := func(ctx context.Context, e envelope.Envelope) error {
 		if e.Type == "workflow.stuck.v1" {
