@@ -27,7 +27,11 @@ import (
 // earn their place: envelope.WithActor and ActorFrom (every producer's
 // events name who acted) and sweep.RunIdle (sweeps that back off while
 // idle). The service-facing ceiling is now the target's own 150. Lowered
-// to 295 when topology.TopicMatch became internal/topic.Match.
+// to 295 when topology.TopicMatch became internal/topic.Match. Held at
+// 295 and 150 when fabric.Execution and ExecutionOf came in (every
+// handler asks what it runs in): retention.Result (callers read its
+// fields, never name it) and envelope.ErrTooLarge (nobody told it apart
+// from other refusals) became unexported to pay for them.
 const (
 	apiBudgetTotal         = 295
 	apiBudgetServiceFacing = 150

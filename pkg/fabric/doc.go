@@ -37,6 +37,18 @@
 //		return store.Count(ctx, tx, tenantID, p)
 //	}, fabric.ConsumerOptions{})
 //
+// A handler of any kind (a TxHandler's ctx, each Received.Ctx of a batch)
+// and a host worker ask what they run in with ExecutionOf(ctx): the
+// principal the work is for (the envelope's actor; without one, its
+// producer as SYSTEM), the correlation and causation, the entity, the
+// release the service runs (RELEASE_ID), and, when the envelope carries
+// them, the workflow step and the knowledge version it derives from. The
+// consumer fills it before the handler runs; a handler reads it rather
+// than piecing it together from the envelope or its own configuration:
+//
+//	x := fabric.ExecutionOf(ctx)
+//	rec.Release = x.Release // the release that made this decision
+//
 // Classify a failure. What a handler returns decides the message's fate:
 // nil acknowledges it; Transient (a dependency is down) goes through the
 // retry tiers Q.retry.<n> and then to the DLQ Q.dlq; Permanent (a business

@@ -91,6 +91,9 @@ type ConsumerOptions struct {
 	// platform's own envelope: the body decoded as it is, and its tenant
 	// checked against the x-tenant-id header.
 	Codec Codec
+	// Release is the release id the service runs, told to handlers
+	// through ExecutionOf (default "dev"; the host gives its RELEASE_ID).
+	Release string
 	// Tag names the consumer on the broker (default <queue>-<random>).
 	Tag     string
 	Tracer  trace.TracerProvider

@@ -26,6 +26,7 @@ import (
 
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/internal/execution"
 	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
 	"github.com/agora-platform/agora/pkg/fabric/ratelimit"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
@@ -116,6 +117,9 @@ func newConsumer(conn *Conn, pub *Publisher, reg *registry.Registry, spec topolo
 	}
 	if opts.DepthInterval <= 0 {
 		opts.DepthInterval = 10 * time.Second
+	}
+	if opts.Release == "" {
+		opts.Release = "dev"
 	}
 	if opts.Tag == "" {
 		var b [4]byte
@@ -428,7 +432,7 @@ func (c *Consumer) decode(d amqp.Delivery) (envelope.Envelope, error) {
 		limit = envelope.DefaultMaxSize
 	}
 	if len(d.Body) > limit {
-		return envelope.Envelope{}, fmt.Errorf("%w: %d bytes, limit %d", envelope.ErrTooLarge, len(d.Body), limit)
+		return envelope.Envelope{}, fmt.Errorf("envelope too large: %d bytes, limit %d", len(d.Body), limit)
 	}
 	return c.opts.Codec.Decode(d)
 }
@@ -514,7 +518,12 @@ func (c *Consumer) begin(ctx context.Context, d amqp.Delivery) *inFlight {
 	if env.TenantID != "" {
 		ctx = tenant.With(ctx, env.TenantID)
 	}
-	return &inFlight{d: d, env: env, ctx: ctx, span: span, start: start, typ: typ}
+	m := &inFlight{d: d, env: env, span: span, start: start, typ: typ}
+	// What the handler may ask of its execution (fabric.ExecutionOf):
+	// derived from the envelope when asked, so a handler that never asks
+	// costs one context value.
+	m.ctx = execution.With(ctx, execution.Run{Env: &m.env, Service: c.spec.Service, Release: c.opts.Release})
+	return m
 }
 
 func (c *Consumer) process(ctx, stop context.Context, d amqp.Delivery) {

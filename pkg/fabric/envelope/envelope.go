@@ -92,13 +92,17 @@ func ActorFrom(ctx context.Context) (Ref, bool) {
 // Errors returned by Decode, Validate and CheckCausation. Callers test them
 // with errors.Is; the consumer maps them to dead-letter reasons.
 var (
-	ErrTooLarge       = errors.New("envelope too large")
 	ErrMalformed      = errors.New("malformed envelope")
 	ErrMissingField   = errors.New("missing required field")
 	ErrInvalidField   = errors.New("invalid field")
 	ErrReactionDepth  = errors.New("REACTION_DEPTH_EXCEEDED")
 	ErrCausationCycle = errors.New("CAUSATION_CYCLE")
 )
+
+// errTooLarge is an oversize document. No caller acts on it apart from
+// any other refusal (the consumer dead-letters both as an invalid
+// envelope), so it is not exported; its message says what was wrong.
+var errTooLarge = errors.New("envelope too large")
 
 // FieldError is a missing or invalid envelope field. It wraps
 // ErrMissingField or ErrInvalidField; callers that act on which field it
@@ -220,7 +224,7 @@ func base(typ string) string {
 // kept in Extensions rather than refused. It is strict about the document
 // itself: a known field of the wrong JSON type, a field named twice (two
 // parsers could disagree on which one counts), trailing data and oversize
-// documents are ErrMalformed or ErrTooLarge. What it keeps is bounded: a
+// documents are ErrMalformed or too large. What it keeps is bounded: a
 // document nested deeper than maxNesting, or with more than maxExtensions
 // unknown fields, is ErrMalformed, so a consumer never stores (nor hands a
 // parser) a value built to exhaust it. It does not validate; call Validate
@@ -230,7 +234,7 @@ func Decode(data []byte, maxSize int) (Envelope, error) {
 		maxSize = DefaultMaxSize
 	}
 	if len(data) > maxSize {
-		return Envelope{}, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(data), maxSize)
+		return Envelope{}, fmt.Errorf("%w: %d bytes, limit %d", errTooLarge, len(data), maxSize)
 	}
 	if n := nesting(data); n > maxNesting {
 		return Envelope{}, fmt.Errorf("%w: nested %d deep, limit %d", ErrMalformed, n, maxNesting)

@@ -87,7 +87,7 @@ func TestDecode(t *testing.T) {
 		{"array, not object", `[` + string(good) + `]`, 0, ErrMalformed},
 		{"trailing data", string(good) + `{}`, 0, ErrMalformed},
 		{"not json", `not json`, 0, ErrMalformed},
-		{"too large", string(good), 10, ErrTooLarge},
+		{"too large", string(good), 10, errTooLarge},
 		{"bad time", strings.Replace(string(good), `"occurredAt":"`, `"occurredAt":"x`, 1), 0, ErrMalformed},
 		{"an added field nested 5,000 deep", strings.Replace(string(good), `"id"`, `"extra":`+strings.Repeat("[", 5000)+strings.Repeat("]", 5000)+`,"id"`, 1), 0, ErrMalformed},
 		{"an added field nested 60 deep is kept", strings.Replace(string(good), `"id"`, `"extra":`+strings.Repeat("[", 60)+strings.Repeat("]", 60)+`,"id"`, 1), 0, nil},

@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -47,6 +48,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/internal/console"
 	"github.com/agora-platform/agora/pkg/fabric/internal/dlq"
 	"github.com/agora-platform/agora/pkg/fabric/internal/edge"
+	"github.com/agora-platform/agora/pkg/fabric/internal/execution"
 	"github.com/agora-platform/agora/pkg/fabric/internal/ops"
 	"github.com/agora-platform/agora/pkg/fabric/internal/relay"
 	"github.com/agora-platform/agora/pkg/fabric/internal/replay"
@@ -121,7 +123,17 @@ type Config struct {
 	// relay overlaps (relay.Options.Workers); 0: the relay's default,
 	// one.
 	RelayWorkers int
+	// Release (RELEASE_ID, default "dev") is the release the service
+	// runs: the id of the release bundle deployed (fabricctl release).
+	// Every consumer and worker tells it to its handlers
+	// (fabric.ExecutionOf), so what they record names the release that
+	// made it.
+	Release string
 }
+
+// releasePattern bounds a release id: it is recorded with decisions and
+// written into spans and logs.
+var releasePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$`)
 
 // ConfigFrom reads the environment through getenv. defaultAddr is the
 // service's port from the architecture (":8081").
@@ -204,6 +216,10 @@ func ConfigFrom(service, defaultAddr string, getenv func(string) string) (Config
 			return c, fmt.Errorf("OUTBOX_RELAY_WORKERS: %q is not a positive number", v)
 		}
 		c.RelayWorkers = n
+	}
+	c.Release = get("RELEASE_ID", "dev")
+	if !releasePattern.MatchString(c.Release) {
+		return c, fmt.Errorf("RELEASE_ID: %q is not a release id (letters, digits, '.', '_', '-', '+', at most 100)", c.Release)
 	}
 	rc, err := retention.ConfigFrom(getenv)
 	if err != nil {
@@ -593,6 +609,9 @@ func (h *host) addConsumer(queue string, opts fabric.ConsumerOptions, build func
 	if opts.OutageHold == 0 {
 		opts.OutageHold = h.Cfg.OutageHold
 	}
+	if opts.Release == "" {
+		opts.Release = h.Cfg.Release
+	}
 	c, err := build(spec, opts)
 	if err != nil {
 		return err
@@ -670,11 +689,14 @@ func (h *host) Serve(ctx context.Context, routes http.Handler, ready func(addr s
 	defer stopWork()
 	errs := make(chan error, len(h.consumers)+len(h.workers)+2)
 	var consumersWG, relayWG sync.WaitGroup
+	// A worker handles no message: its execution is the service's own
+	// (SYSTEM), under the service's release (fabric.ExecutionOf).
+	workerCtx := execution.With(workCtx, execution.Run{Service: h.Cfg.Service, Release: h.Cfg.Release})
 	for _, wk := range h.workers {
 		consumersWG.Add(1)
 		go func() {
 			defer consumersWG.Done()
-			if err := wk.run(workCtx); err != nil && workCtx.Err() == nil {
+			if err := wk.run(workerCtx); err != nil && workCtx.Err() == nil {
 				errs <- fmt.Errorf("worker %s: %w", wk.name, err)
 			}
 		}()

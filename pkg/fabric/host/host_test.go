@@ -61,6 +61,8 @@ func TestConfigFromRefusesBadValues(t *testing.T) {
 		{"OUTBOX_RELAY_WORKERS", "two"},
 		{"OUTAGE_HOLD", "10"},
 		{"OUTAGE_HOLD", "30m"},
+		{"RELEASE_ID", "release 7"},
+		{"RELEASE_ID", "-7"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := host.ConfigFrom("test", ":0", func(k string) string {

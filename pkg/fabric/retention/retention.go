@@ -41,8 +41,9 @@ type Table struct {
 	TenantScoped bool
 }
 
-// Result is what one run did to one table.
-type Result struct {
+// result is what one run did to one table (RunOnce). Its callers read
+// its fields and never name it, so it is not exported.
+type result struct {
 	Table        string
 	Deleted      int64
 	Batches      int   // DELETE statements that removed rows
@@ -143,9 +144,9 @@ func (r *retention) Run(ctx context.Context) error {
 // RunOnce deletes every table's expired rows now and returns what it did.
 // A table that fails does not stop the others; their errors are joined.
 // One log line reports a run that removed rows.
-func (r *retention) RunOnce(ctx context.Context) ([]Result, error) {
+func (r *retention) RunOnce(ctx context.Context) ([]result, error) {
 	start := time.Now()
-	var results []Result
+	var results []result
 	var errs []error
 	var total int64
 	var attrs []any
@@ -172,8 +173,8 @@ func (r *retention) RunOnce(ctx context.Context) ([]Result, error) {
 
 // clean deletes t's expired rows batch by batch (tenant by tenant when t
 // is tenant-scoped) until a batch comes back short.
-func (r *retention) clean(ctx context.Context, t Table) (Result, error) {
-	res := Result{Table: t.Name}
+func (r *retention) clean(ctx context.Context, t Table) (result, error) {
+	res := result{Table: t.Name}
 	if !t.TenantScoped {
 		// The fabric's tables admit the platform scope (migration 00013):
 		// one statement per batch across every tenant.
@@ -212,7 +213,7 @@ func (r *retention) clean(ctx context.Context, t Table) (Result, error) {
 // drain runs t's batched DELETE through exec until fewer than Batch rows
 // go, counting each batch into res and the metric as it commits (so a run
 // cut short still reports what it removed).
-func (r *retention) drain(ctx context.Context, t Table, res *Result, exec func(sql string, args ...any) (int64, error), tenantID string) error {
+func (r *retention) drain(ctx context.Context, t Table, res *result, exec func(sql string, args ...any) (int64, error), tenantID string) error {
 	sql, args := r.statement(t, tenantID)
 	for {
 		if err := ctx.Err(); err != nil {

@@ -159,7 +159,14 @@ func TestRunOnceDeletesExpiredRowsInBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]retention.Result{}
+	// RunOnce's results, by table (their type is unexported: a caller
+	// reads their fields, it never names them).
+	got := map[string]struct {
+		Table        string
+		Deleted      int64
+		Batches      int
+		LargestBatch int64
+	}{}
 	for _, res := range results {
 		got[res.Table] = res
 	}

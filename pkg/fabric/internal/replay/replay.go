@@ -42,6 +42,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/internal/execution"
 	"github.com/agora-platform/agora/pkg/fabric/internal/security"
 	"github.com/agora-platform/agora/pkg/fabric/internal/topic"
 	"github.com/agora-platform/agora/pkg/fabric/internal/wire"
@@ -595,8 +596,12 @@ func (s *Service) simulate(ctx context.Context, h fabric.TxHandler, env envelope
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	// As the consumer hands it over: the tenant in the context and in the
-	// transaction.
+	// transaction, and the execution (the worker running replays carries
+	// the service's release: host.Go).
 	ctx = tenant.With(ctx, env.TenantID)
+	run, _ := execution.From(ctx)
+	run.Env = &env
+	ctx = execution.With(ctx, run)
 	if err := tenant.Set(ctx, tx, env.TenantID); err != nil {
 		return "", "", err
 	}
