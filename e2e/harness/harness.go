@@ -388,6 +388,24 @@ func (h *Harness) Stop(key string) {
 	}
 }
 
+// Kill sends SIGKILL to the service, a crash with no shutdown of its own,
+// and waits for it to exit; Start can then run it again under the same
+// key (a new port: take URL again). Nothing happens for a container of a
+// compose stack.
+func (h *Harness) Kill(key string) {
+	h.mu.Lock()
+	p, ok := h.procs[key]
+	if ok && p.cmd != nil {
+		delete(h.procs, key)
+	}
+	h.mu.Unlock()
+	if !ok || p.cmd == nil {
+		return
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
 func stop(p *proc) error {
 	select {
 	case <-p.done:
