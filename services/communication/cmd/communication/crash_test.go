@@ -7,7 +7,9 @@ import (
 	"maps"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -26,17 +28,21 @@ import (
 const (
 	// envCrash makes the spawned service exit at messaging.FaultAccepted:
 	// right after a provider accepted a message, before the commit that
-	// records it.
+	// records it. Its value is the acceptance to die at: 1, the first.
 	envCrash    = "COMMUNICATION_TEST_CRASH"
 	crashedCode = 3
 )
 
-// crashAtAccept is the fault hook of a doomed child.
-type crashAtAccept struct{}
+// crashAtAccept is the fault hook of a doomed child: it dies at the nth
+// acceptance.
+type crashAtAccept struct {
+	n        int64
+	accepted atomic.Int64
+}
 
-func (crashAtAccept) Hit(point string) {
-	if point == messaging.FaultAccepted {
-		fmt.Fprintln(os.Stderr, "communication child: crashing at", point)
+func (c *crashAtAccept) Hit(point string) {
+	if point == messaging.FaultAccepted && c.accepted.Add(1) == c.n {
+		fmt.Fprintln(os.Stderr, "communication child: crashing at", point, c.n)
 		os.Exit(crashedCode)
 	}
 }
@@ -45,8 +51,8 @@ func runChild() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	var faults interface{ Hit(point string) }
-	if os.Getenv(envCrash) == "1" {
-		faults = crashAtAccept{}
+	if n, err := strconv.ParseInt(os.Getenv(envCrash), 10, 64); err == nil && n > 0 {
+		faults = &crashAtAccept{n: n}
 	}
 	if err := serve(ctx, os.Getenv, os.Stdout, faults); err != nil {
 		fmt.Fprintln(os.Stderr, "communication child:", err)
@@ -161,4 +167,58 @@ func (s *stack) notificationStatus(t *testing.T, requestID string) string {
 		t.Fatal(err)
 	}
 	return status
+}
+
+// TestCrashResendsOnlyTheMailInFlight: four notices come at once, to one
+// handler, and the service dies right after the provider accepted the
+// third (messaging.FaultAccepted), before the commit that records it. On
+// the restart only that third mail goes again: the two before it were
+// committed each on its own. Sent from one transaction, as the inbox's
+// batches and the dispatcher's did, all three went again. The sink keeps
+// every message (no -dedupe), so it shows the resend itself.
+func TestCrashResendsOnlyTheMailInFlight(t *testing.T) {
+	for i, tc := range []struct{ name, window string }{
+		{"sent at once from the inbox", "0"},
+		{"held to coalesce, dispatched", "1s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStack(t)
+			const tenantID, citizen = "org-a", "citizen-in-flight"
+			vars := map[string]string{"NOTICE_COALESCE_WINDOW": tc.window, "HELD_CHECK_INTERVAL": "100ms",
+				"COMMUNICATION_HANDLERS": "1"}
+			doomedVars := maps.Clone(vars)
+			doomedVars[envCrash] = "3"
+			doomed := s.Spawn(t, doomedVars)
+			s.url = doomed.URL
+			s.putContact(t, tenantID, citizen, map[string]string{"email": "in-flight@example.org", "preferredChannel": "email"})
+			requests := map[string]string{} // id → protocol
+			for k := range 4 {
+				id, protocol := uuid.NewString(), fmt.Sprintf("AG-2026-67%02d%02d", i, k)
+				requests[id] = protocol
+				s.Publish(t, submittedEvent(t, tenantID, citizen, id, protocol))
+			}
+			waitCrash(t, doomed, 30*time.Second)
+			mails := func() (total, twice int) {
+				for _, protocol := range requests {
+					n := len(s.mails(t, protocol))
+					total += n
+					if n > 1 {
+						twice++
+					}
+				}
+				return total, twice
+			}
+			if total, _ := mails(); total != 3 {
+				t.Fatalf("after the crash the sink has %d mails, want the 3 accepted", total)
+			}
+
+			s.start(t, vars)
+			for id := range requests {
+				s.waitStatus(t, tenantID, id, "sent")
+			}
+			if total, twice := mails(); total != 5 || twice != 1 {
+				t.Errorf("the sink has %d mails, %d of them a request's second, want 5 and 1: the four and the one in flight at the crash sent again", total, twice)
+			}
+		})
+	}
 }

@@ -75,24 +75,40 @@ const FaultAccepted = "communication.after-accept"
 // dispatcher of the notifications held for quiet hours or to coalesce.
 func Attach(h Host, d Deps) error {
 	dl := &deliverer{store: d.Store, senders: d.Senders, log: d.Log, now: time.Now, window: d.CoalesceWindow, faults: d.Faults}
-	opts := fabric.ConsumerOptions{Concurrency: d.Concurrency}
+	// A crash between a provider's acceptance and the commit that records
+	// it sends again everything the transaction had sent: with the inbox's
+	// batches (up to 16 messages in one transaction) a crash resent a
+	// batch's worth of mails. A queue whose handler sends takes one message
+	// per transaction, so a crash resends only the mail in flight (one per
+	// handler). Held notices are only recorded in the handler, so with
+	// coalescing on the status queues keep their batches.
+	batched := fabric.ConsumerOptions{Concurrency: d.Concurrency}
+	single := fabric.ConsumerOptions{Concurrency: d.Concurrency, MaxBatch: 1}
+	notices := batched
+	if d.CoalesceWindow <= 0 {
+		notices = single // every notice is sent by its handler
+	}
 	for _, c := range []struct {
 		queue  string
 		handle fabric.TxHandler
-	}{{submittedQueue, dl.handleSubmitted}, {statusQueue, dl.handleStatusChanged}, {commandQueue, dl.handleSend}} {
-		if err := h.ConsumeTx(c.queue, c.handle, opts); err != nil {
+		opts   fabric.ConsumerOptions
+	}{{submittedQueue, dl.handleSubmitted, notices}, {statusQueue, dl.handleStatusChanged, notices}, {commandQueue, dl.handleSend, single}} {
+		if err := h.ConsumeTx(c.queue, c.handle, c.opts); err != nil {
 			return fmt.Errorf("messaging: %w", err)
 		}
 	}
-	// The dispatcher stops with the consumers, before the relay: a batch in
-	// flight rolls back and its notifications stay held. With coalescing
-	// on, every status notice goes out through it rather than the
-	// handlers, so it runs as many workers as a queue has handlers, on
-	// small batches, for mails to go out side by side as before (SKIP
-	// LOCKED shares the due notices among them).
-	workers, batch := 1, 100
+	// The dispatcher stops with the consumers, before the relay: a
+	// notification in flight rolls back and stays held. It commits each
+	// notification it sends on its own (a batch of one; sweep.Run takes
+	// the next at once while there are due ones), for the reason above: a
+	// batch of eight resent up to eight mails per worker after a crash.
+	// With coalescing on, every status notice goes out through it rather
+	// than the handlers, so it runs as many workers as a queue has
+	// handlers, for mails to go out side by side (SKIP LOCKED shares the
+	// due notices among them).
+	workers, batch := 1, 1
 	if d.CoalesceWindow > 0 {
-		workers, batch = max(d.Concurrency, 1), 8
+		workers = max(d.Concurrency, 1)
 	}
 	interval := heldPollInterval(d.HeldInterval, d.CoalesceWindow)
 	for i := range workers {
