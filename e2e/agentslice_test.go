@@ -109,7 +109,7 @@ func TestRequirementChangeDecidedRequestByRequest(t *testing.T) {
 		"AGENT_MODEL_URL": model.URL + "/v1", "AGENT_MODEL": "stand-in-1", "AGENT_KNOWLEDGE_URL": h.URL("ai-builder"),
 		// The workflow's service tokens are signed with the key the
 		// harness's JWKS (every service's JWT_KEYS) publishes.
-		"AGENT_TOKEN_KEY": filepath.Join(filepath.Dir(h.Keys.JWKSPath), "dev-signing-key.json"), "RELEASE": "2026.12-e2e"})
+		"AGENT_TOKEN_KEY": filepath.Join(filepath.Dir(h.Keys.JWKSPath), "dev-signing-key.json"), "RELEASE_ID": "2026.12-e2e"})
 	attendant, operator := h.Token(tenant, "ana", "attendant"), h.Token(tenant, "olga", "operator")
 	call := workflowCall(t, h)
 

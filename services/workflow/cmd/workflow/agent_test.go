@@ -246,10 +246,11 @@ func TestAgentStep(t *testing.T) {
 	// matching development key (AGENT_TOKEN_KEY).
 	pl := newPlatform(t)
 	knowledge := newKnowledgeStandIn(t, pl.Keys.JWKSPath)
+	traces := filepath.Join(t.TempDir(), "workflow.jsonl")
 	p := newAgentPlatform(t, pl, map[string]string{
 		"AGENT_MODEL_URL": model.URL + "/v1", "AGENT_MODEL": "stand-in-1", "AGENT_MODEL_KEY": "model-key",
 		"AGENT_KNOWLEDGE_URL": knowledge.URL, "AGENT_TOKEN_KEY": filepath.Join(filepath.Dir(pl.Keys.JWKSPath), "dev-signing-key.json"),
-		"RELEASE": "2026.12-test"})
+		"RELEASE_ID": "2026.12-test", "OTEL_TRACES_FILE": traces})
 	proc := func(id string) processView { return waitProcess(t, p.url, p.author, id) }
 
 	allowID, allowSub := p.waiting(t)
@@ -309,6 +310,17 @@ func TestAgentStep(t *testing.T) {
 			a.Passages[0].DocumentID != "0b7a3d4e-9a43-4c55-8d1e-2f0f4f2a1c01" || a.Passages[0].ChunkID != "7c1f0a52-6d1c-4b0e-9f3e-5a2b1c0d9e11" ||
 			!strings.Contains(string(a.Proposal), `"ALLOW"`) {
 			t.Errorf("agent record %+v", a)
+		}
+		// The reaction evaluation names on whose behalf the event came:
+		// the execution's principal, here its producer as SYSTEM (the
+		// envelope names no actor).
+		var principal any
+		fabrictest.Eventually(t, 10*time.Second, "the reaction evaluation's span", func() bool {
+			principal = evaluationAttribute(t, traces, e.ID, "agora.principal")
+			return principal != nil
+		})
+		if principal != "SYSTEM:document-worker" {
+			t.Errorf("reaction evaluation of %s: agora.principal %v, want SYSTEM:document-worker", e.ID, principal)
 		}
 		if n := knowledge.asked("org-a", allowID); n != 1 {
 			t.Errorf("the knowledge of org-a was asked %d times about the request, want 1", n)
@@ -429,5 +441,36 @@ func TestAgentStepWithoutAModel(t *testing.T) {
 	}
 	if got := waitProcess(t, p.url, p.author, id); got.CurrentStep != 0 {
 		t.Errorf("process at step %d, want the step still waiting", got.CurrentStep)
+	}
+}
+
+// evaluationAttribute returns attribute key of the "reaction evaluation"
+// span of event eventID in the service's span file (OTEL_TRACES_FILE, the
+// stdouttrace exporter's JSON lines), or nil while it is not written yet.
+func evaluationAttribute(t *testing.T, path, eventID, key string) any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil // not flushed yet
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	for {
+		var span struct {
+			Name       string
+			Attributes []struct {
+				Key   string
+				Value struct{ Value any }
+			}
+		}
+		if dec.Decode(&span) != nil {
+			return nil // the end, or a line still being written
+		}
+		attrs := map[string]any{}
+		for _, kv := range span.Attributes {
+			attrs[kv.Key] = kv.Value.Value
+		}
+		if span.Name == "reaction evaluation" && attrs["messaging.message.id"] == eventID {
+			return attrs[key]
+		}
 	}
 }

@@ -68,7 +68,7 @@ func TestAgentStepPerAffectedRequest(t *testing.T) {
 	url := pl.start(t, map[string]string{
 		"AGENT_MODEL_URL": model.URL + "/v1", "AGENT_MODEL": "stand-in-1", "AGENT_MODEL_KEY": "model-key",
 		"AGENT_KNOWLEDGE_URL": knowledge.URL, "AGENT_TOKEN_KEY": filepath.Join(filepath.Dir(pl.Keys.JWKSPath), "dev-signing-key.json"),
-		"RELEASE": "2026.12-test", "REACTION_JOB_INTERVAL": "100ms"})
+		"RELEASE_ID": "2026.12-test", "REACTION_JOB_INTERVAL": "100ms"})
 	author, approver := pl.Token(t, "org-a", "ana", "attendant"), pl.Token(t, "org-a", "olga", "operator")
 	ctx := context.Background()
 	// Open requests, written directly: 7 of "alvara" in org-a, 2 of it in

@@ -5,7 +5,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -71,10 +70,12 @@ type config struct {
 // loadAgent reads the agent step's configuration: the model
 // (AGENT_MODEL_URL, AGENT_MODEL, AGENT_MODEL_KEY), the AI builder that
 // holds the tenants' knowledge (AGENT_KNOWLEDGE_URL) and the key the
-// workflow signs its service tokens with (AGENT_TOKEN_KEY), and RELEASE.
-// Without AGENT_MODEL_URL there is no model, and nothing else is needed.
+// workflow signs its service tokens with (AGENT_TOKEN_KEY). Without
+// AGENT_MODEL_URL there is no model, and nothing else is needed. The
+// release a step records is the host's (RELEASE_ID), which every handler
+// and worker reads from its execution (fabric.ExecutionOf).
 func loadAgent(getenv func(string) string, issuer string) (*agent.Decider, error) {
-	d := &agent.Decider{Release: cmp.Or(getenv("RELEASE"), "dev")}
+	d := &agent.Decider{}
 	base := getenv("AGENT_MODEL_URL")
 	if base == "" {
 		return d, nil

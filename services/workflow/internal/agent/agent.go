@@ -26,6 +26,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/text"
@@ -54,9 +55,6 @@ type Decider struct {
 	Model     Model
 	// ModelName is the model asked for (AGENT_MODEL).
 	ModelName string
-	// Release is the service's release (RELEASE), recorded with each
-	// decision.
-	Release string
 	// Catalog says which payload fields are sensitive: masked or never
 	// sent (Project).
 	Catalog *registry.Registry
@@ -109,7 +107,7 @@ func (d *Decider) DecideRequest(ctx context.Context, c *subscription.Compiled, t
 	ctx, span := d.start(ctx, "agent step", attribute.String("agora.subscription.id", c.ID),
 		attribute.Int("agora.subscription.version", c.Version.Version), attribute.String("agora.request.id", req.ID))
 	defer span.End()
-	rec := d.base(c)
+	rec := d.base(ctx, c)
 	if rec.Failure == "" && event == nil {
 		rec.Failure = "the event was not projected when it was decided: a person decides"
 	}
@@ -142,9 +140,11 @@ func (d *Decider) Projection(c *subscription.Compiled, env envelope.Envelope) (j
 }
 
 // base is a step's record before it asks anything: a failure already when
-// no model is configured.
-func (d *Decider) base(c *subscription.Compiled) subscription.AgentRecord {
-	rec := subscription.AgentRecord{Model: d.ModelName, Release: d.Release, Passages: []subscription.Passage{}}
+// no model is configured. The release is the execution's (RELEASE_ID, the
+// host's): the one the service runs when the step is taken, whether a
+// consumer or the job sweep takes it.
+func (d *Decider) base(ctx context.Context, c *subscription.Compiled) subscription.AgentRecord {
+	rec := subscription.AgentRecord{Model: d.ModelName, Release: fabric.ExecutionOf(ctx).Release, Passages: []subscription.Passage{}}
 	if d.Model == nil || c.Agent == nil || c.Decision == nil {
 		rec.Model = ""
 		rec.Failure = "no model is configured (AGENT_MODEL_URL, AGENT_MODEL): a person decides"
@@ -153,7 +153,7 @@ func (d *Decider) base(c *subscription.Compiled) subscription.AgentRecord {
 }
 
 func (d *Decider) decide(ctx context.Context, c *subscription.Compiled, env envelope.Envelope) subscription.AgentRecord {
-	rec := d.base(c)
+	rec := d.base(ctx, c)
 	if rec.Failure != "" {
 		return rec
 	}

@@ -90,16 +90,13 @@ func TestDecide(t *testing.T) {
 				env.Type = "document.unknown.v1"
 				defer func() { env.Type = "document.validated.v1" }()
 			}
-			d := &Decider{Knowledge: k, ModelName: "m", Release: "r1", Catalog: reg}
+			d := &Decider{Knowledge: k, ModelName: "m", Catalog: reg}
 			if tc.model != nil {
 				d.Model = tc.model
 			}
 			rec := d.Decide(context.Background(), c, env)
 			if got := rec.Outcome(); got != tc.want || !strings.Contains(rec.Failure, tc.failure) || (tc.failure == "") != (rec.Failure == "") {
 				t.Fatalf("outcome %s, failure %q; want %s, %q", got, rec.Failure, tc.want, tc.failure)
-			}
-			if rec.Release != "r1" {
-				t.Errorf("release %q", rec.Release)
 			}
 			if tc.model == nil || tc.knowledge != nil {
 				return
@@ -178,7 +175,7 @@ func TestDecideRecordsSpans(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	ctx, parent := tp.Tracer("test").Start(context.Background(), "process document.validated.v1")
 	d := &Decider{Knowledge: &fakeKnowledge{}, Model: &fakeModel{answer: `{"outcome":"ALLOW","reason":"an RG"}`},
-		ModelName: "m", Release: "r1", Catalog: reg, Tracer: tp.Tracer("agent")}
+		ModelName: "m", Catalog: reg, Tracer: tp.Tracer("agent")}
 	if got := d.Decide(ctx, c, env).Outcome(); got != subscription.Allow {
 		t.Fatalf("outcome %s", got)
 	}
@@ -235,7 +232,7 @@ func TestDecideRequest(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k := &fakeKnowledge{}
-			d := &Decider{Knowledge: k, ModelName: "m", Release: "r1"}
+			d := &Decider{Knowledge: k, ModelName: "m"}
 			if tc.model != nil {
 				d.Model = tc.model
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/services/workflow/internal/postgres/pgdb"
 	"github.com/agora-platform/agora/services/workflow/internal/subscription"
@@ -98,13 +99,15 @@ func (s *Subscriptions) decideRequest(ctx context.Context, q *pgdb.Queries, job 
 // step with no model.
 func (s *Subscriptions) askRequest(ctx context.Context, c *subscription.Compiled, tenantID string, event json.RawMessage, req subscription.AffectedRequest) subscription.AgentRecord {
 	if s.agent == nil {
-		return noModel()
+		return noModel(ctx)
 	}
 	return s.agent.DecideRequest(ctx, c, tenantID, event, req)
 }
 
-func noModel() subscription.AgentRecord {
-	return subscription.AgentRecord{Passages: []subscription.Passage{}, Release: "dev",
+// noModel is the record of a step taken without a decider, under the
+// execution's release as any step.
+func noModel(ctx context.Context) subscription.AgentRecord {
+	return subscription.AgentRecord{Passages: []subscription.Passage{}, Release: fabric.ExecutionOf(ctx).Release,
 		Failure: "no model is configured (AGENT_MODEL_URL, AGENT_MODEL): a person decides"}
 }
 

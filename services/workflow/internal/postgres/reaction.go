@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/tenant"
 	"github.com/agora-platform/agora/services/workflow/internal/postgres/pgdb"
@@ -58,9 +59,13 @@ func (s *Subscriptions) compiled(v subscription.Version) (*subscription.Compiled
 // many decisions it recorded.
 func (s *Subscriptions) React(ctx context.Context, tx pgx.Tx, env envelope.Envelope) (int, error) {
 	// A span under the event's consumer span: the decisions and agent
-	// steps of this evaluation are its children.
+	// steps of this evaluation are its children. It names on whose behalf
+	// the event came (the execution's principal: its actor, else its
+	// producer as SYSTEM), so a trace of a decision says who set it off.
+	p := fabric.ExecutionOf(ctx).Principal
 	ctx, span := s.tracer.Start(ctx, "reaction evaluation", trace.WithAttributes(
-		attribute.String("messaging.message.type", env.Type), attribute.String("messaging.message.id", env.ID)))
+		attribute.String("messaging.message.type", env.Type), attribute.String("messaging.message.id", env.ID),
+		attribute.String("agora.principal", p.Type+":"+p.ID)))
 	defer span.End()
 	n, err := s.react(ctx, tx, env)
 	span.SetAttributes(attribute.Int("agora.reaction.decisions", n))
@@ -720,7 +725,7 @@ func (s *Subscriptions) resume(ctx context.Context, tx pgx.Tx, v subscription.Ve
 // model.
 func (s *Subscriptions) askAgent(ctx context.Context, c *subscription.Compiled, env envelope.Envelope) subscription.AgentRecord {
 	if s.agent == nil {
-		return noModel()
+		return noModel(ctx)
 	}
 	return s.agent.Decide(ctx, c, env)
 }

@@ -232,7 +232,8 @@ type AgentRecord struct {
 	Passages []Passage `json:"passages"`
 	// KnowledgeVersion identifies the knowledge the passages came from.
 	KnowledgeVersion string `json:"knowledgeVersion"`
-	// Release is the workflow service's release (RELEASE).
+	// Release is the release the workflow service ran when the step was
+	// taken (RELEASE_ID, from the step's fabric.ExecutionOf).
 	Release string `json:"release"`
 	// Failure is why the agent's answer was not used: no model, a
 	// timeout, invalid output, knowledge unavailable.
