@@ -287,8 +287,10 @@ func TestCARRetryTiersThenDLQ(t *testing.T) {
 	for i, want := range []time.Duration{time.Second, 5 * time.Second, 25 * time.Second} {
 		got := calls[i+1].Sub(calls[i])
 		t.Logf("retry %d after %v (tier %v)", i+1, got.Round(time.Millisecond), want)
-		if got < want*8/10 || got > want*12/10 {
-			t.Errorf("retry %d came %v after attempt %d, want %v ±20%%", i+1, got, i+1, want)
+		// Never early; late by at most a fifth or, on a loaded machine
+		// where the broker expires the retry a beat late, a second.
+		if got < want*8/10 || got > want+max(want/5, time.Second) {
+			t.Errorf("retry %d came %v after attempt %d, want %v (-20%%, +max(20%%, 1s))", i+1, got, i+1, want)
 		}
 	}
 	mu.Unlock()
