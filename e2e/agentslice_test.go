@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -15,8 +14,6 @@ import (
 
 	"github.com/agora-platform/agora/e2e/harness"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
-	"github.com/agora-platform/agora/pkg/fabric/gateway"
-	"github.com/agora-platform/agora/pkg/fabric/gateway/signature"
 )
 
 // regulation is the tenant's decree on the new requirement, indexed by the
@@ -95,12 +92,7 @@ func TestRequirementChangeDecidedRequestByRequest(t *testing.T) {
 	h.RequireProcesses(t)
 	indexed := watchIndexed(t, h)
 	tenant := "org-a-" + randHex(3)
-	const secret = "the-catalog-system-secret-of-32-bytes"
-	sources := filepath.Join(t.TempDir(), "sources.json")
-	if err := os.WriteFile(sources, []byte(`[{"id":"catalog","uri":"https://catalogo.example.org","tenantId":"`+tenant+`",
-		"secret":"`+secret+`","types":["catalog.service-updated.v1"]}]`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	sources := catalogSource(t, tenant)
 	model := newStandInModel(t)
 	h.Start(t, "request", harness.Env{"GATEWAY_SOURCES_FILE": sources})
 	h.Start(t, "document-worker")
@@ -171,24 +163,14 @@ func TestRequirementChangeDecidedRequestByRequest(t *testing.T) {
 	// decision on it.
 	changed := func() (string, decision) {
 		t.Helper()
-		body, _ := json.Marshal(map[string]any{"specversion": "1.0", "id": "svc-change-" + randHex(4), "source": "https://catalogo.example.org",
-			"type": "catalog.service-updated.v1", "data": map[string]any{"serviceId": "alvara-funcionamento", "change": "requires-document",
-				"requiredDocument": "laudo do corpo de bombeiros"}})
-		req, _ := http.NewRequest(http.MethodPost, h.URL("request")+gateway.Path, bytes.NewReader(body))
-		req.Header.Set("Content-Type", signature.ContentType)
-		req.Header.Set(signature.Header, signature.Sign(secret, time.Now(), body))
-		status, data := do(t, req, "")
-		var accepted struct{ EventID string }
-		if status != http.StatusAccepted || json.Unmarshal(data, &accepted) != nil || accepted.EventID == "" {
-			t.Fatalf("gateway = %d %s", status, data)
-		}
+		eventID := announceServiceChange(t, h)
 		var d decision
 		fabrictest.Eventually(t, 30*time.Second, "the change decided", func() bool {
 			var ok bool
-			d, ok = decisionOn(accepted.EventID)
+			d, ok = decisionOn(eventID)
 			return ok
 		})
-		return accepted.EventID, d
+		return eventID, d
 	}
 	// gated checks the blast-radius gate on the change's decision (the
 	// estimate, nothing asked yet), approves it and waits until every

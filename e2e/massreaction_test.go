@@ -1,19 +1,15 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agora-platform/agora/e2e/harness"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
-	"github.com/agora-platform/agora/pkg/fabric/gateway"
-	"github.com/agora-platform/agora/pkg/fabric/gateway/signature"
 )
 
 // TestServiceChangeBehindTheBlastRadius is seed 004 §88's second slice
@@ -27,13 +23,7 @@ func TestServiceChangeBehindTheBlastRadius(t *testing.T) {
 	h := harness.New(t, os.Getenv)
 	h.RequireProcesses(t)
 	tenant := "org-a-" + randHex(3)
-	const secret = "the-catalog-system-secret-of-32-bytes"
-	sources := filepath.Join(t.TempDir(), "sources.json")
-	if err := os.WriteFile(sources, []byte(`[{"id":"catalog","uri":"https://catalogo.example.org","tenantId":"`+tenant+`",
-		"secret":"`+secret+`","types":["catalog.service-updated.v1"]}]`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	h.Start(t, "request", harness.Env{"GATEWAY_SOURCES_FILE": sources})
+	h.Start(t, "request", harness.Env{"GATEWAY_SOURCES_FILE": catalogSource(t, tenant)})
 	h.Start(t, "workflow", harness.Env{"REACTION_JOB_BATCH": "7", "REACTION_JOB_INTERVAL": "100ms"})
 	attendant, operator := h.Token(tenant, "ana", "attendant"), h.Token(tenant, "olga", "operator")
 	call := workflowCall(t, h)
@@ -49,18 +39,7 @@ func TestServiceChangeBehindTheBlastRadius(t *testing.T) {
 		"eventTypes":["catalog.service-updated.v1"],"filter":"payload.change == \"requires-document\"",
 		"policy":{"default":"ALLOW"},"reaction":{"kind":"review-affected-requests","role":"attendant","maxAffected":10}}`)
 
-	// The catalog system's signed CloudEvent.
-	body, _ := json.Marshal(map[string]any{"specversion": "1.0", "id": "svc-change-" + randHex(4), "source": "https://catalogo.example.org",
-		"type": "catalog.service-updated.v1", "data": map[string]any{"serviceId": "alvara-funcionamento", "change": "requires-document",
-			"requiredDocument": "laudo do corpo de bombeiros"}})
-	req, _ := http.NewRequest(http.MethodPost, h.URL("request")+gateway.Path, bytes.NewReader(body))
-	req.Header.Set("Content-Type", signature.ContentType)
-	req.Header.Set(signature.Header, signature.Sign(secret, time.Now(), body))
-	status, data := do(t, req, "")
-	var accepted struct{ EventID string }
-	if status != http.StatusAccepted || json.Unmarshal(data, &accepted) != nil || accepted.EventID == "" {
-		t.Fatalf("gateway = %d %s", status, data)
-	}
+	eventID := announceServiceChange(t, h)
 	type decision struct {
 		Outcome, Status, ReviewID string
 		Reviews                   []struct{ Kind, Note string }
@@ -72,7 +51,7 @@ func TestServiceChangeBehindTheBlastRadius(t *testing.T) {
 	var d decision
 	decided := func() bool {
 		var list []decision
-		if call(http.MethodGet, "/v1/decisions?eventId="+accepted.EventID, attendant, "", &list) != http.StatusOK || len(list) != 1 {
+		if call(http.MethodGet, "/v1/decisions?eventId="+eventID, attendant, "", &list) != http.StatusOK || len(list) != 1 {
 			return false
 		}
 		d = list[0]
