@@ -50,6 +50,11 @@ func TestWatchdogReportsAStuckStepOnce(t *testing.T) {
 		got.TaskID != proc.Tasks[0].ID || first.CorrelationID == "" {
 		t.Errorf("stuck event %s (tenant %s), want org-b's triage of definition slow after 1 s", first.Payload, first.TenantID)
 	}
+	// Its workflow context, which a consumer's handler reads through
+	// fabric.ExecutionOf: the process and the step it is stuck at.
+	if w := string(first.Extensions["workflow"]); w != `{"processId":"`+proc.ID+`","step":"triage"}` {
+		t.Errorf("stuck event's workflow extension = %s, want process %s at triage", w, proc.ID)
+	}
 
 	// Its next step is watched afresh.
 	if resp := complete(t, url, p.Token(t, "org-b", "attendant-2", "attendant"), got.TaskID, ""); resp.Status != http.StatusOK {

@@ -151,6 +151,7 @@ func (s *Store) StartProcess(ctx context.Context, tx pgx.Tx, tenantID string, su
 	if err != nil {
 		return err
 	}
+	env = process.WithWorkflow(env, p.ID, "")
 	// A first step waiting for an event that came before the process
 	// started is resumed at once.
 	resumed, err := s.resumeEarly(ctx, q, p, def, 0, taskID)
@@ -450,6 +451,7 @@ func (s *Store) SweepStuck(ctx context.Context, limit int) (int, error) {
 		if err != nil {
 			return 0, err
 		}
+		env = process.WithWorkflow(env, p.ID, t.Step)
 		if err := s.outbox.Enqueue(ctx, tx, outbox.Item{Aggregate: aggregate(p.ID), Envelope: env}); err != nil {
 			return 0, fmt.Errorf("watchdog sweep: enqueue stuck process %s: %w", p.ID, err)
 		}
@@ -507,6 +509,7 @@ func (s *Store) SweepSLA(ctx context.Context, limit int) (int, error) {
 		if err != nil {
 			return 0, err
 		}
+		env = process.WithWorkflow(env, p.ID, t.Step)
 		if err := s.outbox.Enqueue(ctx, tx, outbox.Item{Aggregate: aggregate(p.ID), Envelope: env}); err != nil {
 			return 0, fmt.Errorf("sla sweep: enqueue breach of task %s: %w", t.ID, err)
 		}

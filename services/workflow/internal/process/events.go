@@ -1,6 +1,7 @@
 package process
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
@@ -56,7 +57,29 @@ func Event(p Instance, typ string, payload any) (envelope.Envelope, error) {
 	if p.CorrelationID != "" {
 		env.CorrelationID = p.CorrelationID
 	}
-	return env, nil
+	return WithWorkflow(env, p.ID, ""), nil
+}
+
+// WithWorkflow marks env as emitted for process processID, at step (a step
+// of its definition; "" for the process as a whole): the envelope's
+// "workflow" extension, which every consumer's handler reads as its
+// workflow context (fabric.ExecutionOf) and readers that do not know it
+// keep.
+func WithWorkflow(env envelope.Envelope, processID, step string) envelope.Envelope {
+	raw, err := json.Marshal(struct {
+		ProcessID string `json:"processId"`
+		Step      string `json:"step,omitempty"`
+	}{processID, step})
+	if err != nil {
+		return env // two strings always marshal
+	}
+	ext := make(map[string]json.RawMessage, len(env.Extensions)+1)
+	for k, v := range env.Extensions {
+		ext[k] = v
+	}
+	ext["workflow"] = raw
+	env.Extensions = ext
+	return env
 }
 
 // Start is the payload of workflow.start.v1. The catalog's payload package
