@@ -545,7 +545,6 @@ var unavailable = fabric.ClassOf(fabric.ErrUnavailable)
 // is nothing left to settle.
 var errGivenBack = errors.New("given back to the queue")
 
-// Pauses between calls of a message whose dependency is down.
 // outagePauses returns the first and the longest pause between calls of
 // a message kept through an outage: 1 s and 30 s for the default 10-minute
 // hold, in proportion for others, so that a hold always spans the same
@@ -556,9 +555,9 @@ func outagePauses(hold time.Duration) (first, longest time.Duration) {
 }
 
 // waitOut keeps the messages of ms whose errs say a dependency is down
-// (fabric.ErrUnavailable) and calls again on them through again after a pause
-// that doubles up to a twentieth of OutageHold (outagePauses), until they get another answer,
-// writing each answer into errs. The consumer takes nothing new meanwhile
+// (fabric.ErrUnavailable) and calls again on them through again after a
+// pause that doubles up to a twentieth of OutageHold (outagePauses), until
+// they get another answer, writing each answer into errs. The consumer takes nothing new meanwhile
 // beyond its prefetch window, and the messages keep their place: an
 // outage costs no retry tier and sends nothing to the DLQ, however long
 // it lasts. When the consumer stops, or a message has been held for
