@@ -69,8 +69,8 @@ import (
 //
 //	go test -run '^$' -bench Chaos -benchtime 1x -timeout 30m ./e2e/
 func BenchmarkChaos(b *testing.B) {
-	requests := chaosInt(b, "BENCH_REQUESTS", 2000)
-	rate := chaosInt(b, "BENCH_RATE", 30)
+	requests := benchInt(b, "BENCH_REQUESTS", 2000)
+	rate := benchInt(b, "BENCH_RATE", 30)
 	outage := 5 * time.Second
 	if v := os.Getenv("BENCH_OUTAGE"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -366,7 +366,9 @@ func roundAll(ds []time.Duration) []time.Duration {
 	return out
 }
 
-func chaosInt(b *testing.B, name string, def int) int {
+// benchInt reads a benchmark's positive whole-number knob name from the
+// environment, def when unset; anything else fails the benchmark.
+func benchInt(b *testing.B, name string, def int) int {
 	v := os.Getenv(name)
 	if v == "" {
 		return def

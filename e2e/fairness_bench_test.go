@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,14 +29,7 @@ import (
 // (goal with the limit: ≤ 2), and how much of A's flood was accepted.
 // BENCH_SECONDS (default 10) is each phase's length.
 func BenchmarkTenantFairness(b *testing.B) {
-	seconds := 10
-	if v := os.Getenv("BENCH_SECONDS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			b.Fatalf("BENCH_SECONDS %q", v)
-		}
-		seconds = n
-	}
+	seconds := benchInt(b, "BENCH_SECONDS", 10)
 	limit := os.Getenv("BENCH_FAIR_LIMIT") // empty: the service's default
 	for range b.N {
 		for _, lim := range []string{"0", limit} {

@@ -29,12 +29,7 @@ import (
 //
 //	go test -run '^$' -bench RecoveryThroughServices -benchtime 1x ./e2e/
 func BenchmarkRecoveryThroughServices(b *testing.B) {
-	rate, outage := 20, 15*time.Second
-	if v := os.Getenv("BENCH_RATE"); v != "" {
-		if _, err := fmt.Sscan(v, &rate); err != nil || rate <= 0 {
-			b.Fatalf("BENCH_RATE=%q: want a positive number of submissions a second", v)
-		}
-	}
+	rate, outage := benchInt(b, "BENCH_RATE", 20), 15*time.Second
 	if v := os.Getenv("BENCH_OUTAGE"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
