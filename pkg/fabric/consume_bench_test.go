@@ -9,6 +9,7 @@ import (
 	"github.com/agora-platform/agora/pkg/fabric"
 	"github.com/agora-platform/agora/pkg/fabric/broker"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
+	"github.com/agora-platform/agora/pkg/fabric/registry"
 	"github.com/agora-platform/agora/pkg/fabric/telemetry"
 )
 
@@ -124,6 +125,32 @@ func waitBench(b *testing.B, done <-chan struct{}, handled *atomic.Int64) {
 			} else if time.Since(at) > 30*time.Second {
 				b.Fatalf("stuck at %d of %d messages for 30 s", n, b.N)
 			}
+		}
+	}
+}
+
+// BenchmarkAdmitCPU is the consumer's work on one delivery before its
+// handler, without a broker: the 1 KiB envelope decoded and checked against
+// its type's reader schema. It is most of what BenchmarkConsumeFabric spends
+// beyond BenchmarkConsumeRaw.
+func BenchmarkAdmitCPU(b *testing.B) {
+	reg, err := registry.Default()
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, err := kibEnvelope(b).Encode()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	for b.Loop() {
+		e, err := envelope.Decode(raw, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := reg.CheckIncoming(e); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

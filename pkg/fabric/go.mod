@@ -3,6 +3,7 @@ module github.com/agora-platform/agora/pkg/fabric
 go 1.26.0
 
 require (
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875
 	github.com/google/cel-go v0.31.0
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/uuid"
 )
 
@@ -246,69 +247,73 @@ func Decode(data []byte, maxSize int) (Envelope, error) {
 	return e, nil
 }
 
+// decode reads the envelope with a streaming tokenizer that refuses a
+// member named twice and invalid UTF-8 itself. The known string fields are
+// read as tokens; the structured ones and the extensions as raw values,
+// copied, since the tokenizer's values alias its buffer.
 func decode(data []byte) (Envelope, error) {
 	var e Envelope
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := dec.Token(); err != nil {
+	dec := jsontext.NewDecoder(bytes.NewBuffer(data))
+	if tok, err := dec.ReadToken(); err != nil {
 		return e, err
-	} else if d, ok := tok.(json.Delim); !ok || d != '{' {
+	} else if tok.Kind() != '{' {
 		return e, errors.New("not a JSON object")
 	}
-	seen := make(map[string]struct{}, 12)
-	for dec.More() {
-		tok, err := dec.Token()
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
 		if err != nil {
 			return e, err
 		}
-		key := tok.(string) // inside an object the decoder only yields string keys here
-		if _, dup := seen[key]; dup {
-			return e, fmt.Errorf("field %q appears twice", key)
-		}
-		seen[key] = struct{}{}
+		key := tok.String() // inside an object the tokenizer only yields string names here
 		if err := decodeField(dec, &e, key); err != nil {
 			return e, fmt.Errorf("field %s: %w", key, err)
 		}
 	}
-	if _, err := dec.Token(); err != nil { // the closing brace
+	if _, err := dec.ReadToken(); err != nil { // the closing brace
 		return e, err
 	}
-	if _, err := dec.Token(); err != io.EOF {
+	if _, err := dec.ReadToken(); err != io.EOF {
 		return e, errors.New("trailing data after envelope")
 	}
 	return e, nil
 }
 
-func decodeField(dec *json.Decoder, e *Envelope, key string) error {
+func decodeField(dec *jsontext.Decoder, e *Envelope, key string) error {
 	switch key {
 	case "id":
-		return dec.Decode(&e.ID)
+		return readString(dec, &e.ID)
 	case "type":
-		return dec.Decode(&e.Type)
+		return readString(dec, &e.Type)
 	case "version":
-		return dec.Decode(&e.Version)
-	case "occurredAt":
-		return dec.Decode(&e.OccurredAt)
+		return readString(dec, &e.Version)
 	case "tenantId":
-		return dec.Decode(&e.TenantID)
+		return readString(dec, &e.TenantID)
 	case "correlationId":
-		return dec.Decode(&e.CorrelationID)
+		return readString(dec, &e.CorrelationID)
 	case "causationId":
-		return dec.Decode(&e.CausationID)
-	case "causationChain":
-		return dec.Decode(&e.CausationChain)
+		return readString(dec, &e.CausationID)
 	case "producer":
-		return dec.Decode(&e.Producer)
-	case "actor":
-		return dec.Decode(&e.Actor)
-	case "entity":
-		return dec.Decode(&e.Entity)
+		return readString(dec, &e.Producer)
 	case "schemaVersion":
-		return dec.Decode(&e.SchemaVersion)
+		return readString(dec, &e.SchemaVersion)
+	case "occurredAt":
+		return readTime(dec, &e.OccurredAt)
+	case "causationChain":
+		return readChain(dec, &e.CausationChain)
+	case "actor":
+		return readRefPtr(dec, &e.Actor)
+	case "entity":
+		return readRefPtr(dec, &e.Entity)
 	case "payload":
-		return dec.Decode(&e.Payload)
+		v, err := dec.ReadValue()
+		if err != nil {
+			return err
+		}
+		e.Payload = bytes.Clone(v)
+		return nil
 	}
-	var raw json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
+	v, err := dec.ReadValue()
+	if err != nil {
 		return err
 	}
 	if e.Extensions == nil {
@@ -317,8 +322,112 @@ func decodeField(dec *json.Decoder, e *Envelope, key string) error {
 	if len(e.Extensions) == maxExtensions {
 		return fmt.Errorf("more than %d fields the envelope does not define", maxExtensions)
 	}
-	e.Extensions[key] = raw
+	e.Extensions[key] = bytes.Clone(v)
 	return nil
+}
+
+// readString reads a string into s; null leaves s as it is, as
+// encoding/json does.
+func readString(dec *jsontext.Decoder, s *string) error {
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return err
+	}
+	switch tok.Kind() {
+	case '"':
+		*s = tok.String()
+	case 'n':
+	default:
+		return fmt.Errorf("want a string, got %s", tok.Kind())
+	}
+	return nil
+}
+
+// readTime reads an RFC 3339 string into t, by the rules of
+// time.Time's own JSON decoding; null leaves t as it is.
+func readTime(dec *jsontext.Decoder, t *time.Time) error {
+	var s string
+	if dec.PeekKind() == 'n' {
+		return readString(dec, &s)
+	}
+	if err := readString(dec, &s); err != nil {
+		return err
+	}
+	return t.UnmarshalText([]byte(s))
+}
+
+// readChain reads an array of references; null leaves chain nil.
+func readChain(dec *jsontext.Decoder, chain *[]Ref) error {
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return err
+	}
+	switch tok.Kind() {
+	case 'n':
+		return nil
+	case '[':
+	default:
+		return fmt.Errorf("want an array, got %s", tok.Kind())
+	}
+	for dec.PeekKind() != ']' {
+		var r Ref
+		if err := readRef(dec, &r); err != nil {
+			return err
+		}
+		*chain = append(*chain, r)
+	}
+	_, err = dec.ReadToken()
+	return err
+}
+
+// readRefPtr reads a reference into a new Ref; null leaves ref nil.
+func readRefPtr(dec *jsontext.Decoder, ref **Ref) error {
+	if dec.PeekKind() == 'n' {
+		_, err := dec.ReadToken()
+		return err
+	}
+	r := new(Ref)
+	if err := readRef(dec, r); err != nil {
+		return err
+	}
+	*ref = r
+	return nil
+}
+
+// readRef reads {"type": …, "id": …} into r. As encoding/json would, it
+// matches the two names without regard to case and skips members it does
+// not know; null leaves r as it is.
+func readRef(dec *jsontext.Decoder, r *Ref) error {
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return err
+	}
+	switch tok.Kind() {
+	case 'n':
+		return nil
+	case '{':
+	default:
+		return fmt.Errorf("want an object, got %s", tok.Kind())
+	}
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return err
+		}
+		switch name := tok.String(); {
+		case strings.EqualFold(name, "type"):
+			err = readString(dec, &r.Type)
+		case strings.EqualFold(name, "id"):
+			err = readString(dec, &r.ID)
+		default:
+			err = dec.SkipValue()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	_, err = dec.ReadToken()
+	return err
 }
 
 // knownField reports whether name is a field of the envelope itself, which

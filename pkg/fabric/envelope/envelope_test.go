@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +95,11 @@ func TestDecode(t *testing.T) {
 		{"brackets inside a string do not nest", strings.Replace(string(good), `"id"`, `"extra":"`+strings.Repeat("[{", 100)+`\\\"[","id"`, 1), 0, nil},
 		{"33 added fields", strings.Replace(string(good), `"id"`, manyFields(33)+`"id"`, 1), 0, ErrMalformed},
 		{"32 added fields are kept", strings.Replace(string(good), `"id"`, manyFields(32)+`"id"`, 1), 0, nil},
+		{"invalid UTF-8 in a string", strings.Replace(string(good), `"producer":"test"`, "\"producer\":\"te\xffst\"", 1), 0, ErrMalformed},
+		{"null for a string field is no value", strings.Replace(string(good), `"producer":"test"`, `"producer":"test","causationId":null`, 1), 0, nil},
+		{"an actor of the wrong type", strings.Replace(string(good), `"id"`, `"actor":"USER","id"`, 1), 0, ErrMalformed},
+		{"a chain of the wrong type", strings.Replace(string(good), `"id"`, `"causationChain":{},"id"`, 1), 0, ErrMalformed},
+		{"a payload cut short", strings.Replace(string(good), `"payload":{`, `"payload":{"a":`, 1), 0, ErrMalformed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -105,6 +111,29 @@ func TestDecode(t *testing.T) {
 				t.Fatalf("Decode() = %v, want %v", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestDecodeReadsEveryField pins what the streaming reader keeps: each
+// field by its name, references matched as encoding/json matches them
+// (any case, unknown members skipped), null as no value, the payload and
+// the extensions byte for byte.
+func TestDecodeReadsEveryField(t *testing.T) {
+	data := `{"id":"0192d3a0-0000-7000-8000-000000000009","type":"request.submitted.v1","version":"v1",` +
+		`"occurredAt":"2026-11-30T10:00:00.123Z","tenantId":"org-a","correlationId":"c","causationId":null,` +
+		`"causationChain":[{"type":"a.b.v1","id":"1"},{"TYPE":"c.d.v1","Id":"2","extra":[1]}],"producer":"p",` +
+		`"actor":{"type":"USER","id":"u"},"entity":null,"schemaVersion":"1.0","payload": {"n": 1.50, "s":"é"} ,"x-ext":[ 1, {"a":null} ]}`
+	e, err := Decode([]byte(data), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, _ := time.Parse(time.RFC3339, "2026-11-30T10:00:00.123Z")
+	want := Envelope{ID: "0192d3a0-0000-7000-8000-000000000009", Type: "request.submitted.v1", Version: "v1", OccurredAt: at,
+		TenantID: "org-a", CorrelationID: "c", CausationChain: []Ref{{"a.b.v1", "1"}, {"c.d.v1", "2"}}, Producer: "p",
+		Actor: &Ref{"USER", "u"}, SchemaVersion: "1.0", Payload: json.RawMessage(`{"n": 1.50, "s":"é"}`),
+		Extensions: map[string]json.RawMessage{"x-ext": json.RawMessage(`[ 1, {"a":null} ]`)}}
+	if !reflect.DeepEqual(e, want) {
+		t.Fatalf("Decode =\n%+v\nwant\n%+v", e, want)
 	}
 }
 

@@ -304,7 +304,7 @@ func (r *Registry) validatePayload(typ string, payload []byte, view func(Definit
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrUnknownType, typ)
 	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(payload))
+	v, err := parseValue(payload)
 	if err != nil {
 		return fmt.Errorf("%w: %s: not JSON: %v", ErrSchema, typ, err)
 	}
