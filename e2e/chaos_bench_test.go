@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agora-platform/agora/e2e/harness"
+	"github.com/agora-platform/agora/pkg/fabric/broker"
 )
 
 // BenchmarkChaos submits BENCH_REQUESTS requests (default 2,000) over REST
@@ -388,12 +389,16 @@ type chaosPlatform struct {
 	plainDir, dedupeDir string
 	tee                 *smtpTee
 	client              *http.Client
+	// probe counts consumers live, through passive declares: the
+	// management API's counts lag by the broker's statistics interval
+	// (10 s as make infra sets it), which read as a slow recovery.
+	probe *broker.Conn
 }
 
 func startChaosPlatform(b *testing.B) *chaosPlatform {
 	h := harness.New(b, os.Getenv)
 	h.RequireProcesses(b)
-	c := &chaosPlatform{h: h, client: &http.Client{Timeout: 30 * time.Second}}
+	c := &chaosPlatform{h: h, client: &http.Client{Timeout: 30 * time.Second}, probe: h.Vhost.Dial(b)}
 	c.plainDir, c.dedupeDir = benchMailDir(b), benchMailDir(b)
 	c.tee = startSMTPTee(b, startSink(b, c.plainDir), startSink(b, c.dedupeDir, "-dedupe"))
 	noTraces := func(env harness.Env) harness.Env {
@@ -489,13 +494,8 @@ func (c *chaosPlatform) recovered(b *testing.B, services []string, consumers int
 			}
 		}
 		if ready == len(services) {
-			var qs []struct{ Consumers int }
-			err := c.h.Vhost.Mgmt(http.MethodGet, "/api/queues/"+url.PathEscape(c.h.Vhost.Name)+"?columns=name,consumers", nil, &qs)
+			n, err := c.liveConsumers()
 			if err == nil {
-				n := 0
-				for _, q := range qs {
-					n += q.Consumers
-				}
 				if n >= consumers && n > 0 {
 					return n
 				}
@@ -509,6 +509,31 @@ func (c *chaosPlatform) recovered(b *testing.B, services []string, consumers int
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// liveConsumers sums the consumers of the vhost's queues as the broker
+// counts them now (queue.declare-ok), not as its last statistics said.
+func (c *chaosPlatform) liveConsumers() (int, error) {
+	var qs []struct{ Name string }
+	if err := c.h.Vhost.Mgmt(http.MethodGet, "/api/queues/"+url.PathEscape(c.h.Vhost.Name)+"?columns=name", nil, &qs); err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	ch, err := c.probe.Channel(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer ch.Close()
+	n := 0
+	for _, q := range qs {
+		d, err := ch.QueueDeclarePassive(q.Name, true, false, false, false, nil)
+		if err != nil {
+			return 0, fmt.Errorf("queue %s: %w", q.Name, err)
+		}
+		n += d.Consumers
+	}
+	return n, nil
 }
 
 // readSink returns, per Message-ID (the notification id, without <…@…>),
