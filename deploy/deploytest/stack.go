@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -150,6 +151,31 @@ func (s *Stack) Publish(t testing.TB, env envelope.Envelope) {
 	if err := s.Pub.Publish(ctx, env); err != nil {
 		t.Fatalf("publish %s: %v", env.Type, err)
 	}
+}
+
+// AboutRequest matches the events of type typ about request requestID
+// (their payload's requestId), for an observer's Next, WaitFor and
+// Matching: the request is what the request service's and the workflow
+// service's events are about.
+func AboutRequest(typ, requestID string) func(envelope.Envelope) bool {
+	return func(e envelope.Envelope) bool {
+		var p struct {
+			RequestID string `json:"requestId"`
+		}
+		_ = json.Unmarshal(e.Payload, &p)
+		return e.Type == typ && p.RequestID == requestID
+	}
+}
+
+// NewID returns a fresh id of the form the platform's envelopes carry
+// (a UUIDv7): a request, task or document no other test names.
+func NewID(t testing.TB) string {
+	t.Helper()
+	id, err := uuid.NewV7()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id.String()
 }
 
 // Response is an HTTP answer, read whole.

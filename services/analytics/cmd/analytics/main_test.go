@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
@@ -37,19 +35,8 @@ type stack struct {
 // it when the test ends); start runs the service on it.
 func newStack(t testing.TB) *stack {
 	t.Helper()
-	s := &stack{Stack: deploytest.NewStack(t, "analytics"), bucket: deploytest.Unique("reports-test-")}
-	var err error
-	if s.s3, err = minio.New(s.Vars["S3_ENDPOINT"], &minio.Options{Creds: credentials.NewStaticV4(s.Vars["S3_ACCESS_KEY"], s.Vars["S3_SECRET_KEY"], "")}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		for o := range s.s3.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Recursive: true}) {
-			_ = s.s3.RemoveObject(ctx, s.bucket, o.Key, minio.RemoveObjectOptions{})
-		}
-		_ = s.s3.RemoveBucket(ctx, s.bucket)
-	})
+	s := &stack{Stack: deploytest.NewStack(t, "analytics")}
+	s.s3, s.bucket = s.S3(t), s.TempBucket(t, "reports-test-")
 	s.Vars["REPORTS_BUCKET"] = s.bucket
 	s.Vars["RETRY_TIERS"] = "300ms,300ms,300ms,300ms,300ms"
 	return s

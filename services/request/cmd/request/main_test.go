@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
@@ -46,22 +45,8 @@ func start(t testing.TB, extra map[string]string) *testService {
 	vars := map[string]string{"MAX_UPLOAD_BYTES": "262144"}
 	maps.Copy(vars, extra)
 	s.url = s.Start(t, run, vars).URL
-	var err error
-	s.s3, err = minio.New(s.Vars["S3_ENDPOINT"], &minio.Options{Creds: credentials.NewStaticV4(s.Vars["S3_ACCESS_KEY"], s.Vars["S3_SECRET_KEY"], "")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s.s3 = s.S3(t)
 	return s
-}
-
-func ofType(typ, requestID string) func(envelope.Envelope) bool {
-	return func(e envelope.Envelope) bool {
-		var p struct {
-			RequestID string `json:"requestId"`
-		}
-		_ = json.Unmarshal(e.Payload, &p)
-		return e.Type == typ && p.RequestID == requestID
-	}
 }
 
 func (s *testService) do(t *testing.T, method, path, token string, body io.Reader, header map[string]string) deploytest.Response {
@@ -221,7 +206,7 @@ func TestSubmitStoresRequestAndPublishesEvent(t *testing.T) {
 		t.Errorf("org-b's first protocol = %s, want its own counter starting at 1", otherTenant.Protocol)
 	}
 
-	env := obs.Next(t, "request.submitted.v1", ofType("request.submitted.v1", rc.ID))
+	env := obs.Next(t, "request.submitted.v1", deploytest.AboutRequest("request.submitted.v1", rc.ID))
 	if env.TenantID != "org-a" || env.Producer != "request-service" {
 		t.Errorf("envelope tenant %q producer %q, want org-a request-service", env.TenantID, env.Producer)
 	}
@@ -329,8 +314,8 @@ func TestIdempotencyKey(t *testing.T) {
 
 	var rc receipt
 	first.JSON(t, &rc)
-	obs.Next(t, "the request's submitted event", ofType("request.submitted.v1", rc.ID))
-	if n := len(obs.Matching(t, ofType("request.submitted.v1", rc.ID))); n != 1 {
+	obs.Next(t, "the request's submitted event", deploytest.AboutRequest("request.submitted.v1", rc.ID))
+	if n := len(obs.Matching(t, deploytest.AboutRequest("request.submitted.v1", rc.ID))); n != 1 {
 		t.Errorf("%d request.submitted.v1 events for the replayed request, want 1", n)
 	}
 	var rows int
@@ -400,14 +385,14 @@ func TestWorkflowEventsKeepStatusCurrent(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.outcome, func(t *testing.T) {
 			rc := mustSubmit(t, s, s.Token(t, "org-a", "citizen-1", "citizen"))
-			processID := newUUID(t)
+			processID := deploytest.NewID(t)
 			started := s.publish(t, "org-a", "workflow.process-started.v1",
 				map[string]any{"processId": processID, "requestId": rc.ID, "definitionId": "standard-review"})
 			fabrictest.Eventually(t, 15*time.Second, "status in_progress", func() bool {
 				return s.view(t, "org-a", rc.ID).Status == "in_progress"
 			})
 			changed := obs.Next(t, "status-changed to in_progress", func(e envelope.Envelope) bool {
-				return ofType("request.status-changed.v1", rc.ID)(e) && strings.Contains(string(e.Payload), `"in_progress"`)
+				return deploytest.AboutRequest("request.status-changed.v1", rc.ID)(e) && strings.Contains(string(e.Payload), `"in_progress"`)
 			})
 			if changed.CausationID != started.ID || changed.CorrelationID != started.CorrelationID {
 				t.Errorf("status-changed causation %s correlation %s, want %s %s", changed.CausationID, changed.CorrelationID, started.ID, started.CorrelationID)
@@ -420,7 +405,7 @@ func TestWorkflowEventsKeepStatusCurrent(t *testing.T) {
 			// A redelivery of the same event is a duplicate for the inbox.
 			s.publishEnvelope(t, started)
 
-			s.publish(t, "org-a", "task.sla-breached.v1", map[string]any{"taskId": newUUID(t), "processId": processID,
+			s.publish(t, "org-a", "task.sla-breached.v1", map[string]any{"taskId": deploytest.NewID(t), "processId": processID,
 				"requestId": rc.ID, "dueAt": time.Now().UTC().Format(time.RFC3339)})
 			fabrictest.Eventually(t, 15*time.Second, "SLA breach flagged", func() bool { return s.view(t, "org-a", rc.ID).SLABreached })
 
@@ -430,7 +415,7 @@ func TestWorkflowEventsKeepStatusCurrent(t *testing.T) {
 			s.publish(t, "org-a", "workflow.process-started.v1",
 				map[string]any{"processId": processID, "requestId": rc.ID, "definitionId": "standard-review"})
 			obs.Next(t, "status-changed to "+tc.want, func(e envelope.Envelope) bool {
-				return ofType("request.status-changed.v1", rc.ID)(e) && strings.Contains(string(e.Payload), `"`+tc.want+`"`)
+				return deploytest.AboutRequest("request.status-changed.v1", rc.ID)(e) && strings.Contains(string(e.Payload), `"`+tc.want+`"`)
 			})
 			// The marker: another request's process-started, behind the
 			// late one on the same queue. The consumer runs several handlers
@@ -440,7 +425,7 @@ func TestWorkflowEventsKeepStatusCurrent(t *testing.T) {
 			// they committed in the observer's queue.
 			markerRequest := mustSubmit(t, s, s.Token(t, "org-a", "citizen-1", "citizen"))
 			s.publish(t, "org-a", "workflow.process-started.v1",
-				map[string]any{"processId": newUUID(t), "requestId": markerRequest.ID, "definitionId": "standard-review"})
+				map[string]any{"processId": deploytest.NewID(t), "requestId": markerRequest.ID, "definitionId": "standard-review"})
 			queued += 5
 			alerts++
 			fabrictest.Eventually(t, 15*time.Second, "the marker request in_progress", func() bool {
@@ -454,20 +439,11 @@ func TestWorkflowEventsKeepStatusCurrent(t *testing.T) {
 			if got := s.view(t, "org-a", rc.ID).Status; got != tc.want {
 				t.Errorf("status after a late process-started = %s, want %s", got, tc.want)
 			}
-			if n := len(obs.Matching(t, ofType("request.status-changed.v1", rc.ID))); n != 2 {
+			if n := len(obs.Matching(t, deploytest.AboutRequest("request.status-changed.v1", rc.ID))); n != 2 {
 				t.Errorf("%d status-changed events, want 2 (in_progress, %s)", n, tc.want)
 			}
 		})
 	}
-}
-
-func newUUID(t *testing.T) string {
-	t.Helper()
-	env, err := envelope.New("x.y.v1", "", "test", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return env.ID
 }
 
 // TestWorkflowEventOfAnotherTenantIsDeadLettered: tenant B's event naming
@@ -476,7 +452,7 @@ func newUUID(t *testing.T) string {
 func TestWorkflowEventOfAnotherTenantIsDeadLettered(t *testing.T) {
 	s := start(t, nil)
 	rc := mustSubmit(t, s, s.Token(t, "org-a", "citizen-1", "citizen"))
-	s.publish(t, "org-b", "workflow.process-completed.v1", map[string]any{"processId": newUUID(t), "requestId": rc.ID, "outcome": "rejected"})
+	s.publish(t, "org-b", "workflow.process-completed.v1", map[string]any{"processId": deploytest.NewID(t), "requestId": rc.ID, "outcome": "rejected"})
 	fabrictest.Eventually(t, 15*time.Second, "message in request.workflow-events.dlq", func() bool {
 		return s.Vhost.Queues(t)["request.workflow-events.dlq"].Messages == 1
 	})

@@ -168,12 +168,12 @@ func TestCancelRequest(t *testing.T) {
 			t.Errorf("cancel #%d = %+v, want cancelled with the reason", i+1, got)
 		}
 	}
-	cancelled := obs.Next(t, "request.cancelled.v1", ofType("request.cancelled.v1", rc.ID))
+	cancelled := obs.Next(t, "request.cancelled.v1", deploytest.AboutRequest("request.cancelled.v1", rc.ID))
 	var p struct{ PreviousStatus, CancelledBy, Reason string }
 	if err := json.Unmarshal(cancelled.Payload, &p); err != nil || p.PreviousStatus != "submitted" || p.CancelledBy != "citizen-maria" || p.Reason != "submitted by mistake" {
 		t.Errorf("request.cancelled.v1 payload = %s (%v), want previousStatus submitted by citizen-maria with the reason", cancelled.Payload, err)
 	}
-	changed := obs.Next(t, "request.status-changed.v1 to cancelled", ofType("request.status-changed.v1", rc.ID))
+	changed := obs.Next(t, "request.status-changed.v1 to cancelled", deploytest.AboutRequest("request.status-changed.v1", rc.ID))
 	if changed.CausationID != cancelled.ID || changed.CorrelationID != cancelled.CorrelationID {
 		t.Errorf("status change caused by %s in %s, want caused by the cancellation %s in %s",
 			changed.CausationID, changed.CorrelationID, cancelled.ID, cancelled.CorrelationID)
@@ -224,7 +224,7 @@ func TestTimeline(t *testing.T) {
 	maria := s.Token(t, "org-a", "citizen-maria", "citizen")
 	staff := s.Token(t, "org-a", "attendant-1", "attendant")
 	rc := mustSubmit(t, s, maria)
-	processID, taskID := newUUID(t), newUUID(t)
+	processID, taskID := deploytest.NewID(t), deploytest.NewID(t)
 	waitStaffEntries := func(n int) timeline {
 		var tl timeline
 		fabrictest.Eventually(t, 15*time.Second, "timeline entries", func() bool {
@@ -324,7 +324,7 @@ func TestOperatorCommands(t *testing.T) {
 			})
 		}
 	}
-	expectProblem(t, s.do(t, http.MethodPost, "/v1/requests/"+rc.ID+"/documents/"+newUUID(t)+"/reprocess", operator, nil, nil), 404)
+	expectProblem(t, s.do(t, http.MethodPost, "/v1/requests/"+rc.ID+"/documents/"+deploytest.NewID(t)+"/reprocess", operator, nil, nil), 404)
 
 	var accepted struct{ CommandID, Type string }
 	resp := s.do(t, http.MethodPost, startPath, operator, nil, nil)
@@ -332,7 +332,7 @@ func TestOperatorCommands(t *testing.T) {
 		t.Fatalf("POST %s = %d %s, want 202", startPath, resp.Status, resp.Body)
 	}
 	resp.JSON(t, &accepted)
-	start := obs.Next(t, "workflow.start.v1", ofType("workflow.start.v1", rc.ID))
+	start := obs.Next(t, "workflow.start.v1", deploytest.AboutRequest("workflow.start.v1", rc.ID))
 	var sp struct{ RequestID, ServiceID, CitizenID string }
 	if err := json.Unmarshal(start.Payload, &sp); err != nil || start.ID != accepted.CommandID || start.TenantID != tenant || sp.ServiceID == "" || sp.CitizenID != "citizen-1" {
 		t.Errorf("workflow.start.v1 = %s %s (%v), want command %s of %s naming the service and the citizen", start.ID, start.Payload, err, accepted.CommandID, tenant)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric/auth"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
@@ -214,7 +215,7 @@ func (p *agentPlatform) waiting(t *testing.T) (string, envelope.Envelope) {
 func (p *agentPlatform) validated(t *testing.T, requestID string, sub envelope.Envelope, kind string) envelope.Envelope {
 	t.Helper()
 	e, err := envelope.New("document.validated.v1", "org-a", "document-worker", map[string]any{
-		"documentId": newUUID(t), "requestId": requestID, "valid": true, "kind": kind,
+		"documentId": deploytest.NewID(t), "requestId": requestID, "valid": true, "kind": kind,
 		"checks": []map[string]any{{"name": "readable", "passed": true, "detail": "SENTINEL-NOT-PROJECTED"}}})
 	if err != nil {
 		t.Fatal(err)

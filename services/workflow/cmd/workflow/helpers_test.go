@@ -32,20 +32,11 @@ func (p *platform) start(t testing.TB, extra map[string]string) string {
 	return url
 }
 
-func newUUID(t *testing.T) string {
-	t.Helper()
-	env, err := envelope.New("x.y.v1", "", "test", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return env.ID
-}
-
 // submitted publishes request.submitted.v1 as the request service would.
 func (p *platform) submitted(t *testing.T, tenant, citizen, serviceID string) envelope.Envelope {
 	t.Helper()
 	env, err := envelope.New("request.submitted.v1", tenant, "request-service", map[string]any{
-		"requestId": newUUID(t), "protocol": "AGR-2026-000001", "serviceId": serviceID, "formId": "f",
+		"requestId": deploytest.NewID(t), "protocol": "AGR-2026-000001", "serviceId": serviceID, "formId": "f",
 		"formVersion": 1, "channel": "web", "citizenId": citizen, "submittedAt": time.Now().UTC().Format(time.RFC3339Nano),
 	})
 	if err != nil {
@@ -64,16 +55,6 @@ func requestIDOf(t *testing.T, env envelope.Envelope) string {
 		t.Fatal(err)
 	}
 	return p.RequestID
-}
-
-func about(typ, requestID string) func(envelope.Envelope) bool {
-	return func(e envelope.Envelope) bool {
-		var p struct {
-			RequestID string `json:"requestId"`
-		}
-		_ = json.Unmarshal(e.Payload, &p)
-		return e.Type == typ && p.RequestID == requestID
-	}
 }
 
 func do(t *testing.T, method, url, token string, body io.Reader, header map[string]string) deploytest.Response {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 )
@@ -31,7 +32,7 @@ func TestReactionLoopIsStopped(t *testing.T) {
 	processedAt := func(depth int) envelope.Envelope {
 		t.Helper()
 		e, err := envelope.New("document.processed.v1", "org-a", "document-worker", map[string]any{
-			"documentId": newUUID(t), "requestId": requestID, "textObjectKey": "tenant=org-a/x.txt", "pages": 1, "characters": 900})
+			"documentId": deploytest.NewID(t), "requestId": requestID, "textObjectKey": "tenant=org-a/x.txt", "pages": 1, "characters": 900})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +99,7 @@ func TestRepeatingPatternIsStoppedAtItsSecondTurn(t *testing.T) {
 	processed := func() envelope.Envelope {
 		t.Helper()
 		e, err := envelope.New("document.processed.v1", "org-a", "document-worker", map[string]any{
-			"documentId": newUUID(t), "requestId": requestID, "textObjectKey": "tenant=org-a/x.txt", "pages": 1, "characters": 900})
+			"documentId": deploytest.NewID(t), "requestId": requestID, "textObjectKey": "tenant=org-a/x.txt", "pages": 1, "characters": 900})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -124,7 +124,7 @@ func TestRequestSubmittedStartsProcess(t *testing.T) {
 			if got := task.DueAt.Sub(task.CreatedAt); got != tc.sla {
 				t.Errorf("task due %s after creation, want the SLA %s", got, tc.sla)
 			}
-			started := obs.WaitFor(t, 1, "workflow.process-started.v1", about("workflow.process-started.v1", requestID))[0]
+			started := obs.WaitFor(t, 1, "workflow.process-started.v1", deploytest.AboutRequest("workflow.process-started.v1", requestID))[0]
 			if started.CausationID != sub.ID || started.CorrelationID != sub.CorrelationID || started.TenantID != "org-a" {
 				t.Errorf("process-started causation %s correlation %s tenant %s, want %s %s org-a",
 					started.CausationID, started.CorrelationID, started.TenantID, sub.ID, sub.CorrelationID)
@@ -146,7 +146,7 @@ func TestRequestSubmittedStartsProcess(t *testing.T) {
 			if n := len(processes(t, url, attendant, requestID)); n != 1 {
 				t.Errorf("%d processes after duplicates, want 1", n)
 			}
-			if n := len(obs.Matching(t, about("workflow.process-started.v1", requestID))); n != 1 {
+			if n := len(obs.Matching(t, deploytest.AboutRequest("workflow.process-started.v1", requestID))); n != 1 {
 				t.Errorf("%d process-started events, want 1", n)
 			}
 		})
@@ -222,7 +222,7 @@ func TestTaskCompletionChain(t *testing.T) {
 			if seen := processes(t, url, attendant, requestID)[0]; seen.Tasks[len(seen.Tasks)-1].Reason != proc.Tasks[len(proc.Tasks)-1].Reason {
 				t.Errorf("GET /v1/processes shows reason %q, the completion returned %q", seen.Tasks[len(seen.Tasks)-1].Reason, proc.Tasks[len(proc.Tasks)-1].Reason)
 			}
-			done := obs.WaitFor(t, len(tc.steps), "task-completed events", about("workflow.task-completed.v1", requestID))
+			done := obs.WaitFor(t, len(tc.steps), "task-completed events", deploytest.AboutRequest("workflow.task-completed.v1", requestID))
 			for _, e := range done {
 				var ev struct{ Step, Reason string }
 				if err := json.Unmarshal(e.Payload, &ev); err != nil {
@@ -233,7 +233,7 @@ func TestTaskCompletionChain(t *testing.T) {
 					t.Errorf("task-completed of %s carries reason %q, want %q", ev.Step, ev.Reason, want)
 				}
 			}
-			final := obs.WaitFor(t, 1, "process-completed", about("workflow.process-completed.v1", requestID))
+			final := obs.WaitFor(t, 1, "process-completed", deploytest.AboutRequest("workflow.process-completed.v1", requestID))
 			if !strings.Contains(string(final[0].Payload), `"outcome":"`+tc.outcome+`"`) {
 				t.Errorf("process-completed payload = %s, want outcome %s", final[0].Payload, tc.outcome)
 			}
@@ -273,7 +273,7 @@ func TestCompleteTaskRejects(t *testing.T) {
 		{"attendant on an operator step", attendant, operatorStep, "", "", 403},
 		{"another tenant", p.Token(t, "org-b", "operator-1", "operator"), operatorStep, "", "", 404},
 		{"not a task id", attendant, "nope", "", "", 404},
-		{"unknown task", attendant, newUUID(t), "", "", 404},
+		{"unknown task", attendant, deploytest.NewID(t), "", "", 404},
 		{"already completed", attendant, first, "", "", 409},
 		{"bad outcome", operator, operatorStep, `{"outcome":"maybe"}`, "application/json", 422},
 		{"malformed JSON", attendant, operatorStep, `{"outcome":`, "application/json", 400},
@@ -378,12 +378,12 @@ func TestSLABreachReportedOnceAcrossInstances(t *testing.T) {
 	// breach is out and every breach enqueued before it too, whatever
 	// those sweeps reported is in the observer's queue.
 	marker := requestIDOf(t, p.submitted(t, "org-a", "citizen-1", "svc"))
-	markerBreach := obs.Next(t, "the marker task's breach", about("task.sla-breached.v1", marker))
+	markerBreach := obs.Next(t, "the marker task's breach", deploytest.AboutRequest("task.sla-breached.v1", marker))
 	fabrictest.WaitOutboxPublished(t, p.Pool, "task.sla-breached.v1", markerBreach.ID)
 	breaches = obs.Matching(t, func(e envelope.Envelope) bool {
-		return e.Type == "task.sla-breached.v1" && !about("task.sla-breached.v1", marker)(e)
+		return e.Type == "task.sla-breached.v1" && !deploytest.AboutRequest("task.sla-breached.v1", marker)(e)
 	})
-	if n := len(obs.Matching(t, about("task.sla-breached.v1", marker))); n != 1 {
+	if n := len(obs.Matching(t, deploytest.AboutRequest("task.sla-breached.v1", marker))); n != 1 {
 		t.Errorf("marker task reported %d times, want 1", n)
 	}
 	seen := map[string]bool{}
@@ -481,7 +481,7 @@ func TestCancelledRequestStopsItsProcess(t *testing.T) {
 
 	// The cancellation first, then the submission.
 	late, err := envelope.New("request.submitted.v1", "org-a", "request-service", map[string]any{
-		"requestId": newUUID(t), "protocol": "AGR-2026-000002", "serviceId": "building-permit", "formId": "f",
+		"requestId": deploytest.NewID(t), "protocol": "AGR-2026-000002", "serviceId": "building-permit", "formId": "f",
 		"formVersion": 1, "channel": "web", "citizenId": "citizen-2", "submittedAt": time.Now().UTC().Format(time.RFC3339Nano)})
 	if err != nil {
 		t.Fatal(err)

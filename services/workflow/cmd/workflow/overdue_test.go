@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 )
@@ -33,7 +34,7 @@ func TestOverdueApprovalReportedOnce(t *testing.T) {
 	stuck := func(step string) envelope.Envelope {
 		t.Helper()
 		e, err := envelope.New("workflow.stuck.v1", "org-a", "workflow-service", map[string]any{
-			"processId": newUUID(t), "requestId": newUUID(t), "definitionId": "standard-review", "taskId": newUUID(t), "step": step,
+			"processId": deploytest.NewID(t), "requestId": deploytest.NewID(t), "definitionId": "standard-review", "taskId": deploytest.NewID(t), "step": step,
 			"waitingSince": "2026-12-01T10:00:00Z", "stuckAfterSeconds": 3600})
 		if err != nil {
 			t.Fatal(err)

@@ -61,7 +61,7 @@ func TestReactionsDecideOncePerEvent(t *testing.T) {
 	stuck := func(tenant, step, definition string, after int) envelope.Envelope {
 		t.Helper()
 		e, err := envelope.New("workflow.stuck.v1", tenant, "workflow-service", map[string]any{
-			"processId": newUUID(t), "requestId": newUUID(t), "definitionId": definition, "taskId": newUUID(t), "step": step,
+			"processId": deploytest.NewID(t), "requestId": deploytest.NewID(t), "definitionId": definition, "taskId": deploytest.NewID(t), "step": step,
 			"waitingSince": "2026-12-01T10:00:00Z", "stuckAfterSeconds": after})
 		if err != nil {
 			t.Fatal(err)

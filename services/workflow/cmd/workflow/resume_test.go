@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 )
@@ -34,7 +35,7 @@ func TestResumeWaitingStep(t *testing.T) {
 		"filter":"payload.valid && payload.kind == 'identity'","policy":{"default":"ALLOW"},"reaction":{"kind":"resume-workflow"}}`)
 	validated := func(requestID, correlationID string, valid bool, kind string) envelope.Envelope {
 		t.Helper()
-		body := map[string]any{"documentId": newUUID(t), "requestId": requestID, "valid": valid, "kind": kind,
+		body := map[string]any{"documentId": deploytest.NewID(t), "requestId": requestID, "valid": valid, "kind": kind,
 			"checks": []map[string]any{{"name": "readable", "passed": valid}, {"name": "kind", "passed": kind != "unknown"}}}
 		if !valid {
 			body["reason"] = "unreadable: 3 letters of text, want at least 20"
@@ -106,8 +107,8 @@ func TestResumeWaitingStep(t *testing.T) {
 
 	// Early: the document is judged before the request's process
 	// starts; it is kept, and resumes the step the moment it opens.
-	early := newUUID(t)
-	earlyEvent := validated(early, newUUID(t), true, "identity")
+	early := deploytest.NewID(t)
+	earlyEvent := validated(early, deploytest.NewID(t), true, "identity")
 	if got := status(earlyEvent); got != "waiting" {
 		t.Fatalf("the early document's decision: %s, want waiting", got)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 	"github.com/agora-platform/agora/services/workflow/seitest"
@@ -51,18 +52,18 @@ func TestStartCommand(t *testing.T) {
 	}
 	startedEvents := func(t *testing.T, requestID string) int {
 		t.Helper()
-		return len(obs.Matching(t, about("workflow.process-started.v1", requestID)))
+		return len(obs.Matching(t, deploytest.AboutRequest("workflow.process-started.v1", requestID)))
 	}
 
 	t.Run("starts one process, and repeats are no-ops", func(t *testing.T) {
-		requestID := newUUID(t)
+		requestID := deploytest.NewID(t)
 		cmd := startCommand(t, "org-a", requestID, "building-permit", "citizen-1")
 		send(cmd)
 		proc := waitProcess(t, url, staffA, requestID)
 		if proc.DefinitionID != "building-permit" || proc.Status != "running" || len(proc.Tasks) != 1 || proc.Tasks[0].Step != "document-check" {
 			t.Fatalf("process = %+v, want running building-permit with its first task", proc)
 		}
-		started := obs.WaitFor(t, 1, "workflow.process-started.v1", about("workflow.process-started.v1", requestID))[0]
+		started := obs.WaitFor(t, 1, "workflow.process-started.v1", deploytest.AboutRequest("workflow.process-started.v1", requestID))[0]
 		if started.CausationID != cmd.ID || started.CorrelationID != cmd.CorrelationID || started.TenantID != "org-a" {
 			t.Errorf("process-started causation %s correlation %s tenant %s, want %s %s org-a",
 				started.CausationID, started.CorrelationID, started.TenantID, cmd.ID, cmd.CorrelationID)
@@ -97,7 +98,7 @@ func TestStartCommand(t *testing.T) {
 	})
 
 	t.Run("a cancelled request's tombstone wins", func(t *testing.T) {
-		requestID := newUUID(t)
+		requestID := deploytest.NewID(t)
 		late, err := envelope.New("request.submitted.v1", "org-a", "request-service", map[string]any{
 			"requestId": requestID, "protocol": "AGR-2026-000003", "serviceId": "building-permit", "formId": "f",
 			"formVersion": 1, "channel": "web", "citizenId": "citizen-1", "submittedAt": time.Now().UTC().Format(time.RFC3339Nano)})
@@ -118,7 +119,7 @@ func TestStartCommand(t *testing.T) {
 	t.Run("tenants are apart", func(t *testing.T) {
 		// The same request id in two tenants: two processes, each seen by
 		// its own tenant alone.
-		requestID := newUUID(t)
+		requestID := deploytest.NewID(t)
 		send(startCommand(t, "org-a", requestID, "building-permit", "citizen-1"))
 		send(startCommand(t, "org-b", requestID, "iptu-segunda-via", "citizen-1"))
 		a := waitProcess(t, url, staffA, requestID)
@@ -137,7 +138,7 @@ func TestStartCommand(t *testing.T) {
 	})
 
 	t.Run("no citizenId: staff only; an unknown service: the default definition", func(t *testing.T) {
-		requestID := newUUID(t)
+		requestID := deploytest.NewID(t)
 		send(startCommand(t, "org-a", requestID, "not-a-service", ""))
 		proc := waitProcess(t, url, staffA, requestID)
 		if proc.DefinitionID != "standard-review" {
@@ -203,7 +204,7 @@ func TestSEIRegistration(t *testing.T) {
 	seiQueue := map[string]string{"consumer": "workflow.sei-register"}
 
 	t.Run("approved: registered once, its number in the view", func(t *testing.T) {
-		requestID := newUUID(t)
+		requestID := deploytest.NewID(t)
 		p.approve(t, url, "org-a", requestID)
 		got := waitSEI(t, url, staff, requestID, "registered")
 		regs := fake.Registered("org-a", requestID)
@@ -236,7 +237,7 @@ func TestSEIRegistration(t *testing.T) {
 	})
 
 	t.Run("503 twice: registered after two retries", func(t *testing.T) {
-		requestID := newUUID(t)
+		requestID := deploytest.NewID(t)
 		fake.Unavailable(requestID, 2)
 		p.approve(t, url, "org-a", requestID)
 		got := waitSEI(t, url, staff, requestID, "registered")
@@ -259,7 +260,7 @@ func TestSEIRegistration(t *testing.T) {
 		fake.Down(true)
 		var ids []string
 		for range 6 {
-			id := newUUID(t)
+			id := deploytest.NewID(t)
 			ids = append(ids, id)
 			p.approve(t, url, "org-a", id)
 		}
@@ -303,7 +304,7 @@ func TestSEIRegistration(t *testing.T) {
 	})
 
 	t.Run("stalled past the timeout: an outage, then registered once", func(t *testing.T) {
-		requestID := newUUID(t)
+		requestID := deploytest.NewID(t)
 		fake.Stall(requestID, 1) // SEI registers, but answers too late
 		p.approve(t, url, "org-a", requestID)
 		got := waitSEI(t, url, staff, requestID, "registered")
@@ -320,7 +321,7 @@ func TestSEIRegistration(t *testing.T) {
 	})
 
 	t.Run("rejected: recorded with the reason, dead-lettered, not retried, reported", func(t *testing.T) {
-		requestID := newUUID(t)
+		requestID := deploytest.NewID(t)
 		failures := fabrictest.Observe(t, p.Conn, "workflow.integration-failed.v1")
 		fake.Reject(requestID, "unidade SEMAD-PROTOCOLO encerrada")
 		before := fabrictest.Counter(t, metrics, "fabric_consumer_dead_lettered_total",
@@ -342,7 +343,7 @@ func TestSEIRegistration(t *testing.T) {
 		// The workflow gave up on it: workflow.integration-failed.v1, once,
 		// derived from the command. Recorded as rejected again (the command
 		// sent by hand), nothing more is reported.
-		failed := failures.Next(t, "the integration failure", about("workflow.integration-failed.v1", requestID))
+		failed := failures.Next(t, "the integration failure", deploytest.AboutRequest("workflow.integration-failed.v1", requestID))
 		var f struct {
 			Integration, Operation, Failure, Reason string
 			Attempts                                int
@@ -361,12 +362,12 @@ func TestSEIRegistration(t *testing.T) {
 		p.Publish(t, again)
 		fabrictest.WaitCounter(t, 20*time.Second, metrics, "fabric_consumer_dead_lettered_total",
 			map[string]string{"consumer": "workflow.sei-register", "reason": "SEI_REJECTED"}, before+2)
-		marker := newUUID(t)
+		marker := deploytest.NewID(t)
 		fake.Reject(marker, "unidade encerrada")
 		p.approve(t, url, "org-a", marker)
-		markerEvent := failures.Next(t, "the marker's integration failure", about("workflow.integration-failed.v1", marker))
+		markerEvent := failures.Next(t, "the marker's integration failure", deploytest.AboutRequest("workflow.integration-failed.v1", marker))
 		fabrictest.WaitOutboxPublished(t, p.Pool, "workflow.integration-failed.v1", markerEvent.ID)
-		if n := len(failures.Matching(t, about("workflow.integration-failed.v1", requestID))); n != 1 {
+		if n := len(failures.Matching(t, deploytest.AboutRequest("workflow.integration-failed.v1", requestID))); n != 1 {
 			t.Errorf("the rejection was reported %d times, want once", n)
 		}
 		// The tenant's operator finds it in the DLQ API, with the reason.
@@ -389,7 +390,7 @@ func TestSEIRegistration(t *testing.T) {
 	})
 
 	t.Run("rejected, then replayed once SEI takes it: registered once, audited", func(t *testing.T) {
-		requestID := newUUID(t)
+		requestID := deploytest.NewID(t)
 		fake.Reject(requestID, "unidade SEMAD-PROTOCOLO em manutenção cadastral")
 		p.approve(t, url, "org-a", requestID)
 		waitSEI(t, url, staff, requestID, "rejected")
@@ -454,7 +455,7 @@ func TestSEIRegistration(t *testing.T) {
 	t.Run("tenants are apart", func(t *testing.T) {
 		// The same request id approved in two tenants: two registrations,
 		// each tenant seeing its own number.
-		requestID := newUUID(t)
+		requestID := deploytest.NewID(t)
 		p.approve(t, url, "org-a", requestID)
 		p.approve(t, url, "org-b", requestID)
 		a := waitSEI(t, url, staff, requestID, "registered")
@@ -474,7 +475,7 @@ func TestSEIRegistrationOff(t *testing.T) {
 	defs := writeDefinitions(t, seiDefinitions)
 	url := p.start(t, map[string]string{"WORKFLOW_DEFINITIONS": defs})
 	staff := p.Token(t, "org-a", "attendant-1", "attendant")
-	requestID := newUUID(t)
+	requestID := deploytest.NewID(t)
 	p.approve(t, url, "org-a", requestID)
 	if got := waitSEI(t, url, staff, requestID, "pending"); got.Attempts != 0 || got.Number != "" {
 		t.Errorf("registration while off = %+v, want pending, never tried", got)

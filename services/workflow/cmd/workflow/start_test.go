@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 )
@@ -35,7 +36,7 @@ func TestEventsStartWorkflows(t *testing.T) {
 	stuck := func(requestID string, entity *envelope.Ref) envelope.Envelope {
 		t.Helper()
 		e, err := envelope.New("workflow.stuck.v1", "org-a", "workflow-service", map[string]any{
-			"processId": newUUID(t), "requestId": requestID, "definitionId": "standard-review", "taskId": newUUID(t), "step": "triage",
+			"processId": deploytest.NewID(t), "requestId": requestID, "definitionId": "standard-review", "taskId": deploytest.NewID(t), "step": "triage",
 			"waitingSince": "2026-12-01T10:00:00Z", "stuckAfterSeconds": 3600})
 		if err != nil {
 			t.Fatal(err)
@@ -64,7 +65,7 @@ func TestEventsStartWorkflows(t *testing.T) {
 	decision := func(e envelope.Envelope) decisionView { t.Helper(); return waitDecision(t, url, author, e) }
 
 	// One event about a request: one process for it, derived from the event.
-	r1 := newUUID(t)
+	r1 := deploytest.NewID(t)
 	first := stuck(r1, &envelope.Ref{Type: "request", ID: r1})
 	if d := decision(first); d.Outcome != "ALLOW" || d.Status != "executed" || d.SubscriptionID != subID {
 		t.Fatalf("decision %+v, want ALLOW/executed by %s", d, subID)
@@ -98,7 +99,7 @@ func TestEventsStartWorkflows(t *testing.T) {
 	}
 
 	// An entity that is not a request: the payload's request owns the process.
-	r2, pid := newUUID(t), newUUID(t)
+	r2, pid := deploytest.NewID(t), deploytest.NewID(t)
 	second := stuck(r2, &envelope.Ref{Type: "process", ID: pid})
 	if d := decision(second); d.Status != "executed" {
 		t.Errorf("decision on an event about a process = %s (%s), want executed", d.Status, d.Detail)
@@ -109,7 +110,7 @@ func TestEventsStartWorkflows(t *testing.T) {
 
 	// Nothing to start a process for: no entity, no request.
 	fired, err := envelope.New("workflow.schedule-fired.v1", "org-a", "workflow-service", map[string]any{
-		"scheduleId": newUUID(t), "name": "nightly", "slot": "2026-12-01T00:00:00Z", "firedAt": "2026-12-01T00:00:01Z",
+		"scheduleId": deploytest.NewID(t), "name": "nightly", "slot": "2026-12-01T00:00:00Z", "firedAt": "2026-12-01T00:00:01Z",
 		"late": false, "skippedBefore": 0, "payload": map[string]any{}})
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +122,7 @@ func TestEventsStartWorkflows(t *testing.T) {
 
 	// Two processes of the subscription run: a third start is past its
 	// blast radius and waits for an operator.
-	r3 := newUUID(t)
+	r3 := deploytest.NewID(t)
 	third := stuck(r3, nil)
 	d := decision(third)
 	if d.Outcome != "REQUIRE_APPROVAL" || d.Status != "pending-approval" || len(d.Reviews) != 1 ||

@@ -534,7 +534,7 @@ func TestTaskClaims(t *testing.T) {
 			{"another tenant's task: release", operator, other.ID, "release", 404},
 			{"another tenant's task: complete", operator, other.ID, "complete", 404},
 			{"not a task id", ana, "nope", "claim", 404},
-			{"unknown task", ana, newUUID(t), "release", 404},
+			{"unknown task", ana, deploytest.NewID(t), "release", 404},
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric/envelope"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
 )
@@ -37,7 +38,7 @@ func TestWatchdogReportsAStuckStepOnce(t *testing.T) {
 	}
 
 	slow := requestIDOf(t, p.submitted(t, "org-b", "citizen-2", "svc"))
-	first := obs.Next(t, "the waiting triage reported stuck", about("workflow.stuck.v1", slow))
+	first := obs.Next(t, "the waiting triage reported stuck", deploytest.AboutRequest("workflow.stuck.v1", slow))
 	var got struct {
 		ProcessID, DefinitionID, TaskID, Step string
 		StuckAfterSeconds                     int64
@@ -61,18 +62,18 @@ func TestWatchdogReportsAStuckStepOnce(t *testing.T) {
 		t.Fatalf("complete triage = %d %s", resp.Status, resp.Body)
 	}
 	second := obs.Next(t, "the waiting decision reported stuck", func(e envelope.Envelope) bool {
-		return about("workflow.stuck.v1", slow)(e) && e.ID != first.ID
+		return deploytest.AboutRequest("workflow.stuck.v1", slow)(e) && e.ID != first.ID
 	})
 	// Reported twice would come from a later sweep: once a marker started
 	// after the decision has been reported, and everything enqueued
 	// before it is published, every sweep of those seconds is in.
 	marker := requestIDOf(t, p.submitted(t, "org-a", "citizen-3", "svc"))
-	markerStuck := obs.Next(t, "the marker reported stuck", about("workflow.stuck.v1", marker))
+	markerStuck := obs.Next(t, "the marker reported stuck", deploytest.AboutRequest("workflow.stuck.v1", marker))
 	fabrictest.WaitOutboxPublished(t, p.Pool, "workflow.stuck.v1", markerStuck.ID)
-	if all := obs.Matching(t, about("workflow.stuck.v1", slow)); len(all) != 2 {
+	if all := obs.Matching(t, deploytest.AboutRequest("workflow.stuck.v1", slow)); len(all) != 2 {
 		t.Errorf("the slow request was reported %d times, want twice (triage, then decision)", len(all))
 	}
-	if n := len(obs.Matching(t, about("workflow.stuck.v1", quick))); n != 0 {
+	if n := len(obs.Matching(t, deploytest.AboutRequest("workflow.stuck.v1", quick))); n != 0 {
 		t.Errorf("the quick request, finished in time, was reported %d times", n)
 	}
 	var next struct{ Step, TaskID string }
