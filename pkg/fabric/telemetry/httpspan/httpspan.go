@@ -8,6 +8,7 @@ package httpspan
 import (
 	"fmt"
 	"net/http"
+	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -41,21 +42,26 @@ func Server(tp trace.TracerProvider) func(http.Handler) http.Handler {
 	}
 }
 
-// RouteNamer returns router middleware that, once the handler ran, names the
-// current server span after the matched route pattern (route returns it,
-// e.g. chi's RouteContext(r.Context()).RoutePattern()). It goes inside the
+// RouteNamer is router middleware that, once the handler ran, names the
+// current server span after the route pattern the router matched
+// (http.Request.Pattern, which net/http's ServeMux and chi both set on the
+// request they route), so no service has to know where its router keeps
+// it. A ServeMux pattern's method ("GET /v1/x") is left out: the span
+// names it already, and http.route is the path alone. It goes inside the
 // router, where the pattern is known; Server wraps the router.
-func RouteNamer(route func(*http.Request) string) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			next.ServeHTTP(w, r)
-			if p := route(r); p != "" {
-				span := trace.SpanFromContext(r.Context())
-				span.SetName(r.Method + " " + p)
-				span.SetAttributes(attribute.String("http.route", p))
-			}
-		})
-	}
+func RouteNamer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r)
+		p := r.Pattern
+		if _, path, ok := strings.Cut(p, " "); ok {
+			p = path
+		}
+		if p != "" {
+			span := trace.SpanFromContext(r.Context())
+			span.SetName(r.Method + " " + p)
+			span.SetAttributes(attribute.String("http.route", p))
+		}
+	})
 }
 
 type statusWriter struct {

@@ -43,7 +43,7 @@ type Limiter interface {
 func NewHandler(d Deps) http.Handler {
 	r := chi.NewRouter()
 	// The host traces each request; name its span after the route.
-	r.Use(httpspan.RouteNamer(routePattern))
+	r.Use(httpspan.RouteNamer)
 	r.NotFound(problem.NoRoute)
 	r.MethodNotAllowed(problem.MethodNotAllowed)
 	citizen := d.Auth.Require(auth.RoleCitizen)
@@ -62,11 +62,4 @@ func NewHandler(d Deps) http.Handler {
 	r.With(operator).Method(http.MethodPost, "/v1/requests/{id}/workflow", handleStartWorkflow(d.Operations, d.Log))
 	r.With(operator).Method(http.MethodPost, "/v1/requests/{id}/documents/{documentId}/reprocess", handleReprocessDocument(d.Operations, d.Log))
 	return r
-}
-
-func routePattern(r *http.Request) string {
-	if rc := chi.RouteContext(r.Context()); rc != nil {
-		return rc.RoutePattern()
-	}
-	return ""
 }

@@ -31,7 +31,7 @@ type Deps struct {
 func NewHandler(d Deps) http.Handler {
 	r := chi.NewRouter()
 	// The host traces each request; name its span after the route.
-	r.Use(httpspan.RouteNamer(routePattern))
+	r.Use(httpspan.RouteNamer)
 	r.NotFound(problem.NoRoute)
 	r.MethodNotAllowed(problem.MethodNotAllowed)
 	anyone := d.Auth.Require(auth.RoleCitizen, auth.RoleAttendant, auth.RoleOperator)
@@ -57,11 +57,4 @@ func NewHandler(d Deps) http.Handler {
 	r.With(staff).Method(http.MethodGet, "/v1/reviews", handleReviews(d.Subscriptions, d.Log))
 	r.With(staff).Method(http.MethodPost, "/v1/reviews/{id}/resolve", handleResolve(d.Subscriptions, d.Log))
 	return r
-}
-
-func routePattern(r *http.Request) string {
-	if rc := chi.RouteContext(r.Context()); rc != nil {
-		return rc.RoutePattern()
-	}
-	return ""
 }
