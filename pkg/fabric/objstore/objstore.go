@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"net/url"
 	"strings"
@@ -116,6 +117,22 @@ func (s *store) EnsureBucket(ctx context.Context, bucket string) error {
 	}
 	s.ready.Store(bucket, struct{}{})
 	return nil
+}
+
+// startTimeout bounds how long PrepareBucket holds a service's start-up.
+const startTimeout = 10 * time.Second
+
+// PrepareBucket creates bucket at start-up when the store answers within
+// 10 s, and otherwise only warns on log: a store that is down must not
+// keep the service from starting, since its messages wait in the retry
+// tiers meanwhile and Put creates the bucket once the store is back. A
+// service that cannot run without the bucket calls EnsureBucket instead.
+func (s *store) PrepareBucket(ctx context.Context, bucket string, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	if err := s.EnsureBucket(ctx, bucket); err != nil {
+		log.WarnContext(ctx, "bucket not ready at start; it is created when first written", "bucket", bucket, "err", err)
+	}
 }
 
 // Put stores body at bucket/key, replacing what is there, and returns once

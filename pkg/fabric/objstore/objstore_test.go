@@ -1,10 +1,12 @@
 package objstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -120,4 +122,15 @@ func env(k, def string) string {
 		return v
 	}
 	return def
+}
+
+// PrepareBucket does not hold a start-up on a store that is down: it
+// returns and says so on the log, and the service goes on.
+func TestPrepareBucketOnlyWarnsWhenTheStoreIsDown(t *testing.T) {
+	down, _ := objstore.New(objstore.Config{Endpoint: "127.0.0.1:1", AccessKey: "a", SecretKey: "b"})
+	var log bytes.Buffer
+	down.PrepareBucket(context.Background(), "documents", slog.New(slog.NewTextHandler(&log, nil)))
+	if !strings.Contains(log.String(), "level=WARN") || !strings.Contains(log.String(), "bucket=documents") {
+		t.Errorf("log = %q, want a warning naming the bucket", log.String())
+	}
 }

@@ -92,11 +92,7 @@ func run(ctx context.Context, _ []string, getenv func(string) string, stdout io.
 	}
 	// The bucket is made at start when the store is up; when it is not, the
 	// projection still runs and the first export makes it.
-	bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	if err := objects.EnsureBucket(bctx, cfg.reportsBucket); err != nil {
-		h.Log.Warn("reports bucket not ready; exports will create it", "bucket", cfg.reportsBucket, "err", err)
-	}
-	cancel()
+	objects.PrepareBucket(ctx, cfg.reportsBucket, h.Log)
 	store := postgres.New(h.Pool, h.Outbox)
 	if err := messaging.Attach(h, messaging.Deps{Store: store, Objects: objects, Bucket: cfg.reportsBucket, FoldInterval: cfg.foldInterval,
 		ExportPageRows: cfg.reportsPageRows, ExportWorkers: cfg.reportsWorkers, Log: h.Log}); err != nil {

@@ -83,11 +83,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// The request service normally creates the bucket; a worker started
 	// first creates it too. Storage being down now is not fatal: messages
 	// wait in the retry tiers until it is back.
-	bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	if err := objects.EnsureBucket(bctx, cfg.bucket); err != nil {
-		h.Log.Warn("documents bucket not verified", "bucket", cfg.bucket, "err", err)
-	}
-	cancel()
+	objects.PrepareBucket(ctx, cfg.bucket, h.Log)
 	proc := document.NewProcessor(objects, cfg.tools, cfg.bucket, time.Now).
 		WithValidator(document.Validator{MinLetters: cfg.minLetters})
 	store := postgres.New(h.Outbox)
