@@ -16,7 +16,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/agora-platform/agora/deploy/deploytest"
@@ -67,23 +66,10 @@ type stack struct {
 // newStack provisions the stack; start runs the service on it.
 func newStack(t testing.TB) *stack {
 	t.Helper()
-	s := &stack{Stack: deploytest.NewStack(t, "datalake-ingestion"), bucket: deploytest.Unique("dl-test-"),
-		sealKey: make([]byte, seal.KeySize)}
+	s := &stack{Stack: deploytest.NewStack(t, "datalake-ingestion"), sealKey: make([]byte, seal.KeySize)}
 	rand.Read(s.sealKey)
-	var err error
-	if s.s3, err = minio.New(s.Vars["S3_ENDPOINT"], &minio.Options{
-		Creds: credentials.NewStaticV4(s.Vars["S3_ACCESS_KEY"], s.Vars["S3_SECRET_KEY"], "")}); err != nil {
-		t.Fatal(err)
-	}
-	// Registered before any instance starts, so it runs after they stopped.
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		for o := range s.s3.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Recursive: true}) {
-			_ = s.s3.RemoveObject(ctx, s.bucket, o.Key, minio.RemoveObjectOptions{})
-		}
-		_ = s.s3.RemoveBucket(ctx, s.bucket)
-	})
+	// Before any instance starts, so the bucket goes after they stopped.
+	s.s3, s.bucket = s.S3(t), s.TempBucket(t, "dl-test-")
 	return s
 }
 
