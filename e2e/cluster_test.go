@@ -160,6 +160,10 @@ func TestClusterSurvivesLeaderLossAndPartition(t *testing.T) {
 		attempts  atomic.Int64
 	)
 	pubDone, stopPub := make(chan struct{}), make(chan struct{})
+	// abort ends the retries when the test ends early (a t.Fatal): without
+	// it the goroutine retries on the closed connection while the cleanups
+	// run, and its "no node" lines bury the failure.
+	abort := make(chan struct{})
 	go func() {
 		defer close(pubDone)
 		tick := time.NewTicker(5 * time.Millisecond) // ~200 events/s offered
@@ -182,7 +186,11 @@ func TestClusterSurvivesLeaderLossAndPartition(t *testing.T) {
 				if attempts.Load()%20 == 0 || !strings.Contains(err.Error(), "nacked") {
 					t.Logf("publish %s via %s: %v (retrying)", e.ID, nodeOf(pubConn, nodes), err)
 				}
-				time.Sleep(50 * time.Millisecond)
+				select {
+				case <-abort:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
 			}
 			lastOK.Store(time.Now().UnixNano())
 			mu.Lock()
@@ -191,6 +199,8 @@ func TestClusterSurvivesLeaderLossAndPartition(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
+	// Registered after the connections' cleanups, so it runs before them.
+	t.Cleanup(func() { close(abort); <-pubDone })
 	confirmedCount := func() int { mu.Lock(); defer mu.Unlock(); return len(confirmed) }
 	// outage is the longest pause between two confirms from a fault until
 	// end: how long the publisher was held up by it.

@@ -92,6 +92,11 @@ type pubChannel struct {
 	pending map[uint64]*Pending
 	byID    map[string][]uint64
 	dead    error
+	// retired: the broker nacked a publish here. The channel takes no
+	// new publish and closes once its pending ones are settled; the
+	// next publish opens a fresh channel (see retire).
+	retired bool
+	retire  func(*pubChannel)
 }
 
 // Pending is a publish awaiting its confirm.
@@ -389,7 +394,8 @@ func (p *Publisher) open(ctx context.Context) (*pubChannel, error) {
 		}
 		return nil, fmt.Errorf("publisher: confirm mode: %w", err)
 	}
-	pc := &pubChannel{ch: ch, turn: make(chan struct{}, 1), pending: map[uint64]*Pending{}, byID: map[string][]uint64{}}
+	pc := &pubChannel{ch: ch, turn: make(chan struct{}, 1), pending: map[uint64]*Pending{}, byID: map[string][]uint64{},
+		retire: p.retire}
 	// Confirms buffer holds a full window so the client's reader never waits
 	// on us (it drops a notification after 5 s). Returns are unbuffered on
 	// purpose: the reader hands us a basic.return before it processes the
@@ -409,6 +415,29 @@ func droppedUnderUs(err error) bool {
 	return errors.Is(err, amqp.ErrClosed) || (errors.As(err, &ae) && ae.Code == amqp.ConnectionForced)
 }
 
+// retire stops handing out pc after the broker nacked a publish on it. A
+// nack says the queue did not take the message, not why; the channel's
+// view of a quorum queue may be what is wrong. On RabbitMQ 3.10 a channel
+// opened while the queue's leader was a node just cut off the network
+// nacked every publish to the queue for minutes after a new leader was
+// elected, while a new channel on the same node was acked at once (the
+// cluster test, e2e/cluster_test.go). A new channel costs a round trip; a
+// channel that keeps nacking costs the publisher.
+func (p *Publisher) retire(pc *pubChannel) {
+	p.chMu.Lock()
+	if p.cur == pc {
+		p.cur = nil
+	}
+	p.chMu.Unlock()
+	pc.mu.Lock()
+	pc.retired = true
+	idle := len(pc.pending) == 0
+	pc.mu.Unlock()
+	if idle {
+		go pc.ch.Close() // not on the listener: Close waits for the reader
+	}
+}
+
 func (pc *pubChannel) isDead() bool {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
@@ -418,7 +447,7 @@ func (pc *pubChannel) isDead() bool {
 func (pc *pubChannel) track(seq uint64, pd *Pending) bool {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
-	if pc.dead != nil {
+	if pc.dead != nil || pc.retired {
 		return false
 	}
 	pc.pending[seq] = pd
@@ -524,13 +553,20 @@ func (pc *pubChannel) confirm(c amqp.Confirmation, m *telemetry.Metrics) {
 		delete(pc.pending, c.DeliveryTag)
 		pc.dropID(pd.msgID, c.DeliveryTag)
 	}
+	drained := pc.retired && pd != nil && len(pc.pending) == 0
 	pc.mu.Unlock()
+	if drained {
+		go pc.ch.Close() // retired and settled; not on the listener
+	}
 	if pd == nil {
 		return
 	}
 	switch {
 	case !c.Ack:
 		m.PublishFail.Add(context.Background(), 1)
+		if pc.retire != nil {
+			pc.retire(pc)
+		}
 		pd.resolve(fmt.Errorf("publish %s: %w", pd.msgID, errNacked))
 	case pd.returned != nil:
 		m.PublishFail.Add(context.Background(), 1)
