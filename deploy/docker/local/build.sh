@@ -4,6 +4,7 @@
 # registry (idempotent; `make images`).
 #
 #   bash deploy/docker/local/build.sh [build]  # build what is missing or out of date
+#   bash deploy/docker/local/build.sh rabbitmq # only the base and the RabbitMQ stand-in (make cluster-test)
 #   bash deploy/docker/local/build.sh check    # fail unless every stand-in exists
 #   bash deploy/docker/local/build.sh list     # names and sizes
 #   AGORA_BINARIES=prebuilt bash ...           # all but the Go builder (not used then)
@@ -441,10 +442,24 @@ cmd_build() {
   echo "==> images ready in $((SECONDS - t0)) s"
 }
 
+# The cluster test needs the RabbitMQ stand-in alone: not the Go builder (minutes cold), nor
+# the PostgreSQL and MinIO ones (they need what `make infra` builds).
+cmd_rabbitmq() {
+  local t0=$SECONDS
+  [[ $EUID -eq 0 ]] || die "run as root (debootstrap, apt-get)"
+  mkdir -p "$WORK_DIR" "$LOG_DIR"
+  check_engine
+  build_base
+  build_rabbitmq
+  [[ -n "$(image_id "$RABBITMQ_IMAGE")" ]] || die "no $RABBITMQ_IMAGE after the build"
+  echo "==> $RABBITMQ_IMAGE ready in $((SECONDS - t0)) s"
+}
+
 case "${1:-build}" in
   build) cmd_build ;;
+  rabbitmq) cmd_rabbitmq ;;
   check) cmd_check ;;
   list) list ;;
-  -h|--help|help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' ;;
-  *) echo "usage: $0 [build|check|list]" >&2; exit 2 ;;
+  -h|--help|help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' ;;
+  *) echo "usage: $0 [build|rabbitmq|check|list]" >&2; exit 2 ;;
 esac
