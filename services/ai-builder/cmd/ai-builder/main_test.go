@@ -17,7 +17,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/pkg/fabric"
@@ -47,11 +46,7 @@ func newStack(t testing.TB) *stack {
 	s := &stack{Stack: deploytest.NewStack(t, "ai-builder"), t: t, bucket: "documents"}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var err error
-	if s.s3, err = minio.New(s.Vars["S3_ENDPOINT"], &minio.Options{
-		Creds: credentials.NewStaticV4(s.Vars["S3_ACCESS_KEY"], s.Vars["S3_SECRET_KEY"], "")}); err != nil {
-		t.Fatal(err)
-	}
+	s.s3 = s.S3(t)
 	// The request service makes the bucket; here the test does.
 	if ok, err := s.s3.BucketExists(ctx, s.bucket); err != nil {
 		t.Fatalf("minio (run `make infra`): %v", err)
