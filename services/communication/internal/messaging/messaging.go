@@ -111,13 +111,39 @@ func Attach(h Host, d Deps) error {
 		workers = max(d.Concurrency, 1)
 	}
 	interval := heldPollInterval(d.HeldInterval, d.CoalesceWindow)
+	// The first worker looks every interval, which bounds how late a due
+	// notice goes out. The others help when there is work: the first
+	// wakes them on every notice it sends, and while they find nothing
+	// they look less and less often (up to helperIdleMax), so an idle
+	// service runs one query per interval rather than one per worker.
+	help := make(chan struct{}, workers)
 	for i := range workers {
 		h.Go(fmt.Sprintf("held-notifications-%d", i), func(ctx context.Context) error {
-			dl.watchHeld(ctx, interval, batch)
+			if i == 0 {
+				dl.watchHeld(ctx, interval, batch, func(int) { wakeHelpers(help, workers-1) })
+			} else {
+				dl.helpHeld(ctx, interval, batch, help)
+			}
 			return nil
 		})
 	}
 	return nil
+}
+
+// helperIdleMax bounds how seldom an idle helper worker looks for due
+// notices of its own accord.
+const helperIdleMax = 15 * time.Second
+
+// wakeHelpers hands up to n helpers a wake-up without blocking: one
+// already pending is enough.
+func wakeHelpers(help chan<- struct{}, n int) {
+	for range n {
+		select {
+		case help <- struct{}{}:
+		default:
+			return
+		}
+	}
 }
 
 // heldPollInterval is how often the dispatcher looks for due held
@@ -422,8 +448,17 @@ func (d *deliverer) dispatchHeld(ctx context.Context, limit int) (int, error) {
 	})
 }
 
-// watchHeld runs dispatchHeld every interval until ctx ends.
-func (d *deliverer) watchHeld(ctx context.Context, interval time.Duration, limit int) {
+// watchHeld runs dispatchHeld every interval until ctx ends; sent hears
+// every round that sent something.
+func (d *deliverer) watchHeld(ctx context.Context, interval time.Duration, limit int, sent func(int)) {
 	sweep.Run(ctx, interval, limit, d.dispatchHeld,
+		func(err error) { d.log.Error("dispatch held notifications", "err", err) }, sent)
+}
+
+// helpHeld runs dispatchHeld at once when woken on help, and of its own
+// accord every interval stretching to helperIdleMax while it finds
+// nothing.
+func (d *deliverer) helpHeld(ctx context.Context, interval time.Duration, limit int, help <-chan struct{}) {
+	sweep.RunIdle(ctx, interval, helperIdleMax, help, limit, d.dispatchHeld,
 		func(err error) { d.log.Error("dispatch held notifications", "err", err) }, nil)
 }
