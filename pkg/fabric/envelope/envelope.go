@@ -358,16 +358,8 @@ func readTime(dec *jsontext.Decoder, t *time.Time) error {
 
 // readChain reads an array of references; null leaves chain nil.
 func readChain(dec *jsontext.Decoder, chain *[]Ref) error {
-	tok, err := dec.ReadToken()
-	if err != nil {
+	if ok, err := opening(dec, '[', "an array"); !ok {
 		return err
-	}
-	switch tok.Kind() {
-	case 'n':
-		return nil
-	case '[':
-	default:
-		return fmt.Errorf("want an array, got %s", tok.Kind())
 	}
 	for dec.PeekKind() != ']' {
 		var r Ref
@@ -376,8 +368,25 @@ func readChain(dec *jsontext.Decoder, chain *[]Ref) error {
 		}
 		*chain = append(*chain, r)
 	}
-	_, err = dec.ReadToken()
+	_, err := dec.ReadToken()
 	return err
+}
+
+// opening reads the token that opens a container of kind ('[' or '{'). It
+// reports false for null (no container: nothing more to read) and for an
+// error, which is any other token.
+func opening(dec *jsontext.Decoder, kind jsontext.Kind, what string) (bool, error) {
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return false, err
+	}
+	switch tok.Kind() {
+	case kind:
+		return true, nil
+	case 'n':
+		return false, nil
+	}
+	return false, fmt.Errorf("want %s, got %s", what, tok.Kind())
 }
 
 // readRefPtr reads a reference into a new Ref; null leaves ref nil.
@@ -398,16 +407,8 @@ func readRefPtr(dec *jsontext.Decoder, ref **Ref) error {
 // matches the two names without regard to case and skips members it does
 // not know; null leaves r as it is.
 func readRef(dec *jsontext.Decoder, r *Ref) error {
-	tok, err := dec.ReadToken()
-	if err != nil {
+	if ok, err := opening(dec, '{', "an object"); !ok {
 		return err
-	}
-	switch tok.Kind() {
-	case 'n':
-		return nil
-	case '{':
-	default:
-		return fmt.Errorf("want an object, got %s", tok.Kind())
 	}
 	for dec.PeekKind() != '}' {
 		tok, err := dec.ReadToken()
@@ -426,7 +427,7 @@ func readRef(dec *jsontext.Decoder, r *Ref) error {
 			return err
 		}
 	}
-	_, err = dec.ReadToken()
+	_, err := dec.ReadToken()
 	return err
 }
 
