@@ -19,6 +19,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/agora-platform/agora/deploy/deploytest"
 	"github.com/agora-platform/agora/deploy/observability"
 	"github.com/agora-platform/agora/e2e/harness"
 	"github.com/agora-platform/agora/pkg/fabric/fabrictest"
@@ -597,17 +598,9 @@ func flowS3(t *testing.T, h *harness.Harness, bucket string, owned bool) *minio.
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !owned {
-		return c
+	if owned {
+		deploytest.DropBucketAtCleanup(t, c, bucket)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		for o := range c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true}) {
-			_ = c.RemoveObject(ctx, bucket, o.Key, minio.RemoveObjectOptions{})
-		}
-		_ = c.RemoveBucket(ctx, bucket)
-	})
 	return c
 }
 

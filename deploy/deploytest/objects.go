@@ -29,14 +29,20 @@ func (s *Stack) S3(t testing.TB) *minio.Client {
 // has stopped writing to it.
 func (s *Stack) TempBucket(t testing.TB, prefix string) string {
 	t.Helper()
-	bucket, c := Unique(prefix), s.S3(t)
+	bucket := Unique(prefix)
+	DropBucketAtCleanup(t, s.S3(t), bucket)
+	return bucket
+}
+
+// DropBucketAtCleanup empties bucket and removes it when the test ends,
+// best effort: a bucket the service never made is no failure.
+func DropBucketAtCleanup(t testing.TB, c *minio.Client, bucket string) {
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		for o := range c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true}) {
 			_ = c.RemoveObject(ctx, bucket, o.Key, minio.RemoveObjectOptions{})
 		}
 		_ = c.RemoveBucket(ctx, bucket)
 	})
-	return bucket
 }
