@@ -449,12 +449,16 @@ func startChaosPlatform(b *testing.B) *chaosPlatform {
 
 // submit posts request n and returns its id; an error is a refusal (the
 // client saw it: not a loss).
-func (c *chaosPlatform) submit(n int) (string, error) {
+func (c *chaosPlatform) submit(n int) (string, error) { return submitBench(c.client, c.h, c.token, n) }
+
+// submitBench posts the benchmarks' request n to the harness's request
+// service with token and returns its id; an error is a refusal.
+func submitBench(client *http.Client, h *harness.Harness, token string, n int) (string, error) {
 	body := fmt.Sprintf(`{"serviceId":"bench","formId":"f","formVersion":1,"channel":"web","fields":{"n":%d}}`, n)
-	req, _ := http.NewRequest(http.MethodPost, c.h.URL("request")+"/v1/requests", bytes.NewBufferString(body))
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	req, _ := http.NewRequest(http.MethodPost, h.URL("request")+"/v1/requests", bytes.NewBufferString(body))
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return "", fmt.Errorf("submit %d: %w", n, err)
 	}

@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
-	"fmt"
 	"maps"
 	"net/http"
 	"os"
@@ -59,28 +56,14 @@ func BenchmarkRecoveryThroughServices(b *testing.B) {
 			case <-tick.C:
 			}
 			wg.Go(func() {
-				body := fmt.Sprintf(`{"serviceId":"bench","formId":"f","formVersion":1,"channel":"web","fields":{"n":%d}}`, n)
-				req, _ := http.NewRequest(http.MethodPost, p.h.URL("request")+"/v1/requests", bytes.NewBufferString(body))
-				req.Header.Set("Authorization", "Bearer "+p.token)
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					mu.Lock()
-					refused++
-					mu.Unlock()
-					return
-				}
-				defer resp.Body.Close()
-				var receipt struct{ ID string }
-				if resp.StatusCode != http.StatusCreated || json.NewDecoder(resp.Body).Decode(&receipt) != nil {
-					mu.Lock()
-					refused++
-					mu.Unlock()
-					return
-				}
+				id, err := submitBench(http.DefaultClient, p.h, p.token, n)
 				mu.Lock()
-				accepted[receipt.ID] = time.Now()
-				mu.Unlock()
+				defer mu.Unlock()
+				if err != nil {
+					refused++
+					return
+				}
+				accepted[id] = time.Now()
 			})
 		}
 	})
