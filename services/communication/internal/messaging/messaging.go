@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -74,7 +75,12 @@ const FaultAccepted = "communication.after-accept"
 // Attach registers the communication service's consumers on h, and the
 // dispatcher of the notifications held for quiet hours or to coalesce.
 func Attach(h Host, d Deps) error {
-	dl := &deliverer{store: d.Store, senders: d.Senders, log: d.Log, now: time.Now, window: d.CoalesceWindow, faults: d.Faults}
+	// due wakes the first dispatcher when a notice this process held falls
+	// due (dueAlarm).
+	interval := heldPollInterval(d.HeldInterval, d.CoalesceWindow)
+	due := make(chan struct{}, 1)
+	dl := &deliverer{store: d.Store, senders: d.Senders, log: d.Log, now: time.Now, window: d.CoalesceWindow, faults: d.Faults,
+		alarm: newDueAlarm(interval, due)}
 	// A crash between a provider's acceptance and the commit that records
 	// it sends again everything the transaction had sent: with the inbox's
 	// batches (up to 16 messages in one transaction) a crash resent a
@@ -110,19 +116,32 @@ func Attach(h Host, d Deps) error {
 	if d.CoalesceWindow > 0 {
 		workers = max(d.Concurrency, 1)
 	}
-	interval := heldPollInterval(d.HeldInterval, d.CoalesceWindow)
-	// The first worker looks every interval, which bounds how late a due
-	// notice goes out. The others help when there is work: the first
-	// wakes them on every notice it sends, and while they find nothing
-	// they look less and less often (up to helperIdleMax), so an idle
-	// service runs one query per interval rather than one per worker.
+	// The first worker is woken when a notice this process held falls due,
+	// and looks of its own accord every interval, stretching while it
+	// finds nothing up to heldIdleMax: that look finds what another
+	// instance held, or this one before a restart, at most heldIdleMax
+	// late. The others help when there is a backlog: the first wakes them
+	// when it finds a second due notice right after one it handled (a lone
+	// notice is its alone: waking three helpers for it cost three empty
+	// transactions), and they look less and less often while they find
+	// nothing. An idle service runs a query every heldIdleMax.
 	help := make(chan struct{}, workers)
+	streak := 0 // the first worker's notices handled in a row
+	first := func(ctx context.Context, limit int) (int, error) {
+		n, err := dl.dispatchHeld(ctx, limit)
+		if n == 0 {
+			streak = 0
+		} else if streak++; streak == 2 {
+			wakeHelpers(help, workers-1)
+		}
+		return n, err
+	}
 	for i := range workers {
 		h.Go(fmt.Sprintf("held-notifications-%d", i), func(ctx context.Context) error {
 			if i == 0 {
-				dl.watchHeld(ctx, interval, batch, func(int) { wakeHelpers(help, workers-1) })
+				dl.dispatchWhenDue(ctx, interval, batch, due, first)
 			} else {
-				dl.helpHeld(ctx, interval, batch, help)
+				dl.dispatchWhenDue(ctx, interval, batch, help, dl.dispatchHeld)
 			}
 			return nil
 		})
@@ -130,9 +149,56 @@ func Attach(h Host, d Deps) error {
 	return nil
 }
 
-// helperIdleMax bounds how seldom an idle helper worker looks for due
-// notices of its own accord.
-const helperIdleMax = 15 * time.Second
+// heldIdleMax bounds how seldom an idle dispatcher looks for due notices
+// of its own accord.
+const heldIdleMax = 15 * time.Second
+
+// dueAlarm wakes the dispatcher when a notice this process held falls due.
+// It rings on a grid of the dispatcher's look interval, one timer per grid
+// slot however many notices fall due in it: under load it wakes the
+// dispatcher no more often than a poll every interval would, and at rest
+// never. A notice whose holding transaction rolled back costs a look that
+// finds nothing.
+type dueAlarm struct {
+	grid time.Duration
+	wake chan<- struct{}
+
+	mu    sync.Mutex
+	slots map[int64]bool // grid slots with a timer set
+}
+
+func newDueAlarm(grid time.Duration, wake chan<- struct{}) *dueAlarm {
+	return &dueAlarm{grid: max(grid, time.Millisecond), wake: wake, slots: map[int64]bool{}}
+}
+
+// heldCommitSlack is how long after its due time a notice's alarm rings at
+// the earliest: the handler that held it commits after setting the alarm,
+// normally within milliseconds; one that commits later is found by the
+// dispatcher's next look.
+const heldCommitSlack = 50 * time.Millisecond
+
+// ring sets the alarm for a notice due at: it rings at the first grid
+// point at least heldCommitSlack after it.
+func (a *dueAlarm) ring(at time.Time) {
+	g := int64(a.grid)
+	slot := (at.Add(heldCommitSlack).UnixNano() + g - 1) / g
+	a.mu.Lock()
+	if a.slots[slot] {
+		a.mu.Unlock()
+		return
+	}
+	a.slots[slot] = true
+	a.mu.Unlock()
+	time.AfterFunc(time.Until(time.Unix(0, slot*g)), func() {
+		a.mu.Lock()
+		delete(a.slots, slot)
+		a.mu.Unlock()
+		select {
+		case a.wake <- struct{}{}:
+		default: // one pending wake-up is enough
+		}
+	})
+}
 
 // wakeHelpers hands up to n helpers a wake-up without blocking: one
 // already pending is enough.
@@ -146,14 +212,14 @@ func wakeHelpers(help chan<- struct{}, n int) {
 	}
 }
 
-// heldPollInterval is how often the dispatcher looks for due held
-// notices. Quiet hours end on the minute and may wait for interval; a
-// coalesced notice is due a window after the first change, so with
-// coalescing on the dispatcher looks four times a window (not below 50 ms):
-// the citizen gets the mail within a quarter window of its due time. A due
-// time is not a timer in this process because any instance may dispatch
-// it, and one that restarted must still find it; the look is one indexed
-// query on the small hold table.
+// heldPollInterval is how often the dispatcher looks for due held notices
+// while it finds some, before it backs off toward heldIdleMax. A notice
+// this process held wakes it at its due time (dueAlarm); the looks are for
+// the others: held by another instance, or by this one before a restart.
+// With coalescing on it looks four times a window (not below 50 ms), so a
+// dispatcher that is busy sends a notice another instance held within a
+// quarter window of its due time. The look is one indexed query on the
+// small hold table.
 func heldPollInterval(interval, window time.Duration) time.Duration {
 	if window <= 0 {
 		return interval
@@ -200,6 +266,8 @@ type deliverer struct {
 	// sent at once).
 	window time.Duration
 	faults faults // nil but in crash tests
+	// alarm hears the due time of every notice held.
+	alarm *dueAlarm
 }
 
 // retryHeldAfter is how long a held notification whose channel failed
@@ -361,7 +429,11 @@ func (d *deliverer) settle(ctx context.Context, tx pgx.Tx, tenantID string, n no
 		return nil, d.coalesce(ctx, tx, tenantID, n, params, cause, until)
 	case verdict == notify.Hold:
 		d.log.Info("notification held for quiet hours", "notification", n.ID, "until", until)
-		return nil, d.store.MarkHeldTx(ctx, tx, tenantID, n.ID, until, notify.Notice{Template: n.Template, Params: params}, cause)
+		if err := d.store.MarkHeldTx(ctx, tx, tenantID, n.ID, until, notify.Notice{Template: n.Template, Params: params}, cause); err != nil {
+			return nil, err
+		}
+		d.ring(until)
+		return nil, nil
 	}
 	// The intent to send is durable before the send, and the provider's
 	// idempotency key derives from it, so nothing needs committing first:
@@ -420,7 +492,15 @@ func (d *deliverer) coalesce(ctx context.Context, tx pgx.Tx, tenantID string, n 
 	if err := d.store.MarkHeldTx(ctx, tx, tenantID, n.ID, due, notice, cause); err != nil {
 		return fmt.Errorf("coalesce notice: %w", err)
 	}
+	d.ring(due)
 	return nil
+}
+
+// ring sets the alarm for a notice held until due.
+func (d *deliverer) ring(due time.Time) {
+	if d.alarm != nil {
+		d.alarm.ring(due)
+	}
 }
 
 // dispatchHeld sends up to limit held notifications that are due (their
@@ -448,17 +528,10 @@ func (d *deliverer) dispatchHeld(ctx context.Context, limit int) (int, error) {
 	})
 }
 
-// watchHeld runs dispatchHeld every interval until ctx ends; sent hears
-// every round that sent something.
-func (d *deliverer) watchHeld(ctx context.Context, interval time.Duration, limit int, sent func(int)) {
-	sweep.Run(ctx, interval, limit, d.dispatchHeld,
-		func(err error) { d.log.Error("dispatch held notifications", "err", err) }, sent)
-}
-
-// helpHeld runs dispatchHeld at once when woken on help, and of its own
-// accord every interval stretching to helperIdleMax while it finds
-// nothing.
-func (d *deliverer) helpHeld(ctx context.Context, interval time.Duration, limit int, help <-chan struct{}) {
-	sweep.RunIdle(ctx, interval, helperIdleMax, help, limit, d.dispatchHeld,
+// dispatchWhenDue runs dispatch at once when woken, and of its own accord
+// every interval stretching to heldIdleMax while it finds nothing, until
+// ctx ends.
+func (d *deliverer) dispatchWhenDue(ctx context.Context, interval time.Duration, limit int, wake <-chan struct{}, dispatch sweep.Func) {
+	sweep.RunIdle(ctx, interval, heldIdleMax, wake, limit, dispatch,
 		func(err error) { d.log.Error("dispatch held notifications", "err", err) }, nil)
 }
