@@ -70,8 +70,12 @@ func Attach(h Host, d Deps) error {
 	if err := h.ConsumeTx(requestEventsQueue, (&projector{store: d.Store}).handle, fabric.ConsumerOptions{Simulatable: true}); err != nil {
 		return fmt.Errorf("messaging: %w", err)
 	}
+	// The fold runs every FoldInterval while it finds deltas; while it finds
+	// none its wait stretches up to ten intervals (10 s by default), since
+	// a round costs a transaction per tenant: after a quiet spell the first
+	// deltas are folded at most that late.
 	h.Go("fold", func(ctx context.Context) error {
-		sweep.Run(ctx, d.FoldInterval, 5000, d.Store.Fold, func(err error) { d.Log.Error("counter fold failed", "err", err) }, nil)
+		sweep.RunIdle(ctx, d.FoldInterval, 10*d.FoldInterval, nil, 5000, d.Store.Fold, func(err error) { d.Log.Error("counter fold failed", "err", err) }, nil)
 		return nil
 	})
 	// A job that keeps failing is delivered once plus once per retry tier:
