@@ -354,6 +354,49 @@ func TestUnroutableRowsStayPendingWithTheirError(t *testing.T) {
 	}
 }
 
+// TestBatchInFlightHoldsBackItsAggregates: while a full batch waits for
+// its confirms, the relay claims and sends the next one; a row whose
+// aggregate has a row in the batch in flight must wait for that batch's
+// outcome. Here that row failed (unroutable), so the aggregate's next row,
+// first of the next batch, stays pending while every other row goes out.
+func TestBatchInFlightHoldsBackItsAggregates(t *testing.T) {
+	f := fabrictest.NewFabric(t, env, desc())
+	s := fabrictest.NewSchema(t, env)
+	ob := outbox.New(f.Reg)
+	poison := outbox.Aggregate{Type: "request", ID: "poison"}
+	unroutable, _ := envelope.New("citizen.updated.v1", "org-a", "test", map[string]any{"citizenId": "c"})
+	held := submitted(t, 0, "poison")
+	var items []outbox.Item
+	for i := range 30 {
+		switch i {
+		case 9: // the first batch's last row
+			items = append(items, outbox.Item{Aggregate: poison, Envelope: unroutable})
+		case 10: // the next batch's first
+			items = append(items, outbox.Item{Aggregate: poison, Envelope: held})
+		default:
+			e := submitted(t, i, "filler")
+			items = append(items, outbox.Item{Aggregate: outbox.Aggregate{Type: "request", ID: e.ID}, Envelope: e})
+		}
+	}
+	enqueue(t, s, ob, true, items...)
+	runRelay(t, relay.New(s.Pool, s.Name, f.Pub, relay.Options{BatchSize: 10, PollInterval: 50 * time.Millisecond}))
+	ctx := context.Background()
+	fabrictest.Eventually(t, 10*time.Second, "every other row published", func() bool {
+		var n int
+		if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox_event WHERE published_at IS NOT NULL`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n >= 28
+	})
+	var published bool
+	if err := s.Pool.QueryRow(ctx, `SELECT published_at IS NOT NULL FROM outbox_event WHERE id = $1`, held.ID).Scan(&published); err != nil {
+		t.Fatal(err)
+	}
+	if published {
+		t.Fatal("the aggregate's second row was published while its first one failed")
+	}
+}
+
 // TestConcurrentRelaysKeepAggregateOrder runs three relays on one table
 // while writers append events to 20 aggregates; a single-threaded consumer
 // checks that each aggregate's sequence arrives in order and complete.

@@ -245,6 +245,14 @@ func (r *Relay) work(ctx context.Context, retention bool, wake <-chan struct{}, 
 	// idlePoll is the next fallback poll's wait: it doubles after each
 	// cycle that claimed nothing, up to IdlePollInterval.
 	idlePoll := r.opts.PollInterval
+	// ahead is the batch in flight, if any (see cycle); its goroutine
+	// records the outcome even after ctx ends.
+	var ahead <-chan outcome
+	defer func() {
+		if ahead != nil {
+			<-ahead
+		}
+	}()
 	for {
 		if ctx.Err() != nil {
 			return
@@ -259,7 +267,9 @@ func (r *Relay) work(ctx context.Context, retention bool, wake <-chan struct{}, 
 				}
 			}
 		}
-		res, err := r.relayOnce(ctx, idle)
+		var res result
+		var err error
+		res, ahead, err = r.cycle(ctx, idle, ahead)
 		if err != nil && ctx.Err() == nil {
 			r.log.Warn("outbox relay batch failed; backing off", "err", err, "in", backoff)
 			if !sleep(ctx, backoff) {
@@ -428,61 +438,138 @@ func (r *Relay) RelayOnce(ctx context.Context) (result, error) {
 // claim, which also returns each aggregate's pending rows up to its last
 // claimed one, and COMMIT travels with the outcome. (It was five: begin,
 // claim, ordering probe, outcome, commit, for every batch however small.)
-func (r *Relay) relayOnce(ctx context.Context, probe bool) (res result, err error) {
+func (r *Relay) relayOnce(ctx context.Context, probe bool) (result, error) {
+	res, next, err := r.cycle(ctx, probe, nil)
+	if next != nil {
+		// One batch, finished: a full one is left in flight.
+		o := <-next
+		res.Published, res.Failed = o.res.Published, o.res.Failed
+		err = o.err
+	}
+	return res, err
+}
+
+// outcome is what finishing a batch gave.
+type outcome struct {
+	res result
+	err error
+}
+
+// cycle claims and sends a batch, then collects the outcome of the batch
+// sent before it (ahead, nil if none), whose confirms and outcome were
+// awaited and recorded meanwhile on its own transaction. A full batch
+// that follows a clean one is left in flight the same way: the returned
+// channel gives its outcome, and the caller must collect it (the next
+// cycle does). So while the broker confirms one batch, PostgreSQL records
+// the one before and claims the one after: the stages, each waiting on the
+// other, left the broker idle for more than a third of a drain.
+//
+// The batch in flight keeps its rows locked and pending until it commits,
+// which is what keeps order: the next claim skips them (SKIP LOCKED) and
+// holds back every later row of their aggregates (inOrder), as another
+// worker's claim would. The next claim but one waits for that commit
+// (collecting ahead first), so those rows are not held back twice.
+// The result counts the rows claimed (and deferred) now and the rows
+// published or failed by the batches finished now.
+func (r *Relay) cycle(ctx context.Context, probe bool, ahead <-chan outcome) (res result, next <-chan outcome, err error) {
+	b, err := r.claimAndSend(ctx, probe)
+	if ahead != nil {
+		o := <-ahead
+		res.Published, res.Failed = o.res.Published, o.res.Failed
+		err = errors.Join(o.err, err)
+	}
+	if b == nil {
+		return res, nil, err
+	}
+	res.Claimed, res.Deferred = b.claimed, b.claimed-len(b.rows)
+	if err == nil && res.Failed == 0 && b.claimed == r.opts.BatchSize {
+		out := make(chan outcome, 1)
+		go func() {
+			o, err := r.finish(ctx, b)
+			out <- outcome{o, err}
+		}()
+		return res, out, nil
+	}
+	o, ferr := r.finish(ctx, b)
+	res.Published += o.Published
+	res.Failed += o.Failed
+	return res, nil, errors.Join(err, ferr)
+}
+
+// sent is a batch claimed and sent, whose transaction holds its rows.
+type sent struct {
+	conn    *pgxpool.Conn
+	claimed int
+	rows    []*row // the rows sent, in order
+	pctx    context.Context
+	cancel  context.CancelFunc
+}
+
+// claimAndSend claims a batch and sends the rows inOrder keeps, pipelined
+// on the publisher's channel, which keeps their order. It returns nil
+// when nothing was claimed (the transaction is over then), else the open
+// batch for finish, even on a send error: finish records it.
+func (r *Relay) claimAndSend(ctx context.Context, probe bool) (*sent, error) {
 	conn, err := r.pool.Acquire(ctx)
 	if err != nil {
-		return res, fmt.Errorf("outbox relay: acquire: %w", err)
+		return nil, fmt.Errorf("outbox relay: acquire: %w", err)
 	}
-	defer conn.Release()
 	if probe {
 		found, err := r.probe(ctx, conn.Conn())
-		if err != nil {
-			return res, err
-		}
-		if !found {
-			return res, nil
+		if err != nil || !found {
+			conn.Release()
+			return nil, err
 		}
 	}
-	defer func() {
-		// A failure left the transaction open or aborted: end it, or drop
-		// the connection rather than pool it in that state.
-		if conn.Conn().PgConn().TxStatus() == 'I' {
-			return
-		}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
-			conn.Conn().Close(rctx)
-		}
-	}()
 	batch, err := r.claim(ctx, conn.Conn())
 	if err != nil {
-		return res, err
+		r.release(ctx, conn)
+		return nil, err
 	}
-	res.Claimed = len(batch)
 	if len(batch) == 0 {
-		if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
-			return res, fmt.Errorf("outbox relay: commit: %w", err)
+		_, err := conn.Exec(ctx, "COMMIT")
+		r.release(ctx, conn)
+		if err != nil {
+			return nil, fmt.Errorf("outbox relay: commit: %w", err)
 		}
-		return res, nil
+		return nil, nil
 	}
-	batch = inOrder(batch)
-	res.Deferred = res.Claimed - len(batch)
+	b := &sent{conn: conn, claimed: len(batch), rows: inOrder(batch)}
 	if r.opts.Faults != nil {
 		r.opts.Faults.Hit("relay.after-claim")
 	}
-
-	// Publish the whole batch pipelined on the publisher's channel, which
-	// keeps their order; then wait for every confirm.
-	pctx, cancel := context.WithTimeout(ctx, r.opts.ConfirmTimeout)
-	defer cancel()
-	failedAgg := map[[2]string]bool{}
-	for _, rw := range batch {
-		rw.pending, rw.span, rw.err = r.send(pctx, rw)
+	b.pctx, b.cancel = context.WithTimeout(ctx, r.opts.ConfirmTimeout)
+	for _, rw := range b.rows {
+		rw.pending, rw.span, rw.err = r.send(b.pctx, rw)
 	}
-	for _, rw := range batch {
+	return b, nil
+}
+
+// release ends the connection's transaction if a failure left it open or
+// aborted, or drops the connection rather than pool it in that state.
+func (r *Relay) release(ctx context.Context, conn *pgxpool.Conn) {
+	defer conn.Release()
+	if conn.Conn().PgConn().TxStatus() == 'I' {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
+		conn.Conn().Close(rctx)
+	}
+}
+
+// finish waits for the confirms of a batch claimAndSend sent and records
+// the outcome in its transaction. Rows are marked published only after
+// their confirm; unroutable, nacked or unconfirmed rows get an attempt,
+// the error and a later next_attempt_at.
+func (r *Relay) finish(ctx context.Context, b *sent) (res result, err error) {
+	defer r.release(ctx, b.conn)
+	defer b.cancel()
+	failedAgg := map[[2]string]bool{}
+	for _, rw := range b.rows {
 		if rw.err == nil {
-			rw.err = rw.pending.Wait(pctx)
+			rw.err = rw.pending.Wait(b.pctx)
 		}
 		if rw.err != nil {
 			rw.span.SetStatus(codes.Error, rw.err.Error())
@@ -506,7 +593,7 @@ func (r *Relay) relayOnce(ctx context.Context, probe bool) (res result, err erro
 
 	var published []int64
 	upd := &pgx.Batch{}
-	for _, rw := range batch {
+	for _, rw := range b.rows {
 		if rw.err == nil {
 			published = append(published, rw.seq)
 			continue
@@ -525,10 +612,10 @@ func (r *Relay) relayOnce(ctx context.Context, probe bool) (res result, err erro
 	// The outcome is recorded even if ctx was cancelled meanwhile: the
 	// confirms are real.
 	wctx := context.WithoutCancel(ctx)
-	if err := conn.SendBatch(wctx, upd).Close(); err != nil {
+	if err := b.conn.SendBatch(wctx, upd).Close(); err != nil {
 		return res, fmt.Errorf("outbox relay: record outcome: %w", err)
 	}
-	if conn.Conn().PgConn().TxStatus() != 'I' {
+	if b.conn.Conn().PgConn().TxStatus() != 'I' {
 		return res, errors.New("outbox relay: record outcome: the transaction did not commit")
 	}
 	res.Published = len(published)
@@ -554,6 +641,15 @@ func (r *Relay) claim(ctx context.Context, conn *pgx.Conn) ([]*row, error) {
 	// The claim reads every tenant's rows: platform scope for the outbox's
 	// row-level security (fabric migration 00013).
 	b.Queue(wire.PlatformScope)
+	// The claim must walk the claimable index in seq order and stop at
+	// the batch's end. With statistics older than the backlog (a table
+	// not analysed since it filled: a new one, or after the broker was
+	// down) the planner expected a handful of rows and chose a bitmap scan
+	// of every pending row and a sort (external, 16 MB, for 20,000 rows),
+	// for every batch: 40-140 ms a claim and half of PostgreSQL's CPU in a
+	// drain. Without bitmap scans the ordered index scan is the cheapest
+	// plan whatever the estimate.
+	b.Queue("SET LOCAL enable_bitmapscan = off")
 	// The table is qualified instead of setting search_path: one statement
 	// fewer per batch.
 	b.Queue(`WITH claimed AS MATERIALIZED (
@@ -579,7 +675,7 @@ func (r *Relay) claim(ctx context.Context, conn *pgx.Conn) ([]*row, error) {
 		ORDER BY c.seq`, r.opts.BatchSize)
 	br := conn.SendBatch(ctx, b)
 	defer br.Close()
-	for range 2 { // BEGIN, the scope
+	for range 3 { // BEGIN, the scope, the plan
 		if _, err := br.Exec(); err != nil {
 			return nil, fmt.Errorf("outbox relay: begin: %w", err)
 		}
