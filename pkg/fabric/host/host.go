@@ -462,8 +462,9 @@ func (h *host) initDatabase(ctx context.Context) error {
 	pc.ConnConfig.RuntimeParams["application_name"] = h.Cfg.Service
 	if !strings.Contains(h.Cfg.DatabaseURL, "pool_max_conns") {
 		// pgxpool's default is max(4, CPUs). The relay's LISTEN holds one
-		// connection for good, the relay and each consumer goroutine hold
-		// one for a batch, and HTTP handlers need theirs: with 4, HTTP
+		// connection for good, the relay one per batch (two while a
+		// backlog drains: the batch being confirmed and the next), each
+		// consumer goroutine one for a batch, and HTTP handlers need theirs: with 4, HTTP
 		// submissions queued behind consumer batches (accepted rate fell
 		// to 54 of 100 req/s offered). DATABASE_URL's pool_max_conns wins.
 		pc.MaxConns = defaultPoolSize
