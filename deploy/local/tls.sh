@@ -55,11 +55,18 @@ EOF
 }
 
 # desired_conf prints $CONF with the managed block replaced (or appended).
+# The block stays where it is: another managed block (infra.sh's statistics)
+# may follow it, and moving it to the end changed the file, which cost a
+# second make infra a needless broker restart.
 desired_conf() {
-  if [[ -f "$CONF" ]]; then
-    awk -v b="$BEGIN" -v e="$END" '$0 == b {skip = 1} !skip {print} $0 == e {skip = 0}' "$CONF"
+  local b
+  b=$(block)
+  if [[ -f "$CONF" ]] && grep -qxF "$BEGIN" "$CONF"; then
+    BLOCK="$b" awk -v b="$BEGIN" -v e="$END" '$0 == b {skip = 1; print ENVIRON["BLOCK"]} !skip {print} $0 == e {skip = 0}' "$CONF"
+    return
   fi
-  block
+  [[ -f "$CONF" ]] && cat "$CONF"
+  printf '%s\n' "$b"
 }
 
 # install_file SRC DST MODE: copy when different; prints "changed" when it did.
