@@ -432,7 +432,7 @@ func (d *deliverer) settle(ctx context.Context, tx pgx.Tx, tenantID string, n no
 		if err := d.store.MarkHeldTx(ctx, tx, tenantID, n.ID, until, notify.Notice{Template: n.Template, Params: params}, cause); err != nil {
 			return nil, err
 		}
-		d.ring(until)
+		d.alarm.ring(until)
 		return nil, nil
 	}
 	// The intent to send is durable before the send, and the provider's
@@ -492,15 +492,8 @@ func (d *deliverer) coalesce(ctx context.Context, tx pgx.Tx, tenantID string, n 
 	if err := d.store.MarkHeldTx(ctx, tx, tenantID, n.ID, due, notice, cause); err != nil {
 		return fmt.Errorf("coalesce notice: %w", err)
 	}
-	d.ring(due)
+	d.alarm.ring(due)
 	return nil
-}
-
-// ring sets the alarm for a notice held until due.
-func (d *deliverer) ring(due time.Time) {
-	if d.alarm != nil {
-		d.alarm.ring(due)
-	}
 }
 
 // dispatchHeld sends up to limit held notifications that are due (their
